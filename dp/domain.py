@@ -1,0 +1,140 @@
+"""Public histogram domains and linear queries over them.
+
+A :class:`Domain` is the product of a few attributes, each with a public, finite number of
+cells (from configuration, never from the data). Cells are flattened in C order (the last
+attribute varies fastest), so the histogram of a domain is a vector of ``domain.size`` counts.
+
+A :class:`QueryBatch` is a set of linear queries over one domain: a sparse ``m x n`` matrix
+``W`` whose answer on a histogram ``x`` is ``W @ x``. Neighbouring databases differ by one row,
+i.e. by +-1 in one cell of ``x``; so the batch's L2 sensitivity is the largest column L2 norm
+of ``W`` (for one query: its largest absolute weight) and its L1 sensitivity is the largest
+column L1 norm.
+
+>>> d = Domain.of(("age", 3), ("sex", 2))
+>>> d.size, d.shape
+(6, (3, 2))
+>>> b = QueryBatch.from_dense(d, [[1, 1, 0, 0, 0, 0], [0, 0, 1, 1, 1, 1]])
+>>> b.sensitivity_l2, b.answer(np.arange(6.0)).tolist()
+(1.0, [1.0, 14.0])
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class Attribute:
+    """One axis of a domain: a name and its number of cells (> 0)."""
+
+    name: str
+    size: int
+
+    def __post_init__(self) -> None:
+        if self.size <= 0:
+            raise ValueError(f"attribute {self.name!r} must have at least one cell")
+
+
+@dataclass(frozen=True, slots=True)
+class Domain:
+    """A product of attributes; its histogram has ``size`` cells in C order."""
+
+    attributes: tuple[Attribute, ...]
+
+    @staticmethod
+    def of(*pairs: tuple[str, int]) -> Domain:
+        return Domain(tuple(Attribute(name, size) for name, size in pairs))
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(a.size for a in self.attributes)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.attributes else 1
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.attributes)
+
+    def axis(self, name: str) -> int:
+        return self.names.index(name)
+
+
+def _frozen_csr(matrix: Any) -> sp.csr_array:
+    m = sp.csr_array(matrix, dtype=np.float64)
+    m.sum_duplicates()
+    m.eliminate_zeros()
+    m.sort_indices()
+    for arr in (m.data, m.indices, m.indptr):
+        arr.flags.writeable = False
+    return m
+
+
+@dataclass(frozen=True, slots=True)
+class QueryBatch:
+    """Linear queries over one domain: ``answer(x) = W @ x`` with ``W`` sparse ``m x n``.
+
+    The matrix is stored as a read-only CSR array. ``key`` identifies the batch exactly (same
+    domain, same weights), so that a repeat is answered from the stored release.
+    """
+
+    domain: Domain
+    matrix: sp.csr_array
+    key: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        frozen = _frozen_csr(self.matrix)
+        if frozen.ndim != 2 or frozen.shape[1] != self.domain.size:
+            raise ValueError("query matrix must have one column per cell of the domain")
+        object.__setattr__(self, "matrix", frozen)
+        h = hashlib.sha256()
+        h.update(repr((self.domain, frozen.shape)).encode())
+        for arr in (frozen.indptr.astype(np.int64), frozen.indices.astype(np.int64), frozen.data):
+            h.update(np.ascontiguousarray(arr).tobytes())
+        object.__setattr__(self, "key", h.hexdigest())
+
+    @staticmethod
+    def from_dense(domain: Domain, rows: Sequence[Sequence[float]] | FloatArray) -> QueryBatch:
+        return QueryBatch(domain, sp.csr_array(np.asarray(rows, dtype=np.float64).reshape(-1, domain.size)))
+
+    @staticmethod
+    def stack(batches: Iterable[QueryBatch]) -> QueryBatch:
+        items = list(batches)
+        if not items or any(b.domain != items[0].domain for b in items):
+            raise ValueError("stack needs at least one batch, all over the same domain")
+        return QueryBatch(items[0].domain, sp.vstack([b.matrix for b in items], format="csr"))
+
+    @property
+    def num_queries(self) -> int:
+        return int(self.matrix.shape[0])
+
+    def dense(self) -> FloatArray:
+        return np.asarray(self.matrix.toarray(), dtype=np.float64)
+
+    @property
+    def sensitivity_l2(self) -> float:
+        """Largest column L2 norm: the L2 sensitivity under add/remove-one-row."""
+        sq = self.matrix.multiply(self.matrix).sum(axis=0)
+        return float(np.sqrt(np.max(sq))) if self.matrix.nnz else 0.0
+
+    @property
+    def sensitivity_l1(self) -> float:
+        """Largest column L1 norm: the L1 sensitivity under add/remove-one-row."""
+        return float(np.max(abs(self.matrix).sum(axis=0))) if self.matrix.nnz else 0.0
+
+    def answer(self, histogram: FloatArray) -> FloatArray:
+        """Exact answers ``W @ x`` on a histogram vector of ``domain.size`` cells."""
+        x = np.asarray(histogram, dtype=np.float64).reshape(-1)
+        if x.shape[0] != self.domain.size:
+            raise ValueError("histogram does not match the domain")
+        return np.asarray(self.matrix @ x, dtype=np.float64)
