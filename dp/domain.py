@@ -105,7 +105,9 @@ class QueryBatch:
 
     @staticmethod
     def from_dense(domain: Domain, rows: Sequence[Sequence[float]] | FloatArray) -> QueryBatch:
-        return QueryBatch(domain, sp.csr_array(np.asarray(rows, dtype=np.float64).reshape(-1, domain.size)))
+        return QueryBatch(
+            domain, sp.csr_array(np.asarray(rows, dtype=np.float64).reshape(-1, domain.size))
+        )
 
     @staticmethod
     def stack(batches: Iterable[QueryBatch]) -> QueryBatch:

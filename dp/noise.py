@@ -32,3 +32,51 @@ class SeededSampler:
 
     def laplace(self, scale: float, size: int) -> FloatArray:
         return self._rng.laplace(0.0, scale, size)
+
+
+class SecureSampler:
+    """Production sampler: OpenDP's cryptographically secure, floating-point-safe samplers.
+
+    OpenDP draws Gaussian and Laplace noise exactly (from a CSPRNG, by discrete sampling on a
+    fine lattice and correct rounding, so the float noise does not leak through its low bits:
+    Mironov 2012). Only OpenDP's *samplers* are used, at the scale this project calibrates
+    (``dp.calibration``); OpenDP's own accounting (zCDP for its Gaussian) is not ours. The noise
+    is obtained as the mechanism's output on an all-zero vector.
+    """
+
+    def __init__(self) -> None:
+        import opendp.prelude as odp  # imported here: only production needs it
+
+        odp.enable_features("contrib")
+        self._odp = odp
+        self._space_l2 = (
+            odp.vector_domain(odp.atom_domain(T=float, nan=False)),
+            odp.l2_distance(T=float),
+        )
+        self._space_l1 = (
+            odp.vector_domain(odp.atom_domain(T=float, nan=False)),
+            odp.l1_distance(T=float),
+        )
+
+    @staticmethod
+    def _check(scale: float, size: int) -> None:
+        if not (isinstance(scale, int | float) and np.isfinite(scale) and scale > 0):
+            raise ValueError("noise scale must be a finite number greater than 0")
+        if not (isinstance(size, int | np.integer) and size >= 0):
+            raise ValueError("noise size must be a non-negative integer")
+
+    def gaussian(self, scale: float, size: int) -> FloatArray:
+        """``size`` i.i.d. draws of ``N(0, scale^2)``."""
+        self._check(scale, size)
+        if size == 0:
+            return np.zeros(0, dtype=np.float64)
+        m = self._odp.m.make_gaussian(*self._space_l2, scale=float(scale))
+        return np.asarray(m([0.0] * int(size)), dtype=np.float64)
+
+    def laplace(self, scale: float, size: int) -> FloatArray:
+        """``size`` i.i.d. draws of ``Laplace(0, scale)`` (standard deviation ``scale * sqrt 2``)."""
+        self._check(scale, size)
+        if size == 0:
+            return np.zeros(0, dtype=np.float64)
+        m = self._odp.m.make_laplace(*self._space_l1, scale=float(scale))
+        return np.asarray(m([0.0] * int(size)), dtype=np.float64)

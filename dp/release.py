@@ -1,0 +1,255 @@
+"""Measurements of a strategy and inference over them (least squares, variances, row space).
+
+A :class:`Release` is one noisy measurement ``y = A x + noise`` of a strategy ``A`` (``p x n``)
+on the exact histogram ``x``, with a known noise variance per row. Anything computed from a
+release is post-processing and costs no privacy. The estimator is (generalised) least squares:
+for a query ``q`` in the row space of ``A`` the answer ``q x_hat`` is unbiased, with variance
+``q (A^T Sigma^-1 A)^+ q^T``; a query outside the row space is refused (its least-squares
+answer would be biased by an unknown amount). Derivation and the factorisation: docs/mm.md §4.
+
+>>> import numpy as np
+>>> from dp.noise import SeededSampler
+>>> from dp.strategy import optimize_strategy
+>>> w = np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 1.0, 0.0]])
+>>> s = optimize_strategy(w)
+>>> r = measure(s, np.array([5.0, 3.0, 2.0, 7.0]), 1e-9, SeededSampler(0))
+>>> answers, variances = r.estimate(w)
+>>> np.round(answers, 6).tolist()
+[8.0, 5.0]
+>>> r.can_answer(np.array([[1.0, 1.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]])).tolist()
+[True, False]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from dp.domain import FloatArray
+from dp.errors import InternalError
+from dp.noise import Sampler
+from dp.strategy import Strategy
+
+# A query is in the row space when its residual after projection is at most this fraction of
+# its norm (both in the group-constant part and in the reduced coordinates).
+ROW_SPACE_RTOL = 1e-8
+
+
+class NotInRowSpaceError(InternalError):
+    """A query outside the row space of a release was asked of it.
+
+    Callers check :meth:`Release.can_answer` first (and answer such a query with fresh noise);
+    reaching a client this is a bug, so it renders as an internal error (``XX000``).
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class _Factor:
+    """The once-per-release least-squares precomputation (reduced coordinates, docs/mm.md §4)."""
+
+    groups: npt.NDArray[np.intp]  # full cell -> reduced column (identical columns of A merged)
+    counts: FloatArray  # cells per reduced column
+    pool: sp.csr_array | None  # n x n_r 0/1 indicator (None when no two columns are merged)
+    order: npt.NDArray[np.intp]  # reduced column -> full cell, when no columns are merged
+    basis: FloatArray  # n_r x r orthonormal basis of the reduced row space
+    coef: FloatArray  # n_r x r: variance of q_r x_hat is ||q_r coef||^2
+    x_hat: FloatArray  # n_r: the GLS estimate of the reduced histogram (on the row space)
+
+
+def _as_rows(matrix: Any, n: int) -> FloatArray:
+    q = matrix.toarray() if sp.issparse(matrix) else matrix
+    q = np.asarray(q, dtype=np.float64)
+    if q.ndim == 1:
+        q = q.reshape(1, -1)
+    if q.ndim != 2 or q.shape[1] != n:
+        raise ValueError("queries must be a k x n matrix over the release's domain")
+    if not np.all(np.isfinite(q)):
+        raise ValueError("query weights must be finite")
+    return q
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class Release:
+    """A stored measurement ``y = matrix @ x + noise`` with independent noise per row.
+
+    ``matrix`` is ``p x n``, ``y`` has ``p`` values, ``noise_variance`` is the variance of each
+    row's noise (``sigma^2`` for Gaussian, ``2 b^2`` for Laplace). The arrays are stored
+    read-only. Estimates are generalised least squares (rows weighted by 1/variance), which is
+    the best linear unbiased estimator; the factorisation is computed once, at construction.
+
+    The privacy guarantee is that of the measurement that produced ``y`` (see :func:`measure`);
+    everything a release answers is post-processing of ``y``.
+    """
+
+    matrix: FloatArray
+    y: FloatArray
+    noise_variance: FloatArray
+    _factor: _Factor = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        a = np.array(self.matrix, dtype=np.float64, copy=True)
+        y = np.array(self.y, dtype=np.float64, copy=True).reshape(-1)
+        v = np.array(self.noise_variance, dtype=np.float64, copy=True).reshape(-1)
+        if a.ndim != 2 or a.shape[0] == 0 or a.shape[1] == 0:
+            raise ValueError("a release needs a p x n strategy matrix with p, n >= 1")
+        if y.shape[0] != a.shape[0] or v.shape[0] != a.shape[0]:
+            raise ValueError("y and noise_variance need one value per strategy row")
+        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(y))):
+            raise ValueError("the strategy and the measurement must be finite")
+        if not np.all((v > 0.0) & np.isfinite(v)):
+            raise ValueError("every noise variance must be positive and finite")
+        for arr in (a, y, v):
+            arr.flags.writeable = False
+        object.__setattr__(self, "matrix", a)
+        object.__setattr__(self, "y", y)
+        object.__setattr__(self, "noise_variance", v)
+        object.__setattr__(self, "_factor", _factorise(a, y, v))
+
+    @property
+    def num_cells(self) -> int:
+        return int(self.matrix.shape[1])
+
+    def _reduce(self, q: FloatArray) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+        """Reduced coordinates of the queries and whether each lies in the row space."""
+        f = self._factor
+        if f.pool is None:
+            q_r = q[:, f.order]
+            ok_pool = np.ones(q.shape[0], dtype=bool)
+        else:
+            q_r = np.asarray(q @ f.pool) / f.counts
+            resid = q - q_r[:, f.groups]
+            ok_pool = np.einsum("ij,ij->i", resid, resid) <= ROW_SPACE_RTOL**2 * np.einsum(
+                "ij,ij->i", q, q
+            )
+        proj = q_r @ f.basis
+        resid_r = q_r - proj @ f.basis.T
+        ok_span = np.einsum("ij,ij->i", resid_r, resid_r) <= ROW_SPACE_RTOL**2 * np.einsum(
+            "ij,ij->i", q_r, q_r
+        )
+        return q_r, ok_pool & ok_span
+
+    def can_answer(self, matrix: Any) -> npt.NDArray[np.bool_]:
+        """Per query row: is it in the row space of the release (answerable without bias)?"""
+        return self._reduce(_as_rows(matrix, self.num_cells))[1]
+
+    def estimate(self, matrix: Any) -> tuple[FloatArray, FloatArray]:
+        """Unbiased least-squares answers to the query rows and their variances.
+
+        ``matrix`` is ``k x n`` (dense, scipy sparse, or one row as a vector). Raises
+        :class:`NotInRowSpaceError` if any row is outside the release's row space.
+        """
+        q = _as_rows(matrix, self.num_cells)
+        q_r, ok = self._reduce(q)
+        if not np.all(ok):
+            raise NotInRowSpaceError(
+                "a query outside the row space of the stored release cannot be answered from it"
+            )
+        f = self._factor
+        t = q_r @ f.coef
+        return q_r @ f.x_hat, np.einsum("ij,ij->i", t, t)
+
+    def variance(self, matrix: Any) -> FloatArray:
+        """Variance of each query row's estimate (``inf`` for a row outside the row space)."""
+        q = _as_rows(matrix, self.num_cells)
+        q_r, ok = self._reduce(q)
+        t = q_r @ self._factor.coef
+        var = np.einsum("ij,ij->i", t, t)
+        return np.where(ok, var, np.inf)
+
+
+def _factorise(a: FloatArray, y: FloatArray, v: FloatArray) -> _Factor:
+    """Merge identical columns, whiten the rows, and take one SVD (docs/mm.md §4)."""
+    cols, inverse = np.unique(a.T, axis=0, return_inverse=True)
+    groups = inverse.reshape(-1).astype(np.intp)
+    n, n_r = a.shape[1], cols.shape[0]
+    counts = np.bincount(groups, minlength=n_r).astype(np.float64)
+    pool = None
+    if n_r < n:
+        pool = sp.csr_array((np.ones(n), (np.arange(n), groups)), shape=(n, n_r))
+    scale = 1.0 / np.sqrt(v)
+    aw = cols.T * scale[:, None]
+    u, sv, vt = np.linalg.svd(aw, full_matrices=False)
+    if sv.size == 0 or sv[0] == 0.0:
+        r = 0
+    else:
+        r = int(np.sum(sv > sv[0] * max(aw.shape) * np.finfo(np.float64).eps))
+    basis = np.ascontiguousarray(vt[:r].T)
+    coef = basis / sv[:r]
+    x_hat = coef @ (u[:, :r].T @ (y * scale))
+    return _Factor(
+        groups=groups,
+        counts=counts,
+        pool=pool,
+        order=np.argsort(groups),
+        basis=basis,
+        coef=coef,
+        x_hat=x_hat,
+    )
+
+
+def measure(
+    strategy: Strategy,
+    histogram: npt.ArrayLike,
+    noise_scale: float,
+    sampler: Sampler,
+    *,
+    kind: Literal["gaussian", "laplace"] = "gaussian",
+) -> Release:
+    """Release ``y = A x + noise`` for the strategy ``A`` on the exact histogram ``x``.
+
+    ``noise_scale`` is the per-row noise scale, computed by the caller as the strategy's
+    recomputed sensitivity times the unit scale of its accountant: the standard deviation
+    ``sigma`` for ``kind="gaussian"``, the Laplace ``b`` for ``kind="laplace"``.
+
+    Guarantee (add/remove-one-row neighbours, which change one cell of ``x`` by one):
+
+    - Gaussian: the release is ``mu``-GDP with ``mu = Delta2(A) / sigma``
+      (``Delta2 = strategy.sensitivity_l2``, the largest column L2 norm), hence
+      ``(epsilon, delta(epsilon))``-DP on the GDP curve
+      ``delta = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)`` (Dong, Roth & Su 2019,
+      Corollary 2.13; equivalently the Analytic Gaussian Mechanism, Balle & Wang 2018, Thm 8).
+    - Laplace: the release is ``epsilon``-DP with ``epsilon = Delta1(A) / b``
+      (``Delta1 = strategy.sensitivity_l1``; Dwork et al. 2006).
+
+    Every answer later derived from the returned :class:`Release` is post-processing.
+    All parameters are validated before the histogram is touched.
+    """
+    if kind not in ("gaussian", "laplace"):
+        raise ValueError("kind must be 'gaussian' or 'laplace'")
+    if not (np.isfinite(noise_scale) and noise_scale > 0.0):
+        raise ValueError("noise_scale must be positive and finite")
+    a = strategy.matrix
+    x = np.asarray(histogram, dtype=np.float64).reshape(-1)
+    if x.shape[0] != a.shape[1]:
+        raise ValueError("the histogram does not match the strategy's domain")
+    if kind == "gaussian":
+        noise = sampler.gaussian(noise_scale, a.shape[0])
+        var = noise_scale**2
+    else:
+        noise = sampler.laplace(noise_scale, a.shape[0])
+        var = 2.0 * noise_scale**2
+    y = a @ x + np.asarray(noise, dtype=np.float64).reshape(-1)
+    return Release(matrix=a, y=y, noise_variance=np.full(a.shape[0], var))
+
+
+def combine(releases: Sequence[Release]) -> Release:
+    """One release from several over the same domain: the stacked system, estimated by
+    generalised least squares (each row weighted by its own noise variance).
+
+    The combined release answers every query in the sum of the row spaces, with the smallest
+    variance any linear unbiased combination of the measurements achieves. Privacy: the
+    releases were already made and paid for; combining them is post-processing.
+    """
+    items = list(releases)
+    if not items or any(r.num_cells != items[0].num_cells for r in items):
+        raise ValueError("combine needs at least one release, all over the same domain")
+    return Release(
+        matrix=np.vstack([r.matrix for r in items]),
+        y=np.concatenate([r.y for r in items]),
+        noise_variance=np.concatenate([r.noise_variance for r in items]),
+    )

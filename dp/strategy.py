@@ -1,0 +1,439 @@
+"""Strategy optimisation for the Matrix Mechanism under Gaussian (L2) and Laplace (L1) noise.
+
+A *strategy* ``A`` (``p x n``) is measured once, ``y = A x + noise``; the workload ``W``
+(``m x n``, the predicted queries) is then answered as ``W A^+ y``. Under unit-scale noise per
+unit of sensitivity the total squared error over the workload rows is
+
+    err(A) = Delta2(A)^2 * ||W A^+||_F^2        (Delta2 = largest column L2 norm of A)
+
+and minimising it is the convex program ``min trace(V X^-1) s.t. diag(X) <= 1, X psd`` with
+``V = W^T W`` (Li et al. 2010; Yuan et al. 2016). The default solver is the dual fixed point of
+PRIVACY-NOTES §5, derived in ``docs/mm.md``: weights ``d`` on the simplex give a certified lower
+bound ``s(d)^2`` (``s(d) = ||W D^{1/2}||_*``) *and* a feasible strategy whose exact error is the
+upper bound, so the relative gap is known at every step.
+
+Privacy never depends on optimality: every :class:`Strategy` carries sensitivities recomputed
+from the returned matrix itself, and those are what the caller must scale noise by.
+
+>>> import numpy as np
+>>> w = np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+>>> s = optimize_strategy(w)
+>>> s.matrix.shape[1], round(s.sensitivity_l2, 12), s.gap <= 1e-3
+(3, 1.0, True)
+>>> bool(s.expected_error < identity_strategy(3, workload=w).expected_error)
+True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from dp.domain import FloatArray
+from dp.errors import InternalError
+
+IntArray = npt.NDArray[np.intp]
+
+# Largest acceptable max|R A - W| relative to max|W|: above it the answers from the release
+# would be biased, which is a bug (the strategy is built inside the row space of W).
+_UNBIASED_RTOL = 1e-8
+# The multiplicative update's exponent: grown while s(d) increases, halved otherwise.
+_OMEGA_MAX = 16.0
+_OMEGA_GROW = 1.5
+# Weights are floored relative to their maximum so that W D W^T stays positive definite.
+_D_FLOOR = 1e-13
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Strategy:
+    """A measurement strategy over the full domain and what is known about it.
+
+    ``matrix`` is ``p x n`` (read-only). ``sensitivity_l2`` / ``sensitivity_l1`` are the largest
+    column L2 / L1 norms of ``matrix``, always recomputed from it (add/remove-one-row
+    neighbours change one cell of the histogram by one). ``expected_error`` is the total squared
+    error over the workload rows for unit noise per unit of L2 sensitivity,
+    ``Delta2(A)^2 ||W A^+||_F^2``. ``gap`` is the certified relative gap
+    ``expected_error / lower_bound - 1`` to the optimum of the L2 program (``inf`` when no
+    certificate is known, e.g. for baselines).
+    """
+
+    matrix: FloatArray
+    sensitivity_l2: float
+    sensitivity_l1: float
+    gap: float
+    expected_error: float
+
+    def __post_init__(self) -> None:
+        m = np.array(self.matrix, dtype=np.float64, copy=True)
+        if m.ndim != 2:
+            raise ValueError("a strategy matrix must be two-dimensional")
+        m.flags.writeable = False
+        object.__setattr__(self, "matrix", m)
+
+    @property
+    def lower_bound(self) -> float:
+        """The certified lower bound on the optimal L2 error, ``expected_error / (1 + gap)``."""
+        return self.expected_error / (1.0 + self.gap) if math.isfinite(self.gap) else 0.0
+
+    @property
+    def expected_error_l1(self) -> float:
+        """Total squared error for unit Laplace *scale* per unit of L1 sensitivity, divided by
+        two (the Laplace variance is ``2 b^2``): ``Delta1(A)^2 ||W A^+||_F^2``.
+        """
+        if self.sensitivity_l2 == 0.0:
+            return 0.0
+        return self.expected_error * (self.sensitivity_l1 / self.sensitivity_l2) ** 2
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def _as_workload(workload: npt.ArrayLike) -> FloatArray:
+    w = np.asarray(workload, dtype=np.float64)
+    if w.ndim == 1:
+        w = w.reshape(1, -1)
+    if w.ndim != 2 or w.shape[1] == 0:
+        raise ValueError("the workload must be an m x n matrix with n > 0")
+    if not np.all(np.isfinite(w)):
+        raise ValueError("the workload must have finite weights")
+    if not np.any(w):
+        raise ValueError("the workload has no nonzero query: there is nothing to optimise")
+    return w
+
+
+def sensitivities(matrix: FloatArray) -> tuple[float, float]:
+    """Largest column L2 and L1 norms of ``matrix`` (its add/remove-one-row sensitivities)."""
+    if matrix.size == 0:
+        return 0.0, 0.0
+    l2 = float(np.sqrt(np.max(np.einsum("ij,ij->j", matrix, matrix))))
+    l1 = float(np.max(np.sum(np.abs(matrix), axis=0)))
+    return l2, l1
+
+
+def reduce_domain(workload: FloatArray) -> tuple[FloatArray, IntArray]:
+    """Lossless domain reduction: drop cells no query touches, merge identical columns.
+
+    Returns ``(W_r, groups)`` with ``W_r`` of shape ``m x n_r`` and ``groups[j]`` the reduced
+    cell of full cell ``j`` (``-1`` for a dropped cell). ``W x = W_r x_r`` where ``x_r`` sums
+    ``x`` over each group, and lifting a reduced strategy (copying column ``g`` to every cell of
+    group ``g``, zeros on dropped cells) keeps its sensitivity and its error (docs/mm.md §3).
+    """
+    touched = np.flatnonzero(np.any(workload != 0.0, axis=0))
+    cols, inverse = np.unique(workload[:, touched].T, axis=0, return_inverse=True)
+    groups = np.full(workload.shape[1], -1, dtype=np.intp)
+    groups[touched] = inverse.reshape(-1)
+    return np.ascontiguousarray(cols.T), groups
+
+
+def lift(reduced: FloatArray, groups: IntArray) -> FloatArray:
+    """Undo :func:`reduce_domain` on a strategy: column ``groups[j]`` for cell ``j`` (0 if -1)."""
+    full = np.zeros((reduced.shape[0], groups.shape[0]))
+    keep = groups >= 0
+    full[:, keep] = reduced[:, groups[keep]]
+    return full
+
+
+def _row_factor(w: FloatArray) -> FloatArray:
+    """A full-row-rank ``k x n`` factor ``F`` with ``F^T F = W^T W`` (``k = rank W``)."""
+    _, sv, vt = np.linalg.svd(w, full_matrices=False)
+    tol = sv[0] * max(w.shape) * np.finfo(np.float64).eps
+    k = int(np.sum(sv > tol))
+    return sv[:k, None] * vt[:k]
+
+
+def _dual_eval(f: FloatArray, d: FloatArray) -> tuple[float, FloatArray, FloatArray, FloatArray]:
+    """For weights ``d``: ``s(d)``, squared column norms ``c`` of the strategy ``A(d)``, and the
+    eigenpairs ``(lam, U)`` of ``F D F^T`` (``A(d) = diag(lam)^{-1/4} U^T F``)."""
+    k_mat = (f * d) @ f.T
+    lam, u = np.linalg.eigh(k_mat)
+    lam = np.maximum(lam, lam[-1] * 1e-300 + np.finfo(np.float64).tiny)
+    sq = np.sqrt(lam)
+    b = (u / np.sqrt(sq)).T @ f
+    c = np.einsum("ij,ij->j", b, b)
+    return float(np.sum(sq)), c, lam, u
+
+
+def dual_bound(workload: npt.ArrayLike, weights: npt.ArrayLike) -> float:
+    """The certified lower bound ``s(d)^2 = ||W D^{1/2}||_*^2`` for weights ``d >= 0``
+    (normalised to sum 1) on the optimum of ``min trace(W^T W X^-1), diag(X) <= 1``.
+
+    Any nonnegative ``d`` gives a valid bound (weak duality, docs/mm.md §1).
+    """
+    w = _as_workload(workload)
+    d = np.clip(np.asarray(weights, dtype=np.float64).reshape(-1), 0.0, None)
+    if d.shape[0] != w.shape[1] or not np.any(d):
+        raise ValueError("one nonnegative weight per cell, not all zero, is required")
+    d = d / np.sum(d)
+    sv = np.linalg.svd(w * np.sqrt(d), compute_uv=False)
+    return float(np.sum(sv)) ** 2
+
+
+def _error_and_residual(w: FloatArray, a: FloatArray) -> tuple[float, float]:
+    """``(||W A^+||_F^2, max|W A^+ A - W|)`` via the SVD of ``A``; inf if W is not in the span."""
+    _, sv, qt = np.linalg.svd(a, full_matrices=False)
+    if sv.size == 0 or sv[0] == 0.0:
+        return math.inf, float(np.max(np.abs(w)))
+    r = int(np.sum(sv > sv[0] * max(a.shape) * np.finfo(np.float64).eps))
+    wq = w @ qt[:r].T
+    resid = float(np.max(np.abs(wq @ qt[:r] - w)))
+    return float(np.sum((wq / sv[:r]) ** 2)), resid
+
+
+def evaluate_strategy(
+    workload: npt.ArrayLike, matrix: npt.ArrayLike, *, lower_bound: float | None = None
+) -> Strategy:
+    """Wrap any strategy matrix: recompute its sensitivities and its exact workload error.
+
+    ``expected_error`` is ``inf`` when some workload row is outside the row space of
+    ``matrix`` (relative residual above 1e-8). ``gap`` is relative to ``lower_bound`` when one
+    is given (e.g. from :func:`dual_bound`), else ``inf``.
+    """
+    w = _as_workload(workload)
+    a = np.asarray(matrix, dtype=np.float64)
+    if a.ndim != 2 or a.shape[1] != w.shape[1]:
+        raise ValueError("the strategy must have one column per cell of the workload")
+    l2, l1 = sensitivities(a)
+    norm2, resid = _error_and_residual(w, a)
+    error = l2**2 * norm2 if resid <= _UNBIASED_RTOL * float(np.max(np.abs(w))) else math.inf
+    gap = error / lower_bound - 1.0 if lower_bound and lower_bound > 0 else math.inf
+    return Strategy(matrix=a, sensitivity_l2=l2, sensitivity_l1=l1, gap=gap, expected_error=error)
+
+
+# --------------------------------------------------------------------------------------------
+# solvers
+
+
+def optimize_strategy(
+    workload: np.ndarray,
+    *,
+    tol: float = 1e-3,
+    time_limit: float = 10.0,
+    max_iter: int = 100_000,
+    clock: Callable[[], float] = time.monotonic,
+) -> Strategy:
+    """Near-optimal L2 strategy for ``workload`` (``m x n``), with a certified gap.
+
+    Solves ``min trace(W^T W X^-1) s.t. diag(X) <= 1, X psd`` by the dual fixed point of
+    PRIVACY-NOTES §5 / ``docs/mm.md``: lossless domain reduction, then weights ``d`` updated by
+    ``d_j <- d_j (r_j / (d_j s))^omega`` with an adaptive ``omega``; stops at the certified
+    relative gap ``tol`` (``UB / LB - 1``), after ``max_iter`` steps, or once ``time_limit``
+    seconds of ``clock`` have passed, returning the best strategy found (the clock only bounds
+    the work; with no cap reached the result is deterministic).
+
+    The returned matrix is over the full domain, has ``rank W`` rows, zero columns on cells no
+    query touches, and is scaled to ``sensitivity_l2 == 1`` up to rounding (always use the
+    recomputed field). Every workload row lies in its row space: ``W = (W A^+) A`` is checked
+    (max deviation <= 1e-8 max|W|, else :class:`~dp.errors.InternalError`).
+
+    Raises ``ValueError`` for a workload that is not a finite matrix with a nonzero entry.
+
+    >>> import numpy as np
+    >>> w = np.tril(np.ones((4, 4)))          # the 4 prefix sums
+    >>> s = optimize_strategy(w)
+    >>> s.gap <= 1e-3, s.matrix.shape
+    (True, (4, 4))
+    """
+    if not (tol > 0.0 and time_limit > 0.0 and max_iter >= 1):
+        raise ValueError("tol and time_limit must be positive and max_iter at least 1")
+    start = clock()
+    w = _as_workload(workload)
+    w_r, groups = reduce_domain(w)
+    f = _row_factor(w_r)
+    n_r = f.shape[1]
+
+    d = np.full(n_r, 1.0 / n_r)
+    s, c, lam, u = _dual_eval(f, d)
+    best_lb = s * s
+    best_ub, best_eig = s * float(np.max(c)), (lam, u)
+    omega = 1.0
+    for _ in range(max_iter):
+        if best_ub <= best_lb * (1.0 + tol) or clock() - start > time_limit:
+            break
+        step = d * (c / s) ** omega
+        step = np.maximum(step, _D_FLOOR * float(np.max(step)))
+        step /= np.sum(step)
+        s_new, c_new, lam_new, u_new = _dual_eval(f, step)
+        best_lb = max(best_lb, s_new * s_new)
+        ub_new = s_new * float(np.max(c_new))
+        if ub_new < best_ub:
+            best_ub, best_eig = ub_new, (lam_new, u_new)
+        if s_new >= s or omega <= 1.0:
+            # omega = 1 is the plain fixed point (monotone up to rounding): always accept it.
+            omega = min(omega * _OMEGA_GROW, _OMEGA_MAX) if s_new >= s else 1.0
+            d, s, c = step, s_new, c_new
+        else:
+            omega = max(1.0, omega / 2.0)
+
+    lam, u = best_eig
+    a_r = (u / lam[None, :] ** 0.25).T @ f
+    a_r /= math.sqrt(float(np.max(np.einsum("ij,ij->j", a_r, a_r))))
+    matrix = lift(a_r, groups)
+    l2, l1 = sensitivities(matrix)
+    norm2, _ = _error_and_residual(w_r, a_r)
+    error = l2 * l2 * norm2
+    _check_unbiased(w, matrix, a_r, w_r, groups)
+    gap = max(error / best_lb - 1.0, 0.0)
+    return Strategy(
+        matrix=matrix, sensitivity_l2=l2, sensitivity_l1=l1, gap=gap, expected_error=error
+    )
+
+
+def _check_unbiased(
+    w: FloatArray, matrix: FloatArray, a_r: FloatArray, w_r: FloatArray, groups: IntArray
+) -> None:
+    """Check ``max|R A - W|`` on the full domain with ``R = W_r A_r^+`` (docs/mm.md §3)."""
+    r = np.linalg.lstsq(a_r.T, w_r.T, rcond=None)[0].T
+    dev = float(np.max(np.abs(r @ matrix - w)))
+    if not dev <= _UNBIASED_RTOL * float(np.max(np.abs(w))):
+        raise InternalError("the optimised strategy does not span the workload")
+
+
+def identity_strategy(n: int, *, workload: np.ndarray | None = None) -> Strategy:
+    """The identity strategy (measure every cell): sensitivity 1 in L2 and L1.
+
+    ``expected_error`` is ``||W||_F^2`` for the given workload, or ``n`` (the error over the
+    identity workload) without one; ``gap`` is ``inf`` (no certificate).
+    """
+    if n <= 0:
+        raise ValueError("the domain must have at least one cell")
+    if workload is None:
+        error = float(n)
+    else:
+        w = _as_workload(workload)
+        if w.shape[1] != n:
+            raise ValueError("the workload must have n columns")
+        error = float(np.sum(w * w))
+    return Strategy(
+        matrix=np.eye(n), sensitivity_l2=1.0, sensitivity_l1=1.0, gap=math.inf, expected_error=error
+    )
+
+
+def hierarchical_matrix(n: int, branching: int = 2) -> FloatArray:
+    """The hierarchical (tree of interval sums) strategy over ``n`` ordered cells, unweighted.
+
+    Every level of a ``branching``-ary tree over ``n`` cells padded to a power of the
+    branching factor, restricted to the first ``n`` cells; empty and duplicate rows dropped.
+    Full column rank (the leaves are included).
+    """
+    if n <= 0 or branching < 2:
+        raise ValueError("need n >= 1 and branching >= 2")
+    rows: list[FloatArray] = []
+    width = 1
+    while True:
+        starts = np.arange(0, n, width)
+        level = np.zeros((starts.size, n))
+        for i, s0 in enumerate(starts):
+            level[i, s0 : s0 + width] = 1.0
+        rows.append(level)
+        if width >= n:
+            break
+        width *= branching
+    a = np.vstack(rows[::-1])
+    return np.asarray(np.unique(a, axis=0)[::-1], dtype=np.float64)
+
+
+def haar_matrix(n: int) -> FloatArray:
+    """The (unnormalised) Haar wavelet strategy over ``n`` ordered cells.
+
+    Rows: the total, then for every dyadic interval the difference of its two halves, over
+    ``n`` padded to a power of two and restricted to the first ``n`` cells (all-zero rows
+    dropped). Full column rank.
+    """
+    if n <= 0:
+        raise ValueError("need n >= 1")
+    size = 1 << max(0, (n - 1).bit_length())
+    rows = [np.ones(size)]
+    width = size
+    while width >= 2:
+        for s0 in range(0, size, width):
+            row = np.zeros(size)
+            row[s0 : s0 + width // 2] = 1.0
+            row[s0 + width // 2 : s0 + width] = -1.0
+            rows.append(row)
+        width //= 2
+    a = np.vstack(rows)[:, :n]
+    return np.asarray(a[np.any(a != 0.0, axis=1)], dtype=np.float64)
+
+
+def l1_strategy(workload: np.ndarray, *, time_limit: float = 10.0) -> Strategy:
+    """A strategy for Laplace noise (pure DP): the best of several sound candidates.
+
+    Under Laplace noise of scale ``b = Delta1(A) / epsilon`` per row, the total squared error is
+    ``2 Delta1(A)^2 ||W A^+||_F^2 / epsilon^2``. The candidates are the identity, the
+    L2-optimal strategy of :func:`optimize_strategy` (whose L1 sensitivity is recomputed, not
+    assumed), hierarchical trees (branching 2, 4, 8, 16) and the Haar wavelet over the cell order;
+    the one with the lowest ``Delta1(A)^2 ||W A^+||_F^2`` (:attr:`Strategy.expected_error_l1`)
+    is returned. Soundness does not depend on the choice: the caller scales the noise by the
+    returned ``sensitivity_l1``. ``gap`` is that of the L2 program (``inf`` for a baseline).
+
+    >>> import numpy as np
+    >>> w = np.triu(np.ones((8, 8)))
+    >>> s = l1_strategy(w)
+    >>> bool(s.expected_error_l1 <= identity_strategy(8, workload=w).expected_error_l1)
+    True
+    """
+    w = _as_workload(workload)
+    n = w.shape[1]
+    l2_opt = optimize_strategy(w, time_limit=time_limit)
+    candidates = [identity_strategy(n, workload=w), l2_opt]
+    candidates.append(evaluate_strategy(w, haar_matrix(n)))
+    for b in (2, 4, 8, 16):
+        if b < n or b == 2:
+            candidates.append(evaluate_strategy(w, hierarchical_matrix(n, b)))
+    best = min(candidates, key=lambda s: s.expected_error_l1)
+    if best is l2_opt:
+        return best
+    gap = best.expected_error / l2_opt.lower_bound - 1.0 if l2_opt.lower_bound > 0 else math.inf
+    return Strategy(
+        matrix=best.matrix,
+        sensitivity_l2=best.sensitivity_l2,
+        sensitivity_l1=best.sensitivity_l1,
+        gap=gap,
+        expected_error=best.expected_error,
+    )
+
+
+def optimize_strategy_cvxpy(
+    workload: np.ndarray, *, solver: str = "CLARABEL", time_limit: float | None = None
+) -> Strategy:
+    """Reference solver (tests and benchmarks only): the SDP via cvxpy on the full domain.
+
+    ``min trace(T) s.t. [[X, F^T], [F, T]] psd, diag(X) <= 1`` with ``F^T F = W^T W``; the
+    strategy is ``X^{1/2}`` (negative eigenvalues clipped). Its error is *re-evaluated* from the
+    returned matrix (a solver's reported objective can be far off when X is near-singular), and
+    its gap is certified by the lower bound from the solver's dual of ``diag(X) <= 1``.
+    cvxpy is imported lazily: it is not a runtime dependency.
+    """
+    import cvxpy as cp
+
+    w = _as_workload(workload)
+    n = w.shape[1]
+    f = _row_factor(w)
+    k = f.shape[0]
+    x = cp.Variable((n, n), symmetric=True)
+    t = cp.Variable((k, k), symmetric=True)
+    diag_con = cp.diag(x) <= 1
+    block = cp.bmat([[x, f.T], [f, t]])
+    prob = cp.Problem(cp.Minimize(cp.trace(t)), [block >> 0, diag_con])
+    opts: dict[str, object] = {}
+    if time_limit is not None:
+        opts = (
+            {"time_limit": time_limit} if solver == "CLARABEL" else {"time_limit_secs": time_limit}
+        )
+    prob.solve(solver=solver, **opts)
+    if x.value is None:
+        raise InternalError("the reference solver returned no solution")
+    lam, vec = np.linalg.eigh((x.value + x.value.T) / 2.0)
+    a = (vec * np.sqrt(np.clip(lam, 0.0, None))).T
+    a = a[np.any(a != 0.0, axis=1)]
+    dual = diag_con.dual_value
+    lb: float | None = None
+    if dual is not None and np.any(np.asarray(dual) > 0):
+        lb = dual_bound(w, np.asarray(dual, dtype=np.float64))
+    return evaluate_strategy(w, a, lower_bound=lb)

@@ -1,0 +1,74 @@
+"""Errors raised by the rewriter, each with its PostgreSQL SQLSTATE.
+
+All derive from :class:`dp.errors.LaprasError`. Messages never contain a data-dependent value:
+they name the declared table or column and say what is accepted instead.
+"""
+
+from __future__ import annotations
+
+from dp.errors import DomainTooLargeError, LaprasError
+
+__all__ = [
+    "BindError",
+    "ConfigError",
+    "DomainTooLargeError",
+    "InvalidValueError",
+    "RowAccessError",
+    "SqlSyntaxError",
+    "UndefinedColumnError",
+    "UndefinedTableError",
+    "UnsupportedError",
+]
+
+ACCEPTED = (
+    "only COUNT(*), COUNT(col), SUM(col) and AVG(col) over declared columns of a protected table, "
+    "with WHERE/GROUP BY/HAVING/ORDER BY/LIMIT over declared columns, are answered"
+)
+
+
+class ConfigError(LaprasError):
+    """The TOML declaration of protected tables is invalid (names file, key and problem)."""
+
+    sqlstate = "F0000"
+
+
+class SqlSyntaxError(LaprasError):
+    """The statement does not parse (position is 1-based, in characters, as in PostgreSQL)."""
+
+    sqlstate = "42601"
+
+
+class UnsupportedError(LaprasError):
+    """The statement touches a protected table in a shape that is not answered."""
+
+    sqlstate = "0A000"
+
+
+class RowAccessError(LaprasError):
+    """The statement would reveal rows (or exact statistics) of a protected table."""
+
+    sqlstate = "42501"
+
+
+class UndefinedTableError(LaprasError):
+    """A table that is not declared (42P01)."""
+
+    sqlstate = "42P01"
+
+
+class UndefinedColumnError(LaprasError):
+    """A column that the protected table does not declare (42703)."""
+
+    sqlstate = "42703"
+
+
+class InvalidValueError(LaprasError):
+    """A literal or parameter value that cannot be read as the column's type (22P02)."""
+
+    sqlstate = "22P02"
+
+
+class BindError(LaprasError):
+    """Wrong number of parameters for a prepared statement (08P01, as PostgreSQL)."""
+
+    sqlstate = "08P01"
