@@ -38,7 +38,7 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import Protocol, Self, runtime_checkable
 
-from dp.calibration import SAFETY, agm_sigma, gdp_mu, gaussian_sigma_for_mu, laplace_scale
+from dp.calibration import SAFETY, agm_sigma, gaussian_sigma_for_mu, gdp_mu, laplace_scale
 from dp.errors import BudgetExhaustedError, PrivacyParameterError
 
 

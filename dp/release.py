@@ -16,7 +16,7 @@ answer would be biased by an unknown amount). Derivation and the factorisation: 
 >>> answers, variances = r.estimate(w)
 >>> np.round(answers, 6).tolist()
 [8.0, 5.0]
->>> r.can_answer(np.array([[1.0, 1.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]])).tolist()
+>>> r.can_answer(np.array([[1.0, 2.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]])).tolist()
 [True, False]
 """
 
@@ -50,22 +50,32 @@ class NotInRowSpaceError(InternalError):
 
 @dataclass(frozen=True, slots=True)
 class _Factor:
-    """The once-per-release least-squares precomputation (reduced coordinates, docs/mm.md §4)."""
+    """The once-per-release least-squares precomputation (reduced coordinates, docs/mm.md §4).
+
+    ``stacked`` is ``n_r x (c + r + 1)``: ``c`` columns for the row-space test (an orthonormal
+    basis of the complement of the row space when that is cheaper, else of the row space
+    itself), then ``r`` columns ``G`` with ``var(q_r x_hat) = ||q_r G||^2``, then ``x_hat``.
+    One matrix product per call answers, tests and prices a batch of queries.
+    """
 
     groups: npt.NDArray[np.intp]  # full cell -> reduced column (identical columns of A merged)
     counts: FloatArray  # cells per reduced column
-    pool: sp.csr_array | None  # n x n_r 0/1 indicator (None when no two columns are merged)
-    order: npt.NDArray[np.intp]  # reduced column -> full cell, when no columns are merged
-    basis: FloatArray  # n_r x r orthonormal basis of the reduced row space
-    coef: FloatArray  # n_r x r: variance of q_r x_hat is ||q_r coef||^2
-    x_hat: FloatArray  # n_r: the GLS estimate of the reduced histogram (on the row space)
+    merged: bool  # whether any two columns of A were merged
+    order: npt.NDArray[np.intp]  # full cells sorted by reduced column
+    starts: npt.NDArray[np.intp]  # where each reduced column's run starts in ``order``
+    stacked: FloatArray
+    num_check: int  # c
+    complement: bool  # whether the first c columns span the complement of the row space
+
+
+def _sq_norms(m: FloatArray) -> FloatArray:
+    out: FloatArray = np.einsum("ij,ij->i", m, m)
+    return out
 
 
 def _as_rows(matrix: Any, n: int) -> FloatArray:
     q = matrix.toarray() if sp.issparse(matrix) else matrix
-    q = np.asarray(q, dtype=np.float64)
-    if q.ndim == 1:
-        q = q.reshape(1, -1)
+    q = np.array(q, dtype=np.float64, ndmin=2)
     if q.ndim != 2 or q.shape[1] != n:
         raise ValueError("queries must be a k x n matrix over the release's domain")
     if not np.all(np.isfinite(q)):
@@ -114,28 +124,34 @@ class Release:
     def num_cells(self) -> int:
         return int(self.matrix.shape[1])
 
-    def _reduce(self, q: FloatArray) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
-        """Reduced coordinates of the queries and whether each lies in the row space."""
+    def _solve(self, matrix: Any) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+        """Answers, variances, and whether each query row lies in the row space."""
+        q = _as_rows(matrix, self.num_cells)
         f = self._factor
-        if f.pool is None:
-            q_r = q[:, f.order]
-            ok_pool = np.ones(q.shape[0], dtype=bool)
-        else:
-            q_r = np.asarray(q @ f.pool) / f.counts
+        if f.merged:
+            # A query in the row space is constant on every group of identical columns.
+            q_r = np.add.reduceat(q[:, f.order], f.starts, axis=1) / f.counts
             resid = q - q_r[:, f.groups]
-            ok_pool = np.einsum("ij,ij->i", resid, resid) <= ROW_SPACE_RTOL**2 * np.einsum(
-                "ij,ij->i", q, q
-            )
-        proj = q_r @ f.basis
-        resid_r = q_r - proj @ f.basis.T
-        ok_span = np.einsum("ij,ij->i", resid_r, resid_r) <= ROW_SPACE_RTOL**2 * np.einsum(
-            "ij,ij->i", q_r, q_r
-        )
-        return q_r, ok_pool & ok_span
+            ok = _sq_norms(resid) <= ROW_SPACE_RTOL**2 * _sq_norms(q)
+        else:
+            q_r = q[:, f.order]
+            ok = np.ones(q.shape[0], dtype=bool)
+        z = q_r @ f.stacked
+        c = f.num_check
+        if f.complement:
+            resid2 = _sq_norms(z[:, :c])
+        else:
+            resid2 = _sq_norms(q_r - z[:, :c] @ f.stacked[:, :c].T)
+        ok &= resid2 <= ROW_SPACE_RTOL**2 * _sq_norms(q_r)
+        return z[:, -1], _sq_norms(z[:, c:-1]), ok
 
     def can_answer(self, matrix: Any) -> npt.NDArray[np.bool_]:
-        """Per query row: is it in the row space of the release (answerable without bias)?"""
-        return self._reduce(_as_rows(matrix, self.num_cells))[1]
+        """Per query row: is it in the row space of the release (answerable without bias)?
+
+        The test is a relative residual: the part of the row outside the row space has at most
+        ``ROW_SPACE_RTOL`` times the row's norm.
+        """
+        return self._solve(matrix)[2]
 
     def estimate(self, matrix: Any) -> tuple[FloatArray, FloatArray]:
         """Unbiased least-squares answers to the query rows and their variances.
@@ -143,52 +159,49 @@ class Release:
         ``matrix`` is ``k x n`` (dense, scipy sparse, or one row as a vector). Raises
         :class:`NotInRowSpaceError` if any row is outside the release's row space.
         """
-        q = _as_rows(matrix, self.num_cells)
-        q_r, ok = self._reduce(q)
+        answers, variances, ok = self._solve(matrix)
         if not np.all(ok):
             raise NotInRowSpaceError(
                 "a query outside the row space of the stored release cannot be answered from it"
             )
-        f = self._factor
-        t = q_r @ f.coef
-        return q_r @ f.x_hat, np.einsum("ij,ij->i", t, t)
+        return answers, variances
 
     def variance(self, matrix: Any) -> FloatArray:
         """Variance of each query row's estimate (``inf`` for a row outside the row space)."""
-        q = _as_rows(matrix, self.num_cells)
-        q_r, ok = self._reduce(q)
-        t = q_r @ self._factor.coef
-        var = np.einsum("ij,ij->i", t, t)
-        return np.where(ok, var, np.inf)
+        _, variances, ok = self._solve(matrix)
+        return np.where(ok, variances, np.inf)
 
 
 def _factorise(a: FloatArray, y: FloatArray, v: FloatArray) -> _Factor:
     """Merge identical columns, whiten the rows, and take one SVD (docs/mm.md §4)."""
     cols, inverse = np.unique(a.T, axis=0, return_inverse=True)
     groups = inverse.reshape(-1).astype(np.intp)
-    n, n_r = a.shape[1], cols.shape[0]
+    n_r = cols.shape[0]
     counts = np.bincount(groups, minlength=n_r).astype(np.float64)
-    pool = None
-    if n_r < n:
-        pool = sp.csr_array((np.ones(n), (np.arange(n), groups)), shape=(n, n_r))
+    order = np.argsort(groups, kind="stable")
+    starts = np.concatenate(([0], np.cumsum(counts[:-1]))).astype(np.intp)
     scale = 1.0 / np.sqrt(v)
     aw = cols.T * scale[:, None]
-    u, sv, vt = np.linalg.svd(aw, full_matrices=False)
+    # The complement of the row space costs n_r - r columns, the row space itself 2r (project
+    # and subtract): keep whichever is smaller.
+    complement = n_r - min(aw.shape) < 2 * min(aw.shape)
+    u, sv, vt = np.linalg.svd(aw, full_matrices=complement)
     if sv.size == 0 or sv[0] == 0.0:
         r = 0
     else:
         r = int(np.sum(sv > sv[0] * max(aw.shape) * np.finfo(np.float64).eps))
-    basis = np.ascontiguousarray(vt[:r].T)
-    coef = basis / sv[:r]
+    coef = vt[:r].T / sv[:r]
     x_hat = coef @ (u[:, :r].T @ (y * scale))
+    check = vt[r:].T if complement else vt[:r].T
     return _Factor(
         groups=groups,
         counts=counts,
-        pool=pool,
-        order=np.argsort(groups),
-        basis=basis,
-        coef=coef,
-        x_hat=x_hat,
+        merged=n_r < a.shape[1],
+        order=order,
+        starts=starts,
+        stacked=np.ascontiguousarray(np.hstack([check, coef, x_hat[:, None]])),
+        num_check=check.shape[1],
+        complement=complement,
     )
 
 

@@ -26,10 +26,12 @@ True
 
 from __future__ import annotations
 
+import importlib
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -144,7 +146,8 @@ def _row_factor(w: FloatArray) -> FloatArray:
     _, sv, vt = np.linalg.svd(w, full_matrices=False)
     tol = sv[0] * max(w.shape) * np.finfo(np.float64).eps
     k = int(np.sum(sv > tol))
-    return sv[:k, None] * vt[:k]
+    factor: FloatArray = sv[:k, None] * vt[:k]
+    return factor
 
 
 def _dual_eval(f: FloatArray, d: FloatArray) -> tuple[float, FloatArray, FloatArray, FloatArray]:
@@ -405,12 +408,13 @@ def optimize_strategy_cvxpy(
     """Reference solver (tests and benchmarks only): the SDP via cvxpy on the full domain.
 
     ``min trace(T) s.t. [[X, F^T], [F, T]] psd, diag(X) <= 1`` with ``F^T F = W^T W``; the
-    strategy is ``X^{1/2}`` (negative eigenvalues clipped). Its error is *re-evaluated* from the
+    strategy is ``X^{1/2}`` (eigenvalues floored at ``1e-9 * max``, so that it spans the
+    domain even when the solver's ``X`` is numerically singular). Its error is *re-evaluated* from the
     returned matrix (a solver's reported objective can be far off when X is near-singular), and
     its gap is certified by the lower bound from the solver's dual of ``diag(X) <= 1``.
     cvxpy is imported lazily: it is not a runtime dependency.
     """
-    import cvxpy as cp
+    cp: Any = importlib.import_module("cvxpy")
 
     w = _as_workload(workload)
     n = w.shape[1]
@@ -430,8 +434,8 @@ def optimize_strategy_cvxpy(
     if x.value is None:
         raise InternalError("the reference solver returned no solution")
     lam, vec = np.linalg.eigh((x.value + x.value.T) / 2.0)
-    a = (vec * np.sqrt(np.clip(lam, 0.0, None))).T
-    a = a[np.any(a != 0.0, axis=1)]
+    # X is often numerically singular (|P| < n); floor its spectrum so that A spans the domain.
+    a = (vec * np.sqrt(np.maximum(lam, 1e-9 * float(np.max(lam))))).T
     dual = diag_con.dual_value
     lb: float | None = None
     if dual is not None and np.any(np.asarray(dual) > 0):

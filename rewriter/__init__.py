@@ -1,0 +1,92 @@
+"""SQL to linear queries over public histogram domains, pure (no I/O but reading the TOML).
+
+The public API, all the proxy needs::
+
+    schema = load_schema("lapras.toml")          # or parse_schema(text, source_name)
+    for st in classify(sql, schema):             # one per statement; never raises
+        match st:
+            case Passthrough(sql=relay):         # relay to the upstream's passthrough role
+            case ZeroRowProbe(columns=cols):     # RowDescription(cols) + "SELECT 0"
+            case Refused(error=err):             # ErrorResponse(err.sqlstate, err.message, ...)
+            case DPStatement(plan=None):         # has $n parameters: plan = bind(st, values)
+            case DPStatement(plan=plan):         # answer plan.batch with the DP engine, then
+                rows = postprocess(plan, noisy_answers)
+
+    histogram_sql(schema, "adult", view)         # the aggregator's one-pass histogram query
+    histogram_from_rows(schema, "adult", view, rows)   # -> dense float64 vector
+    fingerprint(st, params)                      # template + bindings + key (query log)
+
+``DPStatement.columns`` (name, type OID) and ``param_types`` are known before binding, for
+Describe. A :class:`Plan` holds the table, the view, the ``dp.domain.Domain``, one
+``dp.domain.QueryBatch`` with every linear query, the output columns, the group keys per row
+and the post-processing; no sqlglot node crosses into ``dp``. See docs/sql.md.
+
+>>> from rewriter import classify, load_schema  # doctest: +SKIP
+>>> [st] = classify("SELECT sex, count(*) FROM adult WHERE age BETWEEN 30 AND 39 GROUP BY 1",
+...                 load_schema("sql_fixtures/adult/lapras.toml"))  # doctest: +SKIP
+>>> st.plan.view, st.plan.batch.num_queries, st.plan.group_keys  # doctest: +SKIP
+('age_sex_income', 2, (('Female',), ('Male',)))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .classify import DPStatement, Passthrough, Refused, Statement, ZeroRowProbe, bind, classify
+from .errors import (
+    BindError,
+    ConfigError,
+    DomainTooLargeError,
+    InvalidValueError,
+    RowAccessError,
+    SqlSyntaxError,
+    UndefinedColumnError,
+    UndefinedTableError,
+    UnsupportedError,
+)
+from .histogram import histogram_from_rows, histogram_sql
+from .plan import Fingerprint, Measure, MeasureKind, OutputColumn, Plan, PostProcess, postprocess
+from .reduce import _fingerprint
+from .schema import Schema, load_schema, parse_schema
+
+
+def fingerprint(statement: DPStatement, params: Sequence[object] = ()) -> Fingerprint:
+    """The template fingerprint of a DP statement (parameters, if given, become bindings).
+
+    The template replaces the literals of WHERE and HAVING with ``$n`` and is stable across
+    spacing, case, quoting, table and output aliases and ``GROUP BY 1``.
+    """
+    return _fingerprint(statement.prepared, params)
+
+
+__all__ = [
+    "BindError",
+    "ConfigError",
+    "DPStatement",
+    "DomainTooLargeError",
+    "Fingerprint",
+    "InvalidValueError",
+    "Measure",
+    "MeasureKind",
+    "OutputColumn",
+    "Passthrough",
+    "Plan",
+    "PostProcess",
+    "Refused",
+    "RowAccessError",
+    "Schema",
+    "SqlSyntaxError",
+    "Statement",
+    "UndefinedColumnError",
+    "UndefinedTableError",
+    "UnsupportedError",
+    "ZeroRowProbe",
+    "bind",
+    "classify",
+    "fingerprint",
+    "histogram_from_rows",
+    "histogram_sql",
+    "load_schema",
+    "parse_schema",
+    "postprocess",
+]

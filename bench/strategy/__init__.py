@@ -1,0 +1,1 @@
+"""Strategy optimisation benchmark: ``python -m bench.strategy [--quick]`` (see __main__)."""

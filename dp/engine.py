@@ -1,0 +1,793 @@
+"""The LAPRAS engine: a pure state machine over one epoch (ARCHITECTURE.md §5).
+
+Guarantee. Neighbouring databases differ by adding or removing one row of the protected table.
+Every noisy value the engine releases comes from one of: the Matrix Mechanism release of the
+predicted set (Gaussian or Laplace noise on the strategy ``A``, calibrated to ``A``'s recomputed
+sensitivity), or one online release per fresh statement (Gaussian or Laplace noise on the
+statement's batch ``W``, calibrated to ``W``'s L2 / L1 sensitivity). Each of these is charged to
+the epoch's accountant (``dp.accountant``) *before* its noise is drawn, and the accountant
+admits a charge only if the composed total stays within ``(epsilon, delta)``. Everything else
+(answers from the release, exact repeats, answers from stored releases) is post-processing.
+So the epoch is ``(epsilon, delta)``-DP (``epsilon``-DP with the ``pure`` accountant), by the
+composition theorem of the accountant in use. All decisions (good/bad/reuse, pacing, refusals)
+depend only on public values: the queries, their positions in the stream, the configuration and
+the noise scales -- never on the histogram. See ``docs/privacy.md``.
+
+API (the proxy calls exactly these)::
+
+    state, events = start(config, domain, predicted, histogram, sampler, strategy=None)
+    decision = decide(state, batch)            # may raise BudgetExhaustedError (no event then)
+    for ev in decision.events:                 # persist, then apply, BEFORE releasing
+        state = apply(state, ev)
+    result = release(state, decision, histogram, sampler)   # draws noise only for FRESH
+    for ev in result.events:                   # persist, then apply
+        state = apply(state, ev)
+    result.answers, result.std_errors          # send to the client
+
+    state = fold(events)                       # restart: the fold of the persisted events
+
+``start`` charges the Matrix Mechanism budget, then measures the strategy (its events are
+``EpochStarted``, ``Charged`` and ``MatrixReleased``; nothing has been shown to anyone until
+they are persisted). For each statement ``decide`` classifies the batch:
+
+1. ``REPEAT``: the same batch (same ``QueryBatch.key``) was answered before: its stored answer,
+   no event, no noise (no averaging attack).
+2. ``MATRIX``: every row of the batch is in the predicted set ``P`` (a *good* query): answered
+   from the Matrix Mechanism release (paper mode) or from all stored releases combined by
+   generalised least squares (default mode; lower variance, still post-processing). Event
+   ``Answered``; advances the stream position.
+3. ``STORED`` (default mode only, ``reuse=True``; PRIVACY-NOTES §3 gap #10): the batch lies in
+   the row space of the stored releases and their predicted variance (summed over its rows) is
+   not above that of a fresh answer at the current pacing -- or no fresh answer can be made any
+   more. Event ``Answered``; advances the position.
+4. ``FRESH``: a *bad* query: one online release of the whole batch, whatever its number of rows.
+   The pacer (``dp.pacing``) sets the charge; the event ``Charged`` (position, b, amount, noise
+   scale, pacing after) must be persisted and applied before :func:`release` draws the noise;
+   :func:`release` then returns ``Released`` (the noisy measurement and the answer given).
+   In default mode the answer given is the GLS combination of the new measurement with all
+   stored releases (post-processing).
+
+Refusals (:class:`BudgetExhaustedError` subclasses, SQLSTATE ``42Q01``, no event): the S online
+releases of the epoch are used (:class:`StreamLengthExhaustedError`, PRIVACY-NOTES §3 gap #7),
+the reserve is below ``eps_min`` (:class:`ReserveExhaustedError`, gaps #4, #8), or the
+accountant refuses the charge (:class:`PrivacyBudgetExhaustedError`; cannot happen with the
+built-in pacing, kept as the filter's last word).
+
+Stream position. Every statement answered as ``MATRIX``, ``STORED`` or ``FRESH`` occupies the
+next stream position ``n``; exact repeats and refusals do not. ``b`` counts fresh online
+releases only (the estimator estimates how many *fresh* releases the stream will need).
+
+Modes. ``mode="paper"`` is Algorithm 1 as written: ``basic`` accountant (AGM at
+``(eps_b, delta/(S+1))``), ``static_pacing="literal"``, ``warmup="log2"``, no reuse, no
+reallocation. ``mode="default"``: ``gdp`` accountant, ``static_pacing="even"``, reuse of stored
+releases with the variance check, GLS answers, and the leftovers of the pools join the reserve.
+Every option can be set explicitly in either mode.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Literal
+
+import numpy as np
+
+from dp.accountant import (
+    AccountantKind,
+    BasicAccountant,
+    GdpAccountant,
+    NoiseKind,
+    PureAccountant,
+    make_accountant,
+    noise_variance,
+)
+from dp.domain import Domain, FloatArray, QueryBatch
+from dp.errors import BudgetExhaustedError, InternalError, PrivacyParameterError
+from dp.noise import Sampler
+from dp.pacing import (
+    Allocation,
+    Pacing,
+    Pool,
+    StaticPacing,
+    initial_pacing,
+    next_charge,
+    skip,
+    warmup_length,
+)
+from dp.release import Release, combine, measure
+from dp.strategy import Strategy, optimize_strategy
+
+AnyAccountant = BasicAccountant | GdpAccountant | PureAccountant
+
+#: Budget splits (fractions of the budget for MM / badInit / bad / reserve), PRIVACY-NOTES §2.
+SPLITS: Mapping[str, tuple[float, float, float, float]] = MappingProxyType(
+    {
+        "equal": (1 / 4, 1 / 4, 1 / 4, 1 / 4),
+        "matrix-heavy": (1 / 2, 1 / 6, 1 / 6, 1 / 6),
+        "query-heavy": (1 / 6, 1 / 3, 1 / 3, 1 / 6),
+        "reserve-heavy": (1 / 6, 1 / 6, 1 / 6, 1 / 2),
+    }
+)
+
+#: Stored-release inference (default mode) is kept only for domains up to this many cells.
+REUSE_MAX_CELLS = 4096
+REUSE_FACTOR = 1.0
+
+
+class Mode(StrEnum):
+    PAPER = "paper"
+    DEFAULT = "default"
+
+
+class StreamLengthExhaustedError(BudgetExhaustedError):
+    """All S online releases of the epoch have been made."""
+
+
+class ReserveExhaustedError(BudgetExhaustedError):
+    """The reserve fell below eps_min: the epoch makes no further fresh release."""
+
+
+class PrivacyBudgetExhaustedError(BudgetExhaustedError):
+    """The accountant refused the charge: the epoch's (epsilon, delta) is spent."""
+
+
+def _param(ok: bool, message: str) -> None:
+    if not ok:
+        raise PrivacyParameterError(message)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineConfig:
+    """One epoch's privacy configuration; validated on construction (PrivacyParameterError).
+
+    ``split``: a name of :data:`SPLITS` or four non-negative fractions (MM, badInit, bad,
+    reserve) summing to 1. ``warmup``: ``"log2"``, ``"log2_squared"`` or an integer, clamped to
+    ``T >= 3``. ``eps_min``: in epsilon (default ``1e-3 * epsilon``); the engine uses the same
+    *fraction* of the budget in the accountant's unit. Options left ``None`` take the mode's
+    value (see the module doc); the resolved values are the ``init=False`` fields.
+    """
+
+    epsilon: float
+    delta: float
+    stream_length: int
+    split: str | tuple[float, float, float, float] = "matrix-heavy"
+    allocation: Literal["static", "smooth"] = "static"
+    mode: Literal["paper", "default"] = "default"
+    accountant: Literal["basic", "gdp", "pure"] | None = None
+    warmup: Literal["log2", "log2_squared"] | int = "log2"
+    static_pacing: Literal["literal", "even"] | None = None
+    eps_min: float | None = None
+    reuse: bool | None = None
+    reallocate: bool | None = None
+
+    fractions: tuple[float, float, float, float] = field(init=False)
+    accountant_kind: AccountantKind = field(init=False)
+    allocation_kind: Allocation = field(init=False)
+    pacing_kind: StaticPacing = field(init=False)
+    min_fraction: float = field(init=False)
+    reuse_releases: bool = field(init=False)
+    reallocate_leftovers: bool = field(init=False)
+    t: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        _param(self.mode in ("paper", "default"), "mode must be 'paper' or 'default'")
+        paper = self.mode == "paper"
+        eps = self.epsilon
+        _param(
+            isinstance(eps, int | float) and math.isfinite(eps) and eps > 0,
+            "epsilon must be a finite number greater than 0",
+        )
+        s = self.stream_length
+        _param(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 1,
+            "the stream length must be an integer of at least 1",
+        )
+        acct = self.accountant or ("basic" if paper else "gdp")
+        _param(acct in ("basic", "gdp", "pure"), "accountant must be one of: basic, gdp, pure")
+        if acct == "pure":
+            _param(self.delta == 0, "the pure accountant requires delta = 0")
+        else:
+            _param(
+                isinstance(self.delta, int | float) and 0 < self.delta < 1,
+                "delta must be a number strictly between 0 and 1",
+            )
+        if isinstance(self.split, str):
+            _param(
+                self.split in SPLITS,
+                "split must be equal, matrix-heavy, query-heavy, reserve-heavy or four fractions",
+            )
+            fr = SPLITS[self.split]
+        else:
+            raw = tuple(self.split)
+            _param(
+                len(raw) == 4
+                and all(isinstance(f, int | float) and math.isfinite(f) and f >= 0 for f in raw)
+                and abs(math.fsum(raw) - 1.0) <= 1e-9,
+                "split fractions must be four non-negative numbers summing to 1",
+            )
+            tot = math.fsum(raw)
+            fr = (raw[0] / tot, raw[1] / tot, raw[2] / tot, raw[3] / tot)
+        _param(self.allocation in ("static", "smooth"), "allocation must be static or smooth")
+        pacing = self.static_pacing or ("literal" if paper else "even")
+        _param(pacing in ("literal", "even"), "static_pacing must be literal or even")
+        w = self.warmup
+        _param(
+            w in ("log2", "log2_squared")
+            or (isinstance(w, int) and not isinstance(w, bool) and w >= 1),
+            "warmup must be 'log2', 'log2_squared' or a positive integer",
+        )
+        eps_min = 1e-3 * eps if self.eps_min is None else self.eps_min
+        _param(
+            isinstance(eps_min, int | float) and math.isfinite(eps_min) and 0 < eps_min <= eps,
+            "eps_min must be a number greater than 0 and at most epsilon",
+        )
+        for name, value in (
+            ("fractions", fr),
+            ("accountant_kind", AccountantKind(acct)),
+            ("allocation_kind", Allocation(self.allocation)),
+            ("pacing_kind", StaticPacing(pacing)),
+            ("min_fraction", eps_min / eps),
+            ("reuse_releases", (not paper) if self.reuse is None else bool(self.reuse)),
+            ("reallocate_leftovers", (not paper) if self.reallocate is None else self.reallocate),
+            ("t", warmup_length(w, s)),
+        ):
+            object.__setattr__(self, name, value)
+
+
+# ------------------------------------------------------------------------------------------
+# events
+
+
+class Source(StrEnum):
+    MATRIX = "matrix"
+    STORED = "stored"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpochStarted:
+    """The epoch's configuration, its public domain and its predicted set (may be None)."""
+
+    config: EngineConfig
+    domain: Domain
+    predicted: QueryBatch | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Charged:
+    """A charge admitted by the accountant, made before any noise is drawn.
+
+    ``pool`` MATRIX is the Matrix Mechanism (``position = b = 0``); otherwise the charge is for
+    the b-th fresh release at stream position ``position`` for batch ``key``. ``scale`` is the
+    noise scale (sigma, or Laplace b) for ``sensitivity``; ``pacing`` is the pacing state after.
+    """
+
+    position: int
+    b: int
+    key: str
+    pool: Pool
+    amount: float
+    noise: NoiseKind
+    scale: float
+    sensitivity: float
+    pacing: Pacing
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class MatrixReleased:
+    """The Matrix Mechanism release ``y = A x + noise`` (the strategy is ``release.matrix``)."""
+
+    release: Release
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Released:
+    """A fresh online release: the noisy measurement of ``batch`` and the answer given.
+
+    ``measurement`` is ``W x + noise`` with per-row noise variance ``noise_variance``;
+    ``answers``/``std_errors`` are what the client received (equal to the measurement in paper
+    mode; its GLS combination with the stored releases in default mode).
+    """
+
+    position: int
+    key: str
+    batch: QueryBatch
+    measurement: tuple[float, ...]
+    noise_variance: float
+    answers: tuple[float, ...]
+    std_errors: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answered:
+    """A statement answered by post-processing of stored releases (no noise, no charge).
+
+    For a *bad* query (not in P) answered from stored releases, ``b`` is its bad index and
+    ``pacing`` the pacing state after it (the estimate may freeze; no pool changes).
+    """
+
+    position: int
+    key: str
+    source: Source
+    answers: tuple[float, ...]
+    std_errors: tuple[float, ...]
+    b: int | None = None
+    pacing: Pacing | None = None
+
+
+Event = EpochStarted | Charged | MatrixReleased | Released | Answered
+
+
+# ------------------------------------------------------------------------------------------
+# state
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredAnswer:
+    answers: tuple[float, ...]
+    std_errors: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class EngineState:
+    """The epoch's state: a fold of its events (never build it by hand; use :func:`fold`)."""
+
+    config: EngineConfig
+    domain: Domain
+    accountant: AnyAccountant
+    pacing: Pacing
+    min_charge: float
+    position: int = 0
+    bad: int = 0
+    fresh: int = 0
+    predicted_rows: frozenset[bytes] = frozenset()
+    mm_pending: bool = False
+    matrix_release: Release | None = None
+    stored: Release | None = None
+    answers: Mapping[str, StoredAnswer] = field(default_factory=dict)
+    pending: Charged | None = None
+
+    @property
+    def t(self) -> int:
+        return self.config.t
+
+
+class DecisionKind(StrEnum):
+    REPEAT = "repeat"
+    MATRIX = "matrix"
+    STORED = "stored"
+    FRESH = "fresh"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """What to do with a statement. ``events`` must be persisted and applied before
+    :func:`release` is called (for FRESH: the charge, before the noise is drawn).
+    ``answers``/``std_errors`` are already known for every kind except FRESH."""
+
+    kind: DecisionKind
+    batch: QueryBatch
+    events: tuple[Event, ...] = ()
+    answers: tuple[float, ...] | None = None
+    std_errors: tuple[float, ...] | None = None
+    charge: Charged | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseResult:
+    answers: tuple[float, ...]
+    std_errors: tuple[float, ...]
+    events: tuple[Event, ...] = ()
+
+
+# ------------------------------------------------------------------------------------------
+# fold
+
+
+def _row_keys(matrix: FloatArray) -> list[bytes]:
+    m = np.ascontiguousarray(np.asarray(matrix, dtype=np.float64) + 0.0)  # -0.0 -> 0.0
+    return [m[i].tobytes() for i in range(m.shape[0])]
+
+
+def _initial(ev: EpochStarted) -> EngineState:
+    cfg = ev.config
+    acct = make_accountant(
+        cfg.accountant_kind,
+        epsilon=cfg.epsilon,
+        delta=cfg.delta,
+        max_releases=cfg.stream_length + 1,
+    )
+    total = acct.total
+    f_mm, f_init, f_bad, f_res = cfg.fractions
+    has_p = ev.predicted is not None and ev.predicted.num_queries > 0
+    if not has_p:  # no prediction: the Matrix Mechanism's share goes to the bad pool
+        f_bad, f_mm = f_bad + f_mm, 0.0
+    pacing = initial_pacing(
+        warmup=f_init * total,
+        bad=f_bad * total,
+        reserve=f_res * total,
+        allocation=cfg.allocation_kind,
+    )
+    rows: frozenset[bytes] = frozenset()
+    if ev.predicted is not None:
+        if ev.predicted.domain != ev.domain:
+            raise ValueError("the predicted set must be over the epoch's domain")
+        rows = frozenset(_row_keys(ev.predicted.dense()))
+    return EngineState(
+        config=cfg,
+        domain=ev.domain,
+        accountant=acct,
+        pacing=pacing,
+        min_charge=cfg.min_fraction * total,
+        predicted_rows=rows,
+        mm_pending=has_p,
+        answers=MappingProxyType({}),
+    )
+
+
+def _with_answer(state: EngineState, key: str, ans: StoredAnswer) -> Mapping[str, StoredAnswer]:
+    d = dict(state.answers)
+    d[key] = ans
+    return MappingProxyType(d)
+
+
+def _add_stored(state: EngineState, rel: Release) -> Release | None:
+    if not state.config.reuse_releases or state.domain.size > REUSE_MAX_CELLS:
+        return None
+    return rel if state.stored is None else combine([state.stored, rel])
+
+
+def apply(state: EngineState | None, event: Event) -> EngineState:
+    """The state after ``event``. ``state`` is None only for the first event, EpochStarted."""
+    if isinstance(event, EpochStarted):
+        if state is not None:
+            raise InternalError("an epoch can only be started once")
+        return _initial(event)
+    if state is None:
+        raise InternalError("the first event of an epoch must be EpochStarted")
+    if isinstance(event, Charged):
+        acct = state.accountant.compose(event.amount)  # the filter's last word
+        if event.pool is Pool.MATRIX:
+            return replace(state, accountant=acct, pending=event)
+        return replace(
+            state,
+            accountant=acct,
+            pacing=event.pacing,
+            position=event.position,
+            bad=event.b,
+            fresh=state.fresh + 1,
+            pending=event,
+        )
+    if isinstance(event, MatrixReleased):
+        if state.pending is None or state.pending.pool is not Pool.MATRIX:
+            raise InternalError("a release must follow its charge")
+        rel = event.release
+        return replace(
+            state,
+            matrix_release=rel,
+            stored=_add_stored(state, rel),
+            mm_pending=False,
+            pending=None,
+        )
+    if isinstance(event, Released):
+        p = state.pending
+        if p is None or p.key != event.key or p.position != event.position:
+            raise InternalError("a release must follow its charge")
+        rel = Release(
+            matrix=event.batch.dense(),
+            y=np.asarray(event.measurement, dtype=np.float64),
+            noise_variance=np.full(event.batch.num_queries, event.noise_variance),
+        )
+        return replace(
+            state,
+            stored=_add_stored(state, rel),
+            answers=_with_answer(
+                state, event.key, StoredAnswer(answers=event.answers, std_errors=event.std_errors)
+            ),
+            pending=None,
+        )
+    if isinstance(event, Answered):
+        if event.b is not None and event.pacing is not None:
+            state = replace(state, bad=event.b, pacing=event.pacing)
+        return replace(
+            state,
+            position=event.position,
+            answers=_with_answer(
+                state, event.key, StoredAnswer(answers=event.answers, std_errors=event.std_errors)
+            ),
+        )
+    raise InternalError("unknown engine event")
+
+
+def fold(events: Iterable[Event]) -> EngineState:
+    """Rebuild the state from the persisted events (in order)."""
+    state: EngineState | None = None
+    for ev in events:
+        state = apply(state, ev)
+    if state is None:
+        raise InternalError("an epoch's ledger must start with EpochStarted")
+    return state
+
+
+# ------------------------------------------------------------------------------------------
+# start
+
+
+def start(
+    config: EngineConfig,
+    domain: Domain,
+    predicted: QueryBatch | None,
+    histogram: FloatArray,
+    sampler: Sampler,
+    *,
+    strategy: Strategy | None = None,
+) -> tuple[EngineState, tuple[Event, ...]]:
+    """Start an epoch: charge the Matrix Mechanism's share, then measure the strategy on P.
+
+    ``strategy`` defaults to ``optimize_strategy(predicted.dense())``. Guarantee of the
+    measurement: see ``dp.release.measure`` (noise calibrated to the strategy's recomputed
+    sensitivity, PRIVACY-NOTES §3 gap #9). Returns the state and the events to persist.
+    """
+    if predicted is not None and predicted.num_queries == 0:
+        predicted = None
+    started = EpochStarted(config=config, domain=domain, predicted=predicted)
+    state = apply(None, started)
+    events: list[Event] = [started]
+    if predicted is None:
+        return state, tuple(events)
+    x = np.asarray(histogram, dtype=np.float64).reshape(-1)
+    if x.shape[0] != domain.size:
+        raise ValueError("the histogram does not match the domain")
+    strat = strategy if strategy is not None else optimize_strategy(predicted.dense())
+    if strat.matrix.shape[1] != domain.size:
+        raise ValueError("the strategy does not match the domain")
+    acct = state.accountant
+    sens = acct.sensitivity_of(strat.sensitivity_l2, strat.sensitivity_l1)
+    amount = min(config.fractions[0] * acct.total, acct.remaining())
+    scale = acct.noise_scale(amount, sens)
+    charge = Charged(
+        position=0,
+        b=0,
+        key="",
+        pool=Pool.MATRIX,
+        amount=amount,
+        noise=acct.noise,
+        scale=scale,
+        sensitivity=sens,
+        pacing=state.pacing,
+    )
+    state = apply(state, charge)  # charged before the noise is drawn
+    events.append(charge)
+    rel = measure(strat, x, scale, sampler, kind=acct.noise.value)
+    mm = MatrixReleased(release=rel)
+    state = apply(state, mm)
+    events.append(mm)
+    return state, tuple(events)
+
+
+# ------------------------------------------------------------------------------------------
+# decide / release
+
+
+def _tuple(a: FloatArray) -> tuple[float, ...]:
+    return tuple(float(v) for v in np.asarray(a, dtype=np.float64).reshape(-1))
+
+
+def _answered(
+    state: EngineState,
+    batch: QueryBatch,
+    rel: Release,
+    source: Source,
+    *,
+    b: int | None = None,
+    pacing: Pacing | None = None,
+) -> Decision:
+    ans, var = rel.estimate(batch.dense())
+    std = _tuple(np.sqrt(np.maximum(var, 0.0)))
+    ev = Answered(
+        position=state.position + 1,
+        key=batch.key,
+        source=source,
+        answers=_tuple(ans),
+        std_errors=std,
+        b=b,
+        pacing=pacing,
+    )
+    kind = DecisionKind.MATRIX if source is Source.MATRIX else DecisionKind.STORED
+    return Decision(kind=kind, batch=batch, events=(ev,), answers=ev.answers, std_errors=std)
+
+
+def _is_good(state: EngineState, w: FloatArray) -> bool:
+    return bool(state.predicted_rows) and all(k in state.predicted_rows for k in _row_keys(w))
+
+
+def decide(state: EngineState, batch: QueryBatch) -> Decision:
+    """Classify ``batch`` and, for a fresh release, plan its charge (pure; see the module doc).
+
+    Raises a :class:`BudgetExhaustedError` subclass (saying which limit) when the batch needs
+    fresh noise and none can be admitted; ``ValueError`` for a batch over another domain.
+    """
+    if batch.domain != state.domain:
+        raise ValueError("the query is not over the epoch's domain")
+    if state.mm_pending:
+        raise InternalError("the epoch's Matrix Mechanism release is missing")
+    prior = state.answers.get(batch.key)
+    if prior is not None:
+        return Decision(
+            kind=DecisionKind.REPEAT,
+            batch=batch,
+            answers=prior.answers,
+            std_errors=prior.std_errors,
+        )
+    cfg = state.config
+    w = batch.dense()
+    if batch.num_queries == 0 or not np.any(w):
+        # data-independent answer: all zeros, exactly
+        zeros = tuple(0.0 for _ in range(batch.num_queries))
+        ev = Answered(
+            position=state.position + 1,
+            key=batch.key,
+            source=Source.STORED,
+            answers=zeros,
+            std_errors=zeros,
+        )
+        return Decision(
+            kind=DecisionKind.STORED, batch=batch, events=(ev,), answers=zeros, std_errors=zeros
+        )
+
+    if _is_good(state, w):
+        rel = state.stored if cfg.reuse_releases and state.stored is not None else None
+        rel = rel or state.matrix_release
+        if rel is not None and bool(np.all(rel.can_answer(w))):
+            return _answered(state, batch, rel, Source.MATRIX)
+
+    # a bad query
+    stored = state.stored if cfg.reuse_releases else None
+    answerable = stored is not None and bool(np.all(stored.can_answer(w)))
+    b = state.bad + 1
+    skipped = skip(
+        state.pacing,
+        b=b,
+        n=state.position + 1,
+        stream_length=cfg.stream_length,
+        t=cfg.t,
+        allocation=cfg.allocation_kind,
+    )
+    try:
+        charge = _plan_charge(state, batch)
+    except BudgetExhaustedError:
+        if answerable and stored is not None:  # no fresh answer possible: serve what is known
+            return _answered(state, batch, stored, Source.STORED, b=b, pacing=skipped)
+        raise
+    if answerable and stored is not None:
+        fresh_var = noise_variance(charge.noise, charge.scale) * batch.num_queries
+        if float(np.sum(stored.variance(w))) <= REUSE_FACTOR * fresh_var:
+            return _answered(state, batch, stored, Source.STORED, b=b, pacing=skipped)
+    return Decision(kind=DecisionKind.FRESH, batch=batch, events=(charge,), charge=charge)
+
+
+def _plan_charge(state: EngineState, batch: QueryBatch) -> Charged:
+    cfg = state.config
+    if state.fresh >= cfg.stream_length:
+        raise StreamLengthExhaustedError(
+            "this epoch's stream length is used up: all of its online releases have been made",
+            hint="repeats and queries answerable from stored releases are still served; "
+            "start a new epoch for new queries",
+        )
+    b, n = state.bad + 1, state.position + 1
+    step = next_charge(
+        state.pacing,
+        b=b,
+        n=n,
+        stream_length=cfg.stream_length,
+        t=cfg.t,
+        allocation=cfg.allocation_kind,
+        static_pacing=cfg.pacing_kind,
+        reallocate=cfg.reallocate_leftovers,
+        min_charge=state.min_charge,
+    )
+    if step is None:
+        raise ReserveExhaustedError(
+            "this epoch's reserve budget is used up (below eps_min): no further fresh answers",
+            hint="repeats and queries answerable from stored releases are still served; "
+            "start a new epoch for new queries",
+        )
+    acct = state.accountant
+    amount = min(step.amount, acct.remaining())
+    if not (amount > 0.0 and acct.check(amount)):
+        raise PrivacyBudgetExhaustedError(
+            "this epoch's privacy budget is used up: no further fresh answers",
+            hint="repeats and queries answerable from stored releases are still served; "
+            "start a new epoch for new queries",
+        )
+    sens = acct.sensitivity_of(batch.sensitivity_l2, batch.sensitivity_l1)
+    return Charged(
+        position=n,
+        b=b,
+        key=batch.key,
+        pool=step.pool,
+        amount=amount,
+        noise=acct.noise,
+        scale=acct.noise_scale(amount, sens),
+        sensitivity=sens,
+        pacing=step.after,
+    )
+
+
+def release(
+    state: EngineState, decision: Decision, histogram: FloatArray, sampler: Sampler
+) -> ReleaseResult:
+    """The answers for a decision whose events have been applied to ``state``.
+
+    For FRESH this is the online release. Mechanism: ``W x + Z`` with ``Z`` i.i.d. Gaussian of
+    standard deviation ``sigma`` (or Laplace of scale ``b``) calibrated by the accountant to the
+    batch's L2 (L1) sensitivity for the admitted charge; add/remove-one-row neighbours; the
+    guarantee is the charge's (``(eps_b, delta_i)``-DP by the AGM, Balle & Wang 2018 Thm 8;
+    ``mu_b``-GDP, Dong et al. 2022 Thm 2.7; or ``eps_b``-DP, Laplace). Returns the ``Released``
+    event to persist and apply.
+    """
+    if decision.kind is not DecisionKind.FRESH:
+        if decision.answers is None or decision.std_errors is None:
+            raise InternalError("a stored answer is missing")
+        return ReleaseResult(answers=decision.answers, std_errors=decision.std_errors)
+    c = decision.charge
+    if c is None or state.pending != c:
+        raise InternalError("the charge must be applied before the noise is drawn")
+    batch = decision.batch
+    x = np.asarray(histogram, dtype=np.float64).reshape(-1)
+    if x.shape[0] != state.domain.size:
+        raise ValueError("the histogram does not match the domain")
+    k = batch.num_queries
+    if c.noise is NoiseKind.GAUSSIAN:
+        noise = np.asarray(sampler.gaussian(c.scale, k), dtype=np.float64)
+    else:
+        noise = np.asarray(sampler.laplace(c.scale, k), dtype=np.float64)
+    y = batch.answer(x) + noise.reshape(-1)
+    var = noise_variance(c.noise, c.scale)
+    answers = _tuple(y)
+    std = tuple(math.sqrt(var) for _ in range(k))
+    if state.config.reuse_releases and state.stored is not None:
+        own = Release(matrix=batch.dense(), y=y, noise_variance=np.full(k, var))
+        comb = combine([state.stored, own])
+        ans, v = comb.estimate(batch.dense())
+        answers, std = _tuple(ans), _tuple(np.sqrt(np.maximum(v, 0.0)))
+    ev = Released(
+        position=c.position,
+        key=batch.key,
+        batch=batch,
+        measurement=_tuple(y),
+        noise_variance=var,
+        answers=answers,
+        std_errors=std,
+    )
+    return ReleaseResult(answers=answers, std_errors=std, events=(ev,))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BudgetStatus:
+    """Public bookkeeping of an epoch (safe to show: it depends on no data)."""
+
+    unit: str
+    total: float
+    spent: float
+    online_releases: int
+    stream_length: int
+    position: int
+    b_est: float | None
+    reserve: float
+
+
+def status(state: EngineState) -> BudgetStatus:
+    acct = state.accountant
+    return BudgetStatus(
+        unit="mu^2" if acct.kind is AccountantKind.GDP else "epsilon",
+        total=acct.total,
+        spent=acct.spent,
+        online_releases=state.fresh,
+        stream_length=state.config.stream_length,
+        position=state.position,
+        b_est=state.pacing.b_est,
+        reserve=state.pacing.reserve,
+    )

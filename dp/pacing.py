@@ -1,0 +1,213 @@
+"""LAPRAS budget pacing for unpredicted ("bad") queries: pure arithmetic, no privacy claims.
+
+Everything here is in the accountant's additive unit (epsilon for ``basic``/``pure``, mu^2 for
+``gdp``). Pacing decides *how much* of the budget the b-th fresh online release gets; whether
+that fits is the accountant's job, and the engine always charges ``min(amount, remaining)``.
+The privacy guarantee therefore never depends on this module; its correctness only affects
+accuracy. Pacing depends only on the public sequence of stream positions (never on data).
+
+The estimator (paper §4). The b-th bad query arrives at stream position ``n_b`` (1-based) of a
+stream of planned length ``S`` in uniformly random order:
+
+- ``B_hat(1) = S - n_1 + 1`` (an upper bound, kept as in the paper: PRIVACY-NOTES §3 gap #5);
+- ``B_hat(b) = S (b - 1) / (n_b - 1)`` for ``b >= 2``;
+- at ``b = T`` it freezes ``B_est = S (T - 1) / (n_T - 1)``, unbiased for ``B`` (Theorem 4.2),
+  with ``Var < S(T-1)/((S-1)(T-2)) B(B-1) - B^2`` (Theorem 4.3, needs ``T >= 3``).
+
+Static (``allocation="static"``): the first ``T`` bad queries draw from the warm-up pool
+(``eps_badInit``), then every bad query with ``b <= B_est`` from the bad pool, with
+``k = max(1, B_est - T)`` (never a division by zero). ``static_pacing="literal"`` is Algorithm 1
+as written: ``amount = pool / k`` and ``pool -= amount`` with ``k`` fixed (``k = T`` in the
+warm-up), a geometric sequence that spends only ~63% of a pool; the warm-up's leftover joins
+the bad pool when ``B_est`` freezes. ``static_pacing="even"`` spends the pools evenly: the
+warm-up gives ``pool / (T - b + 1)`` and the bad phase ``pool / max(1, B_est - b + 1)``, which
+is the fixed ``bad_pool / k`` when every bad query is charged.
+
+Smooth (``allocation="smooth"``): one pool (warm-up and bad merged); ``amount = pool /
+(max(1, B_hat(b) - b) + 1)`` and ``pool -= amount`` (Lemma 4.5: never overspends).
+
+Reserve (both): once ``B_est`` is frozen, a bad query with ``b > B_est`` gets ``reserve / 2``
+and the reserve halves. If that half is below ``min_charge`` (``eps_min`` in the unit), the
+reserve is exhausted: no further fresh answer (:func:`next_charge` returns ``None``). With
+``reallocate=True`` (default mode's reading of the undefined ``Reallocate`` of Algorithm 1,
+line 29; PRIVACY-NOTES §3 gap #3) the leftovers of the warm-up and bad pools join the reserve
+when the reserve phase starts; paper mode does nothing (``reallocate=False``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+
+class Allocation(StrEnum):
+    STATIC = "static"
+    SMOOTH = "smooth"
+
+
+class StaticPacing(StrEnum):
+    LITERAL = "literal"
+    EVEN = "even"
+
+
+class Pool(StrEnum):
+    """Which pool a charge came from."""
+
+    MATRIX = "matrix"
+    WARMUP = "warmup"
+    BAD = "bad"
+    RESERVE = "reserve"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pacing:
+    """The pools (in the accountant's unit) and the frozen estimate.
+
+    ``warmup_pool`` is 0 under Smooth (merged into ``bad_pool``). ``b_est`` is ``None`` until
+    the T-th bad query. ``per_query`` is the fixed charge of the even Static bad phase and
+    ``k`` the fixed divisor of the literal one (both set when ``b_est`` freezes).
+    """
+
+    warmup_pool: float
+    bad_pool: float
+    reserve: float
+    b_est: float | None = None
+    k: float | None = None
+    per_query: float | None = None
+    in_reserve: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    """The pacing decision for one fresh release: ``amount`` from ``pool``; the pools after."""
+
+    amount: float
+    pool: Pool
+    after: Pacing
+
+
+def warmup_length(spec: str | int, stream_length: int) -> int:
+    """T from the ``warmup`` option, clamped to ``T >= 3`` (PRIVACY-NOTES §3 gaps #1, #6).
+
+    ``"log2"``: ``ceil(log2 S)`` (Algorithm 1); ``"log2_squared"``: ``ceil(log2 S)^2`` (the
+    abstract's Theta(log^2 S)); an integer: that value. ``T >= 3`` keeps Theorem 4.3 valid and
+    every division defined (S = 1 would give T = 0, T = 1 a 0/0).
+    """
+    s = max(int(stream_length), 1)
+    if isinstance(spec, bool):
+        raise ValueError("warmup must be 'log2', 'log2_squared' or an integer")
+    if isinstance(spec, int):
+        t = spec
+    elif spec == "log2":
+        t = math.ceil(math.log2(s)) if s > 1 else 0
+    elif spec == "log2_squared":
+        t = math.ceil(math.log2(s)) ** 2 if s > 1 else 0
+    else:
+        raise ValueError("warmup must be 'log2', 'log2_squared' or an integer")
+    return max(3, t)
+
+
+def b_hat(b: int, n: int, stream_length: int) -> float:
+    """The running estimate of the number of bad queries at the b-th bad query (position n)."""
+    if b <= 1:
+        return float(stream_length - n + 1)
+    return stream_length * (b - 1) / (n - 1)
+
+
+def b_est(t: int, n_t: int, stream_length: int) -> float:
+    """The frozen estimate at ``b = T`` (Theorem 4.2); ``n_T >= T >= 3`` so never 0/0."""
+    return stream_length * (t - 1) / (n_t - 1)
+
+
+def initial_pacing(*, warmup: float, bad: float, reserve: float, allocation: Allocation) -> Pacing:
+    if allocation is Allocation.SMOOTH:
+        return Pacing(warmup_pool=0.0, bad_pool=warmup + bad, reserve=reserve)
+    return Pacing(warmup_pool=warmup, bad_pool=bad, reserve=reserve)
+
+
+def _freeze(p: Pacing, *, t: int, n: int, stream_length: int, allocation: Allocation) -> Pacing:
+    """Freeze ``B_est`` at the T-th bad query; Static also sets ``k`` and moves the warm-up's
+    leftover into the bad pool."""
+    est = b_est(t, n, stream_length)
+    if allocation is Allocation.SMOOTH:
+        return replace(p, b_est=est)
+    k = max(1.0, est - t)
+    pool = p.bad_pool + p.warmup_pool
+    return replace(p, warmup_pool=0.0, bad_pool=pool, b_est=est, k=k, per_query=pool / k)
+
+
+def skip(
+    p: Pacing, *, b: int, n: int, stream_length: int, t: int, allocation: Allocation
+) -> Pacing:
+    """The pacing after the b-th bad query was answered *without* a charge (default mode's
+    answers from stored releases): no pool changes, so its planned share stays available to
+    later bad queries; the estimate still freezes at ``b = T``."""
+    if b == t and p.b_est is None:
+        return _freeze(p, t=t, n=n, stream_length=stream_length, allocation=allocation)
+    return p
+
+
+def next_charge(
+    p: Pacing,
+    *,
+    b: int,
+    n: int,
+    stream_length: int,
+    t: int,
+    allocation: Allocation,
+    static_pacing: StaticPacing,
+    reallocate: bool,
+    min_charge: float,
+) -> Step | None:
+    """The charge for the b-th bad query at stream position ``n``; ``None`` = reserve spent.
+
+    Pure: the returned ``Step.after`` is the pacing state once the charge is made.
+    """
+    s = stream_length
+    if p.b_est is not None and b > p.b_est:
+        return _reserve(p, reallocate=reallocate, min_charge=min_charge)
+
+    if allocation is Allocation.SMOOTH:
+        est = b_hat(b, n, s)
+        amount = p.bad_pool / (max(1.0, est - b) + 1.0)
+        after = replace(p, bad_pool=p.bad_pool - amount)
+        if b == t:
+            after = _freeze(after, t=t, n=n, stream_length=s, allocation=allocation)
+        return Step(amount=amount, pool=Pool.BAD, after=after)
+
+    if b <= t:  # Static warm-up
+        if static_pacing is StaticPacing.LITERAL:
+            amount = p.warmup_pool / t
+        else:
+            amount = p.warmup_pool / (t - b + 1)
+        after = replace(p, warmup_pool=p.warmup_pool - amount)
+        if b == t:
+            after = _freeze(after, t=t, n=n, stream_length=s, allocation=allocation)
+        return Step(amount=amount, pool=Pool.WARMUP, after=after)
+
+    # Static bad phase, T < b <= B_est
+    if p.k is None or p.b_est is None:  # unreachable: b > t implies the freeze happened
+        raise ValueError("the static bad phase needs a frozen estimate")
+    if static_pacing is StaticPacing.LITERAL:
+        amount = p.bad_pool / p.k
+    else:
+        # the pool spread evenly over the bad queries still expected (= pool / k when every
+        # bad query is charged; the share of a bad query answered without charge carries over)
+        amount = p.bad_pool / max(1.0, p.b_est - b + 1.0)
+    return Step(amount=amount, pool=Pool.BAD, after=replace(p, bad_pool=p.bad_pool - amount))
+
+
+def _reserve(p: Pacing, *, reallocate: bool, min_charge: float) -> Step | None:
+    if reallocate and not p.in_reserve:
+        p = replace(
+            p, reserve=p.reserve + p.warmup_pool + p.bad_pool, warmup_pool=0.0, bad_pool=0.0
+        )
+    amount = p.reserve / 2.0
+    if not amount >= min_charge or amount <= 0.0:
+        return None
+    return Step(
+        amount=amount,
+        pool=Pool.RESERVE,
+        after=replace(p, reserve=p.reserve - amount, in_reserve=True),
+    )

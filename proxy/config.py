@@ -1,0 +1,228 @@
+"""The proxy's configuration file (``lapras.toml``), parsed and validated.
+
+One file holds the server's sections and the protected tables' declaration::
+
+    [server]      listen address, TLS, limits and timeouts
+    [backend]     DSNs of the aggregator and passthrough roles
+    [[users]]     who may connect to the proxy, and how they authenticate
+    [privacy]     the defaults of a new epoch (epsilon, delta, stream length, ...)
+    [tables.*]    the protected tables (parsed by ``rewriter.schema``)
+
+Every error names the file, the key and what to write instead (``lapras config check``).
+Secrets may be given indirectly: ``password_env = "NAME"`` / ``dsn_env = "NAME"`` read an
+environment variable when the configuration is loaded. See docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from rewriter.errors import ConfigError
+from rewriter.schema import Schema, parse_schema
+
+AuthMethod = Literal["scram-sha-256", "md5", "password", "trust"]
+AUTH_METHODS: tuple[AuthMethod, ...] = ("scram-sha-256", "md5", "password", "trust")
+SERVER_SECTIONS = frozenset({"server", "backend", "users", "privacy"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 6432
+    max_connections: int = 100
+    idle_session_timeout: float = 0.0  # seconds; 0 = never
+    statement_timeout: float = 0.0  # seconds; 0 = never
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    shutdown_grace: float = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackendConfig:
+    aggregator_dsn: str
+    passthrough_dsn: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class User:
+    name: str
+    auth: AuthMethod
+    password: str | None = field(default=None, repr=False)
+    admin: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    source: str
+    server: ServerConfig
+    backend: BackendConfig
+    users: tuple[User, ...]
+    privacy: Mapping[str, Any]
+    schema: Schema
+
+    def user(self, name: str) -> User | None:
+        return next((u for u in self.users if u.name == name), None)
+
+
+class _Section:
+    """Typed reads from one TOML table, each error naming file, key and the fix."""
+
+    def __init__(self, source: str, prefix: str, data: Any) -> None:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: [{prefix}] must be a table")
+        self.source, self.prefix, self.data = source, prefix, data
+
+    def error(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {self.prefix}.{key}: {problem}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = None) -> Any:
+        value = self.data.get(key, default)
+        if value is None:
+            return None
+        if isinstance(value, bool) and kind in (int, float, (int, float)):
+            raise self.error(key, "must be a number, not true/false")
+        if not isinstance(value, kind):
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            raise self.error(key, f"must be of type {names}")
+        return value
+
+    def secret(self, key: str) -> str | None:
+        """``key = "..."`` or ``key_env = "VAR"`` (the variable must be set)."""
+        direct = self.get(key, str)
+        var = self.get(f"{key}_env", str)
+        if direct is not None and var is not None:
+            raise self.error(key, f"give either {key} or {key}_env, not both")
+        if var is None:
+            return direct  # type: ignore[no-any-return]
+        value = os.environ.get(var)
+        if value is None:
+            raise self.error(f"{key}_env", f"environment variable {var} is not set")
+        return value
+
+    def reject_unknown(self, known: set[str]) -> None:
+        unknown = sorted(set(self.data) - known)
+        if unknown:
+            raise self.error(unknown[0], f"unknown key; accepted keys are {', '.join(sorted(known))}")
+
+
+def _server(source: str, data: Any) -> ServerConfig:
+    s = _Section(source, "server", data)
+    s.reject_unknown(
+        {"listen", "max_connections", "idle_session_timeout", "statement_timeout", "tls_cert", "tls_key", "shutdown_grace"}
+    )
+    listen = s.get("listen", str, "127.0.0.1:6432")
+    host, sep, port_text = listen.rpartition(":")
+    if not sep or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+        raise s.error("listen", 'must be "host:port", for example "127.0.0.1:6432"')
+    host = host.strip("[]")
+    cert, key = s.get("tls_cert", str), s.get("tls_key", str)
+    if (cert is None) != (key is None):
+        raise s.error("tls_cert", "tls_cert and tls_key go together: give both or neither")
+    numbers = {
+        k: float(s.get(k, (int, float), 0))
+        for k in ("idle_session_timeout", "statement_timeout")
+    }
+    for k, v in numbers.items():
+        if v < 0:
+            raise s.error(k, "must be >= 0 seconds (0 = no timeout)")
+    max_conn = s.get("max_connections", int, 100)
+    if max_conn < 1:
+        raise s.error("max_connections", "must be at least 1")
+    return ServerConfig(
+        host=host,
+        port=int(port_text),
+        max_connections=max_conn,
+        tls_cert=Path(cert) if cert else None,
+        tls_key=Path(key) if key else None,
+        shutdown_grace=float(s.get("shutdown_grace", (int, float), 10.0)),
+        **numbers,
+    )
+
+
+def _backend(source: str, data: Any) -> BackendConfig:
+    s = _Section(source, "backend", data)
+    s.reject_unknown({"aggregator_dsn", "aggregator_dsn_env", "passthrough_dsn", "passthrough_dsn_env"})
+    dsns = {}
+    for role in ("aggregator_dsn", "passthrough_dsn"):
+        value = s.secret(role)
+        if not value:
+            raise s.error(role, f'missing: the libpq DSN of the {role.split("_")[0]} role (or {role}_env = "VAR")')
+        dsns[role] = value
+    if dsns["aggregator_dsn"] == dsns["passthrough_dsn"]:
+        raise s.error(
+            "passthrough_dsn",
+            "must differ from aggregator_dsn: the passthrough role must have no SELECT on protected tables",
+        )
+    return BackendConfig(**dsns)
+
+
+def _users(source: str, data: Any, host: str) -> tuple[User, ...]:
+    if data is None:
+        raise ConfigError(f'{source}: [[users]]: missing: declare at least one user (name, auth = "scram-sha-256", password)')
+    if not isinstance(data, list):
+        raise ConfigError(f"{source}: users must be an array of tables: [[users]]")
+    users: list[User] = []
+    for i, item in enumerate(data):
+        s = _Section(source, f"users[{i}]", item)
+        s.reject_unknown({"name", "auth", "password", "password_env", "admin"})
+        name = s.get("name", str)
+        if not name:
+            raise s.error("name", "missing: the user name clients connect with")
+        auth = s.get("auth", str, "scram-sha-256")
+        if auth not in AUTH_METHODS:
+            raise s.error("auth", f"must be one of {', '.join(AUTH_METHODS)}")
+        password = s.secret("password")
+        if auth != "trust" and not password:
+            raise s.error("password", f"missing: auth = {auth!r} needs a password (or password_env)")
+        if auth == "trust" and not _is_loopback(host):
+            raise s.error("auth", "trust is only allowed when the server listens on loopback only")
+        if any(u.name == name for u in users):
+            raise s.error("name", f"user {name!r} is declared twice")
+        users.append(User(name=name, auth=auth, password=password, admin=bool(s.get("admin", bool, False))))
+    return tuple(users)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_config(text: str, source: str) -> Config:
+    """Parse and validate a whole configuration; raise ConfigError naming file and key."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from None
+    server = _server(source, data.get("server", {}))
+    backend = _backend(source, data.get("backend", {}))
+    users = _users(source, data.get("users"), server.host)
+    privacy = data.get("privacy", {})
+    if not isinstance(privacy, dict):
+        raise ConfigError(f"{source}: [privacy] must be a table")
+    tables_text = {k: v for k, v in data.items() if k not in SERVER_SECTIONS}
+    schema = parse_schema(_dump(tables_text), source)
+    return Config(source=source, server=server, backend=backend, users=users, privacy=privacy, schema=schema)
+
+
+def load_config(path: Path) -> Config:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the configuration: {exc.strerror}") from None
+    return parse_config(text, str(path))
+
+
+def _dump(data: Mapping[str, Any]) -> str:
+    import tomli_w
+
+    return tomli_w.dumps(dict(data))

@@ -1,0 +1,199 @@
+"""Proxy-level errors and the one function that renders any error as an ErrorResponse.
+
+Every error that reaches a client is a :class:`dp.errors.LaprasError` subclass declaring its
+SQLSTATE and severity (STYLE.md "Errors"). The codes follow PostgreSQL's errcodes table
+(https://www.postgresql.org/docs/current/errcodes-appendix.html); FATAL means the connection
+is closed after the ErrorResponse, as the server does (protocol-flow, "Termination").
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, ClassVar
+
+from dp.errors import LaprasError, Severity
+
+if TYPE_CHECKING:
+    from proxy.wire.messages import ErrorResponse
+
+__all__ = [
+    "AdminShutdown",
+    "AuthenticationFailed",
+    "DuplicateCursor",
+    "DuplicatePreparedStatement",
+    "FeatureNotSupported",
+    "IdleInTransactionTimeout",
+    "IdleSessionTimeout",
+    "InFailedTransaction",
+    "InsufficientPrivilege",
+    "InvalidAuthorization",
+    "InvalidParameterValue",
+    "LaprasError",
+    "ProtocolError",
+    "ProtocolViolation",
+    "QueryCanceled",
+    "StartupFeatureNotSupported",
+    "TooManyConnections",
+    "UpstreamUnavailable",
+    "error_fields",
+    "render_error",
+    "render_unexpected",
+]
+
+log = logging.getLogger("lapras.proxy")
+
+
+class ProtocolViolation(LaprasError):
+    """08P01: malformed, oversized or out-of-order message. The connection is closed.
+
+    ``silent`` marks the cases where PostgreSQL closes without answering (e.g. plaintext
+    already buffered behind an SSLRequest, where an answer could be read as TLS bytes).
+    """
+
+    sqlstate = "08P01"
+    severity: ClassVar[Severity] = "FATAL"
+
+    def __init__(self, message: str, *, silent: bool = False, detail: str | None = None) -> None:
+        super().__init__(message, detail=detail)
+        self.silent = silent
+
+
+class StartupFeatureNotSupported(LaprasError):
+    """0A000 at start-up (protocol 4.x, replication connections): FATAL."""
+
+    sqlstate = "0A000"
+    severity: ClassVar[Severity] = "FATAL"
+
+
+class FeatureNotSupported(LaprasError):
+    """0A000 for a statement or message the proxy does not serve (e.g. FunctionCall)."""
+
+    sqlstate = "0A000"
+
+
+class AuthenticationFailed(LaprasError):
+    """28P01 invalid_password: FATAL. Also used for unknown users, so names are not probed."""
+
+    sqlstate = "28P01"
+    severity: ClassVar[Severity] = "FATAL"
+
+
+class InvalidAuthorization(LaprasError):
+    """28000 invalid_authorization_specification: FATAL (e.g. trust from a non-loopback peer)."""
+
+    sqlstate = "28000"
+    severity: ClassVar[Severity] = "FATAL"
+
+
+class TooManyConnections(LaprasError):
+    """53300 too_many_connections: FATAL."""
+
+    sqlstate = "53300"
+    severity: ClassVar[Severity] = "FATAL"
+
+
+class AdminShutdown(LaprasError):
+    """57P01 admin_shutdown: FATAL, sent to every session on a graceful shutdown."""
+
+    sqlstate = "57P01"
+    severity: ClassVar[Severity] = "FATAL"
+
+
+class IdleSessionTimeout(LaprasError):
+    """57P05 idle_session_timeout: FATAL (PostgreSQL 14+ uses the same code)."""
+
+    sqlstate = "57P05"
+    severity: ClassVar[Severity] = "FATAL"
+
+
+class IdleInTransactionTimeout(LaprasError):
+    """25P03 idle_in_transaction_session_timeout: FATAL."""
+
+    sqlstate = "25P03"
+    severity: ClassVar[Severity] = "FATAL"
+
+
+class QueryCanceled(LaprasError):
+    """57014 query_canceled: a CancelRequest or the statement timeout stopped a statement."""
+
+    sqlstate = "57014"
+
+
+class InFailedTransaction(LaprasError):
+    """25P02 in_failed_sql_transaction, with PostgreSQL's own wording."""
+
+    sqlstate = "25P02"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "current transaction is aborted, commands ignored until end of transaction block"
+        )
+
+
+class ProtocolError(LaprasError):
+    """08P01 at ERROR level: a well-formed message that does not fit (e.g. a Bind with the
+    wrong number of parameters); PostgreSQL reports these without closing the connection."""
+
+    sqlstate = "08P01"
+
+
+class DuplicatePreparedStatement(LaprasError):
+    sqlstate = "42P05"
+
+
+class DuplicateCursor(LaprasError):
+    """42P03 duplicate_cursor: a named portal that already exists."""
+
+    sqlstate = "42P03"
+
+
+class InvalidParameterValue(LaprasError):
+    """22P02 invalid_text_representation (or a bad binary value) in a bind parameter."""
+
+    sqlstate = "22P02"
+
+
+class InsufficientPrivilege(LaprasError):
+    """42501 insufficient_privilege: row-level access to a protected table."""
+
+    sqlstate = "42501"
+
+
+class UpstreamUnavailable(LaprasError):
+    """08006 connection_failure: the proxy could not reach or log into the backend."""
+
+    sqlstate = "08006"
+    severity: ClassVar[Severity] = "FATAL"
+
+
+def error_fields(err: LaprasError) -> tuple[tuple[str, str], ...]:
+    """The ErrorResponse fields of ``err`` (protocol-error-fields): S, V, C, M always; D, H, P
+    when known. ``V`` is the non-localised severity (since 9.6), which clients prefer."""
+    fields: list[tuple[str, str]] = [
+        ("S", err.severity),
+        ("V", err.severity),
+        ("C", err.sqlstate),
+        ("M", err.message),
+    ]
+    if err.detail is not None:
+        fields.append(("D", err.detail))
+    if err.hint is not None:
+        fields.append(("H", err.hint))
+    if err.position is not None:
+        fields.append(("P", str(err.position)))
+    return tuple(fields)
+
+
+def render_error(err: LaprasError) -> ErrorResponse:
+    """Render any :class:`LaprasError` as an ErrorResponse message."""
+    # Imported here: proxy.wire.messages itself raises ProtocolViolation from this module.
+    from proxy.wire.messages import ErrorResponse
+
+    return ErrorResponse(fields=error_fields(err))
+
+
+def render_unexpected(exc: BaseException, *, where: str) -> ErrorResponse:
+    """An exception that is not a LaprasError is a bug: log the traceback here, send the
+    client XX000 with a generic message that reveals nothing about data or internals."""
+    log.error("internal error in %s", where, exc_info=exc)
+    return render_error(LaprasError("internal error in the LAPRAS proxy; see the server log"))

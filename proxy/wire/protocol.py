@@ -1,0 +1,309 @@
+"""The server side of one PostgreSQL connection, sans-IO (after h11's ``Connection``).
+
+Feed the bytes read from the client to :meth:`ServerConnection.receive_data`, take decoded
+frontend messages from :meth:`ServerConnection.next_event`, and turn every backend message into
+bytes with :meth:`ServerConnection.send` (or :meth:`send_raw` for relayed frames). The machine
+watches both directions and tracks the connection state; it never reads a socket, so it can be
+driven by tests and by Hypothesis directly. No asyncio here.
+
+States follow protocol-flow (https://www.postgresql.org/docs/current/protocol-flow.html):
+
+* ``PRE_STARTUP``: untyped start-up packets (SSLRequest, GSSENCRequest, CancelRequest,
+  StartupMessage) -- "Start-up".
+* ``AUTHENTICATING``: only PasswordMessage/SASL responses ('p').
+* ``STARTING``: AuthenticationOk sent, ParameterStatus/BackendKeyData follow, until the first
+  ReadyForQuery.
+* ``READY`` / ``IN_TRANSACTION`` / ``FAILED_TRANSACTION``: the status byte of the last
+  ReadyForQuery sent ('I', 'T', 'E').
+* ``SKIP_UNTIL_SYNC``: an ErrorResponse was sent while processing an extended-query message:
+  "the backend will ... read and discard messages until a Sync is reached" (protocol-flow,
+  "Extended Query").
+* ``COPY_IN``: CopyInResponse sent; CopyData/CopyDone/CopyFail flow from the client
+  (protocol-flow, "COPY Operations").
+* ``CLOSED``: after Terminate, a FATAL error, a CancelRequest or EOF.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+from proxy.errors import ProtocolViolation, StartupFeatureNotSupported
+from proxy.wire.messages import (
+    DEFAULT_MAX_MESSAGE,
+    FRONTEND_EMPTY_TYPES,
+    FRONTEND_SMALL_TYPES,
+    MAX_STARTUP_PACKET,
+    BackendMessage,
+    CancelRequest,
+    FrameBuffer,
+    FrontendMessage,
+    GSSENCRequest,
+    SSLRequest,
+    StartupMessage,
+    StartupPacket,
+    decode_frontend,
+    decode_startup_packet,
+)
+
+
+class ConnState(enum.Enum):
+    PRE_STARTUP = "pre-startup"
+    AUTHENTICATING = "authenticating"
+    STARTING = "starting"
+    READY = "ready"
+    IN_TRANSACTION = "in-transaction"
+    FAILED_TRANSACTION = "failed-transaction"
+    SKIP_UNTIL_SYNC = "skip-until-sync"
+    COPY_IN = "copy-in"
+    CLOSED = "closed"
+
+
+IDLE_STATES = frozenset({ConnState.READY, ConnState.IN_TRANSACTION, ConnState.FAILED_TRANSACTION})
+_STATUS_STATE = {
+    "I": ConnState.READY,
+    "T": ConnState.IN_TRANSACTION,
+    "E": ConnState.FAILED_TRANSACTION,
+}
+
+# Which frontend message types each state accepts (protocol-flow). Anything else is 08P01,
+# as in PostgreSQL's SocketBackend ("invalid frontend message type").
+_QUERY_TYPES = frozenset(b"QPBDECSHXdcfF")
+ACCEPTS: dict[ConnState, frozenset[int]] = {
+    ConnState.AUTHENTICATING: frozenset(b"pX"),
+    ConnState.STARTING: frozenset(b"X"),
+    ConnState.READY: _QUERY_TYPES,
+    ConnState.IN_TRANSACTION: _QUERY_TYPES,
+    ConnState.FAILED_TRANSACTION: _QUERY_TYPES,
+    ConnState.SKIP_UNTIL_SYNC: _QUERY_TYPES,
+    ConnState.COPY_IN: _QUERY_TYPES,
+    ConnState.CLOSED: frozenset(),
+}
+
+# State changes caused by a message, as data: (state, direction + type) -> new state.
+# "recv:" = frontend message consumed, "send:" = backend message produced. Transitions
+# depending on a value (ReadyForQuery's status, whether an error hits the open batch) are
+# resolved in code below; this table holds the unconditional ones.
+TRANSITIONS: dict[tuple[ConnState, str], ConnState] = {
+    (ConnState.AUTHENTICATING, "send:AuthenticationOk"): ConnState.STARTING,
+    (ConnState.SKIP_UNTIL_SYNC, "recv:S"): ConnState.READY,  # refined by the status below
+    (ConnState.COPY_IN, "recv:c"): ConnState.READY,  # refined by the status below
+    (ConnState.COPY_IN, "recv:f"): ConnState.READY,  # refined by the status below
+}
+for _s in (*IDLE_STATES, ConnState.SKIP_UNTIL_SYNC, ConnState.COPY_IN, ConnState.STARTING):
+    TRANSITIONS[(_s, "recv:X")] = ConnState.CLOSED
+for _s in (*IDLE_STATES, ConnState.COPY_IN):
+    TRANSITIONS[(_s, "send:CopyInResponse")] = ConnState.COPY_IN
+    TRANSITIONS[(_s, "send:CopyBothResponse")] = ConnState.COPY_IN
+for _s in ConnState:
+    TRANSITIONS[(_s, "send:FatalError")] = ConnState.CLOSED
+
+_EXTENDED_TYPES = frozenset(b"PBDECH")
+
+
+@dataclass(frozen=True, slots=True)
+class NeedData:
+    """``next_event`` has nothing complete yet: read more bytes."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionClosed:
+    """The client closed its end (EOF) or the connection is closed."""
+
+
+NEED_DATA = NeedData()
+CONNECTION_CLOSED = ConnectionClosed()
+
+Event = FrontendMessage | StartupPacket | NeedData | ConnectionClosed
+
+
+class ServerConnection:
+    """State machine for the server side of one client connection."""
+
+    def __init__(self, *, max_message: int = DEFAULT_MAX_MESSAGE) -> None:
+        self.state = ConnState.PRE_STARTUP
+        self.txn_status: str = "I"
+        self._frames = FrameBuffer(
+            max_message=max_message,
+            small_types=FRONTEND_SMALL_TYPES,
+            empty_types=FRONTEND_EMPTY_TYPES,
+        )
+        self._eof = False
+        self._ssl_done = False
+        self._gss_done = False
+        # Sync and Query messages received minus ReadyForQuery sent: an error sent while this
+        # is zero belongs to the batch still open (after the last Sync), so it starts skipping.
+        self.pending_ready = 0
+        # An extended-query message was received since the last Sync/Query.
+        self.batch_open = False
+        self.startup: StartupMessage | None = None
+
+    # -- input ---------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """Add bytes read from the client; ``b""`` means EOF."""
+        if data:
+            self._frames.feed(data)
+        else:
+            self._eof = True
+
+    @property
+    def buffered(self) -> int:
+        return len(self._frames)
+
+    def next_event(self) -> Event:
+        """The next complete frontend message, NEED_DATA, or CONNECTION_CLOSED.
+
+        Raises ProtocolViolation (08P01) or StartupFeatureNotSupported (0A000) on bad input;
+        after that the connection is closed.
+        """
+        try:
+            return self._next_event()
+        except (ProtocolViolation, StartupFeatureNotSupported):
+            self.state = ConnState.CLOSED
+            raise
+
+    def _next_event(self) -> Event:
+        while True:
+            if self.state is ConnState.CLOSED:
+                return CONNECTION_CLOSED
+            if self.state is ConnState.PRE_STARTUP:
+                return self._startup_event()
+            frame = self._frames.next_frame()
+            if frame is None:
+                return CONNECTION_CLOSED if self._eof else NEED_DATA
+            t, body = frame
+            tb = t[0]
+            if tb not in ACCEPTS[self.state]:
+                if self.state is ConnState.AUTHENTICATING:
+                    raise ProtocolViolation(f"expected password response, got message type {tb}")
+                raise ProtocolViolation(f"invalid frontend message type {tb}")
+            msg = decode_frontend(t, body)
+            if self.state is ConnState.SKIP_UNTIL_SYNC and tb not in b"SX":
+                continue  # discarded, protocol-flow "Extended Query"
+            self._on_receive(tb)
+            return msg
+
+    def _startup_event(self) -> Event:
+        if len(self._frames) < 4:
+            if self._eof:
+                return CONNECTION_CLOSED
+            return NEED_DATA
+        (length,) = struct.unpack("!i", self._frames.peek(4))
+        if length < 8 or length > MAX_STARTUP_PACKET:
+            raise ProtocolViolation("invalid length of startup packet", silent=True)
+        if len(self._frames) < length:
+            return CONNECTION_CLOSED if self._eof else NEED_DATA
+        packet = self._frames.take(length)
+        msg = decode_startup_packet(packet[4:])
+        if isinstance(msg, SSLRequest | GSSENCRequest):
+            which = "SSL" if isinstance(msg, SSLRequest) else "GSSENC"
+            done = self._ssl_done if which == "SSL" else self._gss_done
+            if done:
+                raise ProtocolViolation(f"duplicate {which}Request")
+            if len(self._frames):
+                # Bytes sent before our answer could be read as plaintext injected ahead of
+                # the TLS handshake (CVE-2021-23222); PgBouncer and PostgreSQL disconnect.
+                raise ProtocolViolation(
+                    f"received unencrypted data after {which} request", silent=True
+                )
+            if which == "SSL":
+                self._ssl_done = True
+            else:
+                self._gss_done = True
+            return msg
+        if isinstance(msg, CancelRequest):
+            self.state = ConnState.CLOSED
+            return msg
+        if msg.major != 3:
+            raise StartupFeatureNotSupported(
+                f"unsupported frontend protocol {msg.major}.{msg.minor}: server supports 3.0 to 3.0"
+            )
+        self.startup = msg
+        self.state = ConnState.AUTHENTICATING
+        return msg
+
+    def _on_receive(self, tb: int) -> None:
+        new = TRANSITIONS.get((self.state, f"recv:{chr(tb)}"))
+        if tb in b"SQF":
+            self.pending_ready += 1
+            self.batch_open = False
+        elif tb in _EXTENDED_TYPES:
+            self.batch_open = True
+        if new is not None:
+            if new is ConnState.READY:
+                new = _STATUS_STATE[self.txn_status]
+            self.state = new
+
+    def negotiation_needed(self) -> tuple[int, tuple[str, ...]] | None:
+        """(newest minor, unrecognised ``_pq_.`` options) if a NegotiateProtocolVersion is due:
+        the client asked for 3.x with x > 0 or sent protocol options (protocol-flow, "Protocol
+        versions"); None otherwise."""
+        s = self.startup
+        if s is None:
+            return None
+        opts = tuple(k for k, _ in s.params if k.startswith("_pq_."))
+        if s.minor > 0 or opts:
+            return 0, opts
+        return None
+
+    # -- output --------------------------------------------------------------------------
+
+    def send(self, msg: BackendMessage) -> bytes:
+        """Encode a backend message and advance the state accordingly."""
+        data = msg.encode()
+        self._observe(msg.TYPE[0], data)
+        return data
+
+    def send_raw(self, type_byte: bytes, body: bytes) -> bytes:
+        """Frame a relayed backend message without decoding it (only the type and, for
+        ReadyForQuery and ErrorResponse, one field are looked at)."""
+        data = struct.pack("!ci", type_byte, len(body) + 4) + body
+        self._observe(type_byte[0], data)
+        return data
+
+    def send_ssl_answer(self, accept: bool) -> bytes:
+        """The one-byte answer to SSLRequest/GSSENCRequest ('S' or 'N', protocol-flow SSL)."""
+        return b"S" if accept else b"N"
+
+    def _observe(self, tb: int, data: bytes) -> None:
+        if self.state is ConnState.CLOSED:
+            return
+        if tb == ord("R") and data[5:9] == b"\x00\x00\x00\x00":
+            new = TRANSITIONS.get((self.state, "send:AuthenticationOk"))
+            if new is not None:
+                self.state = new
+            return
+        if tb == ord("Z"):
+            status = chr(data[5])
+            self.txn_status = status if status in _STATUS_STATE else "I"
+            if self.pending_ready > 0:
+                self.pending_ready -= 1
+            self.state = _STATUS_STATE[self.txn_status]
+            return
+        if tb == ord("E"):
+            if _is_fatal(data):
+                self.state = TRANSITIONS[(self.state, "send:FatalError")]
+                return
+            if self.state is ConnState.COPY_IN:
+                self.state = _STATUS_STATE[self.txn_status]
+            if self.state in IDLE_STATES and self.pending_ready == 0 and self.batch_open:
+                self.state = ConnState.SKIP_UNTIL_SYNC
+            return
+        if tb == ord("G"):
+            self.state = TRANSITIONS.get((self.state, "send:CopyInResponse"), self.state)
+        elif tb == ord("W"):
+            self.state = TRANSITIONS.get((self.state, "send:CopyBothResponse"), self.state)
+
+    def close(self) -> None:
+        self.state = ConnState.CLOSED
+
+
+def _is_fatal(data: bytes) -> bool:
+    # The S field comes first in every server's ErrorResponse; look for it anywhere.
+    body = data[5:]
+    for sev in (b"SFATAL\x00", b"SPANIC\x00", b"VFATAL\x00", b"VPANIC\x00"):
+        if body.startswith(sev) or b"\x00" + sev in body:
+            return True
+    return False

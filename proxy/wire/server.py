@@ -1,0 +1,210 @@
+"""The listening server: the only place that accepts sockets; one task per connection.
+
+>>> # server = ProxyServer(ServerConfig(upstream=..., auth=...), router)   # doctest: +SKIP
+>>> # await server.start(); print(server.port); ...; await server.shutdown()
+
+Graceful shutdown (after uvicorn/hypercorn): stop listening, end idle sessions at once with
+FATAL 57P01 (as PostgreSQL's fast shutdown), let busy sessions finish their current work for
+up to ``grace`` seconds, then cancel them (they too send 57P01 on the way out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import secrets
+import ssl
+import threading
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from proxy.wire.auth import AuthConfig
+from proxy.wire.messages import DEFAULT_MAX_MESSAGE
+from proxy.wire.router import StatementRouter
+from proxy.wire.session import Session
+from proxy.wire.upstream import UpstreamConfig
+
+log = logging.getLogger("lapras.proxy.server")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerConfig:
+    upstream: UpstreamConfig
+    auth: AuthConfig
+    host: str = "127.0.0.1"
+    port: int = 0  # 0 = any free port; see ProxyServer.port
+    max_connections: int = 100
+    max_message_size: int = DEFAULT_MAX_MESSAGE
+    startup_timeout: float = 60.0  # PostgreSQL's authentication_timeout
+    idle_session_timeout: float | None = None
+    idle_in_transaction_timeout: float | None = None
+    statement_timeout: float | None = None  # local answers; also set upstream
+    ssl_context: ssl.SSLContext | None = None  # answer SSLRequest with 'S' when set
+    upstream_database: str | None = None  # None: the client's database
+    shutdown_grace: float = 5.0
+
+
+class ProxyServer:
+    def __init__(self, config: ServerConfig, router: StatementRouter) -> None:
+        self.config = config
+        self.router = router
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._sessions: dict[int, Session] = {}
+        self._conn_tasks: dict[Session, asyncio.Task[Any]] = {}
+        self._closing = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._on_connect, self.config.host, self.config.port, reuse_address=True
+        )
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None and self._server.sockets
+        return int(self._server.sockets[0].getsockname()[1])
+
+    @property
+    def host(self) -> str:
+        return self.config.host
+
+    async def serve_forever(self) -> None:
+        assert self._server is not None
+        await self._server.serve_forever()
+
+    async def shutdown(self, grace: float | None = None) -> None:
+        """Stop accepting, end idle sessions now, busy ones after ``grace`` seconds."""
+        grace = self.config.shutdown_grace if grace is None else grace
+        self._closing = True
+        if self._server is not None:
+            self._server.close()
+        for s, t in list(self._conn_tasks.items()):
+            s.stop_requested = True
+            if s.idle_reading or not s.registered:
+                t.cancel()
+        pending = [t for t in self._conn_tasks.values() if not t.done()]
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=grace)
+            for t in still:
+                t.cancel()
+            if still:
+                await asyncio.wait(still, timeout=5.0)
+        for t in list(self._tasks):
+            t.cancel()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5.0)
+
+    # -- connections ---------------------------------------------------------------------
+
+    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        try:
+            loopback = ipaddress.ip_address(peer[0]).is_loopback if peer else False
+        except ValueError:
+            loopback = False
+        session = Session(self, reader, writer, peer_is_loopback=loopback)
+        task = asyncio.current_task()
+        assert task is not None
+        self._conn_tasks[session] = task
+        try:
+            if self._closing:
+                writer.close()
+                return
+            await session.run()
+        except asyncio.CancelledError:
+            pass
+        except Exception as e:  # never let a connection take the loop down
+            log.error("connection handler failed", exc_info=e)
+        finally:
+            self._conn_tasks.pop(session, None)
+
+    def register(self, session: Session) -> bool:
+        """Admit a session after its StartupMessage; False when at the connection limit."""
+        if self._closing or len(self._sessions) >= self.config.max_connections:
+            return False
+        while True:
+            # Our own pid with the sign bit clear (PgBouncer does the same; pg_basebackup
+            # and others treat a negative pid as an error).
+            pid = secrets.randbelow(2**31 - 2) + 1
+            if pid not in self._sessions:
+                break
+        session.pid = pid
+        self._sessions[pid] = session
+        return True
+
+    def unregister(self, session: Session) -> None:
+        if self._sessions.get(session.pid) is session:
+            del self._sessions[session.pid]
+
+    async def cancel(self, pid: int, key: int) -> None:
+        """Cancel the session with this BackendKeyData; a wrong key is ignored silently."""
+        s = self._sessions.get(pid)
+        if s is not None and secrets.compare_digest(
+            key.to_bytes(4, "big"), s.key.to_bytes(4, "big")
+        ):
+            s.cancel()
+
+    def keep(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def session_count(self) -> int:
+        return len(self._sessions)
+
+
+class BackgroundServer:
+    """A ProxyServer on its own event loop in a daemon thread (for synchronous clients and
+    tests): ``with BackgroundServer(config, router) as srv: connect to srv.port``."""
+
+    def __init__(self, config: ServerConfig, router: StatementRouter) -> None:
+        self.server = ProxyServer(config, router)
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name="lapras-proxy", daemon=True)
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self.server.start())
+        except BaseException as e:
+            self._error = e
+            self._started.set()
+            return
+        self._started.set()
+        self.loop.run_forever()
+
+    def start(self) -> BackgroundServer:
+        self._thread.start()
+        self._started.wait(30)
+        if self._error is not None:
+            raise self._error
+        return self
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def call(self, coro: Coroutine[Any, Any, Any], timeout: float = 30.0) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def stop(self, grace: float = 2.0) -> None:
+        if not self._thread.is_alive():
+            return
+        with contextlib.suppress(Exception):
+            self.call(self.server.shutdown(grace), timeout=grace + 15)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+    def __enter__(self) -> BackgroundServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,1075 @@
+"""One client session: start-up, authentication, then the query loop over a pinned upstream.
+
+Two tasks per session. The session task reads client messages in order, asks the
+:class:`~proxy.wire.router.StatementRouter` about each statement and either forwards the
+message to the backend or answers it locally. The pump task relays backend frames to the client
+as they come (no re-encoding), matching each against an *expectation* recorded when the
+corresponding client message was forwarded. Before any local answer the session *quiesces*:
+it sends Flush upstream and waits until every earlier expectation is met, so local and relayed
+replies leave in the client's message order (PgDog's buffering pattern; pgwire-research §6.7).
+
+Errors follow protocol-flow "Extended Query": after an ErrorResponse the backend skips to Sync;
+the pump drops the expectations of skipped messages, and the client-side state machine discards
+what arrives before the Sync. A refused statement makes the backend's transaction fail as well
+(a hidden statement that errors, its error swallowed), so 25P02 and COMMIT -> ROLLBACK come from
+PostgreSQL itself (pgwire-research §6.4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import re
+import secrets
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from dp.errors import LaprasError
+from proxy.errors import (
+    AdminShutdown,
+    DuplicateCursor,
+    DuplicatePreparedStatement,
+    FeatureNotSupported,
+    IdleInTransactionTimeout,
+    IdleSessionTimeout,
+    InFailedTransaction,
+    InvalidAuthorization,
+    InvalidParameterValue,
+    ProtocolError,
+    ProtocolViolation,
+    QueryCanceled,
+    StartupFeatureNotSupported,
+    TooManyConnections,
+    UpstreamUnavailable,
+    render_error,
+    render_unexpected,
+)
+from proxy.wire import types as pgtypes
+from proxy.wire.auth import Authenticator
+from proxy.wire.messages import (
+    AuthenticationOk,
+    BackendKeyData,
+    BackendMessage,
+    Bind,
+    BindComplete,
+    CancelRequest,
+    Close,
+    CloseComplete,
+    CommandComplete,
+    CopyData,
+    CopyDone,
+    CopyFail,
+    DataRow,
+    Describe,
+    ErrorResponse,
+    Execute,
+    FieldDescription,
+    Flush,
+    FunctionCall,
+    GSSENCRequest,
+    NegotiateProtocolVersion,
+    NoData,
+    NoticeResponse,
+    ParameterDescription,
+    ParameterStatus,
+    Parse,
+    ParseComplete,
+    PasswordMessage,
+    PortalSuspended,
+    Query,
+    ReadyForQuery,
+    RowDescription,
+    SSLRequest,
+    StartupMessage,
+    Sync,
+    Terminate,
+    decode_backend,
+)
+from proxy.wire.protocol import (
+    IDLE_STATES,
+    NEED_DATA,
+    ConnectionClosed,
+    ConnState,
+    Event,
+    ServerConnection,
+)
+from proxy.wire.router import (
+    AnswerLocally,
+    EncodedCell,
+    Execution,
+    LocalResult,
+    Refuse,
+    Relay,
+    Route,
+    SessionInfo,
+    StatementInfo,
+    field_from_column,
+    resolve_formats,
+)
+from proxy.wire.sqlsplit import split_statements
+from proxy.wire.upstream import Described, UpstreamConnection, UpstreamStartupError
+
+if TYPE_CHECKING:
+    from proxy.wire.server import ProxyServer
+
+log = logging.getLogger("lapras.proxy.session")
+
+# A statement that fails at parse time on every PostgreSQL; used to put the backend's
+# transaction into the failed state when the proxy refuses a statement. Its own error is
+# swallowed; the server log shows this text.
+FAIL_SQL = '"lapras: statement refused by the proxy"'
+_FAIL_STMT = "__lapras_refused__"
+_DESCRIBE_STMT = "__lapras_describe__"
+_RESET_ALL = re.compile(r"^\s*(DEALLOCATE\s+(PREPARE\s+)?ALL|DISCARD\s+ALL)\s*;?\s*$", re.I)
+_DEALLOCATE = re.compile(r'^\s*DEALLOCATE\s+(?:PREPARE\s+)?("?)([^";\s]+)\1\s*;?\s*$', re.I)
+
+
+class SessionClosed(Exception):
+    """The session must end (client gone, upstream gone, FATAL sent)."""
+
+
+class Kind(enum.Enum):
+    PARSE = "P"
+    BIND = "B"
+    DESCRIBE_S = "DS"
+    DESCRIBE_P = "DP"
+    EXECUTE = "E"
+    CLOSE = "C"
+    SYNC = "S"
+    QUERY = "Q"
+    FUNCTION = "F"
+
+
+_EXTENDED_KINDS = frozenset(
+    {Kind.PARSE, Kind.BIND, Kind.DESCRIBE_S, Kind.DESCRIBE_P, Kind.EXECUTE, Kind.CLOSE}
+)
+# The backend message type that completes each expectation (protocol-flow).
+_COMPLETES: dict[Kind, frozenset[int]] = {
+    Kind.PARSE: frozenset(b"1"),
+    Kind.BIND: frozenset(b"2"),
+    Kind.CLOSE: frozenset(b"3"),
+    Kind.DESCRIBE_S: frozenset(b"Tn"),
+    Kind.DESCRIBE_P: frozenset(b"Tn"),
+    Kind.EXECUTE: frozenset(b"CIs"),
+    Kind.SYNC: frozenset(b"Z"),
+    Kind.QUERY: frozenset(b"Z"),
+    Kind.FUNCTION: frozenset(b"Z"),
+}
+
+
+@dataclass(slots=True)
+class Expect:
+    """A reply the backend owes for one forwarded message."""
+
+    kind: Kind
+    forward: bool = True  # relay the replies to the client (False: hidden message)
+    forward_ready: bool = True  # relay the closing ReadyForQuery (Query/Sync)
+    sink: list[BackendMessage] | None = None  # collect hidden replies here
+    on_fail: Callable[[], None] | None = None  # the message failed or was skipped
+    failed: bool = False
+
+
+@dataclass(slots=True)
+class Statement:
+    sql: str
+    route: Route
+    param_oids: tuple[int, ...]  # declared
+    described: Described | None = None
+    info: StatementInfo | None = None
+
+
+@dataclass(slots=True)
+class Portal:
+    statement: Statement
+    params: tuple[object, ...]
+    raw_params: tuple[bytes | None, ...]
+    param_formats: tuple[int, ...]
+    fields: tuple[FieldDescription, ...]
+    rows: list[tuple[bytes | None, ...]] | None = None
+    sent: int = 0
+    tag: str = ""
+    notices: list[NoticeResponse] = field(default_factory=list)
+
+
+class Session:
+    def __init__(
+        self,
+        server: ProxyServer,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        peer_is_loopback: bool,
+    ) -> None:
+        self.server = server
+        self.cfg = server.config
+        self.reader = reader
+        self.writer = writer
+        self.peer_is_loopback = peer_is_loopback
+        self.conn = ServerConnection(max_message=self.cfg.max_message_size)
+        self.pid = 0
+        self.key = secrets.randbits(32)
+        self.upstream: UpstreamConnection | None = None
+        self.pending: deque[Expect] = deque()
+        self.idle = asyncio.Event()
+        self.idle.set()
+        self.status = "I"  # the backend's transaction status, from its last ReadyForQuery
+        self.upstream_open = False  # extended messages sent upstream since the last Sync
+        self.need_flush = False
+        self.copy_in = False
+        self.statements: dict[str, Statement] = {}
+        self.portals: dict[str, Portal] = {}
+        self.params: dict[str, str] = {}
+        self.user = ""
+        self.database = ""
+        self._out = bytearray()
+        self._pump_task: asyncio.Task[None] | None = None
+        self._local_task: asyncio.Future[LocalResult] | None = None
+        self._upstream_dead = False
+        self.idle_reading = False
+        self.stop_requested = False
+        self.registered = False
+
+    # ---------------------------------------------------------------- client I/O
+
+    def _send(self, msg: BackendMessage) -> None:
+        self._out += self.conn.send(msg)
+
+    def _flush_client(self) -> None:
+        if self._out:
+            try:
+                self.writer.write(bytes(self._out))
+            finally:
+                self._out.clear()
+
+    async def _write(self, *msgs: BackendMessage) -> None:
+        for m in msgs:
+            self._send(m)
+        self._flush_client()
+        await self.writer.drain()
+
+    async def _fatal(self, err: LaprasError) -> None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._write(render_error(err)), 2.0)
+
+    async def _read(self, timeout: float | None) -> bytes:
+        if timeout is None:
+            return await self.reader.read(65536)
+        return await asyncio.wait_for(self.reader.read(65536), timeout)
+
+    async def _next_event(self, timeout: float | None = None) -> Event:
+        while True:
+            ev = self.conn.next_event()
+            if ev is not NEED_DATA:
+                return ev
+            self.conn.receive_data(await self._read(timeout))
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def run(self) -> None:
+        try:
+            if await self._startup():
+                await self._query_loop()
+        except SessionClosed:
+            pass
+        except (ProtocolViolation, StartupFeatureNotSupported) as e:
+            silent = isinstance(e, ProtocolViolation) and e.silent
+            if not silent:
+                await self._fatal(e)
+        except asyncio.CancelledError:
+            # Shutdown (or the server giving up on us): tell the client why, then go.
+            await self._fatal(AdminShutdown("terminating connection due to administrator command"))
+            raise
+        except (ConnectionError, TimeoutError, asyncio.IncompleteReadError):
+            pass
+        except LaprasError as e:
+            # Start-up refusals (28P01, 28000, 53300...) are FATAL by their class.
+            await self._fatal(e)
+        except Exception as e:  # a bug: XX000 to this client only, traceback in the log
+            with contextlib.suppress(Exception):
+                err = render_unexpected(e, where="session")
+                fatal = ErrorResponse(
+                    fields=tuple((c, "FATAL" if c in "SV" else v) for c, v in err.fields)
+                )
+                await asyncio.wait_for(self._write(fatal), 2.0)
+        finally:
+            await self._close()
+
+    async def _close(self) -> None:
+        self.conn.close()
+        if self.registered:
+            self.server.unregister(self)
+            self.registered = False
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._pump_task
+        if self.upstream is not None:
+            with contextlib.suppress(Exception):
+                await self.upstream.close()
+        with contextlib.suppress(Exception):
+            self._flush_client()
+        self.writer.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.writer.wait_closed(), 2.0)
+
+    # ---------------------------------------------------------------- start-up
+
+    async def _startup(self) -> bool:
+        """protocol-flow "Start-up". Returns False when the connection is done (cancel)."""
+        timeout = self.cfg.startup_timeout
+        while True:
+            ev = await self._next_event(timeout)
+            if isinstance(ev, ConnectionClosed):
+                return False
+            if isinstance(ev, SSLRequest):
+                ctx = self.cfg.ssl_context
+                if ctx is not None:
+                    self.writer.write(self.conn.send_ssl_answer(True))
+                    await self.writer.drain()
+                    await self.writer.start_tls(ctx)
+                else:
+                    self.writer.write(self.conn.send_ssl_answer(False))
+                    await self.writer.drain()
+                continue
+            if isinstance(ev, GSSENCRequest):
+                self.writer.write(self.conn.send_ssl_answer(False))
+                await self.writer.drain()
+                continue
+            if isinstance(ev, CancelRequest):
+                await self.server.cancel(ev.pid, ev.key)
+                return False
+            if isinstance(ev, StartupMessage):
+                return await self._login(ev, timeout)
+            raise ProtocolViolation("unexpected message before startup")
+
+    async def _login(self, startup: StartupMessage, timeout: float) -> bool:
+        user = startup.get("user") or ""
+        if not user:
+            raise InvalidAuthorization("no PostgreSQL user name specified in startup packet")
+        repl = (startup.get("replication") or "").lower()
+        if repl and repl not in ("false", "off", "no", "0"):
+            raise StartupFeatureNotSupported(
+                "replication connections are not supported by the LAPRAS proxy"
+            )
+        if not self.server.register(self):
+            raise TooManyConnections("sorry, too many clients already")
+        self.registered = True
+        self.user = user
+        self.database = startup.get("database") or user
+        neg = self.conn.negotiation_needed()
+        if neg is not None:
+            self._send(NegotiateProtocolVersion(newest_minor=neg[0], unrecognized=neg[1]))
+        auth = Authenticator(self.cfg.auth, user, peer_is_loopback=self.peer_is_loopback)
+        first = auth.start()
+        done = not first
+        await self._write(*first)
+        while not done:
+            ev = await self._next_event(timeout)
+            if isinstance(ev, ConnectionClosed | Terminate):
+                return False
+            if not isinstance(ev, PasswordMessage):
+                raise ProtocolViolation("expected password response")
+            reply, done = auth.step(ev)
+            if reply:
+                await self._write(*reply)
+        self._send(AuthenticationOk())
+        params = [(k, v) for k, v in startup.params if k not in ("user", "database")]
+        if self.cfg.statement_timeout and not any(k == "statement_timeout" for k, _ in params):
+            params.append(("statement_timeout", str(int(self.cfg.statement_timeout * 1000))))
+        try:
+            up_db = self.cfg.upstream_database or startup.get("database")
+            self.upstream = await UpstreamConnection.connect(
+                self.cfg.upstream, params, database=up_db
+            )
+        except UpstreamStartupError as e:
+            # The backend's own FATAL (unknown database, unknown GUC...), after our AuthOk
+            # just as PostgreSQL sends it after its AuthenticationOk.
+            await self._write(e.error)
+            return False
+        except UpstreamUnavailable as e:
+            await self._fatal(e)
+            return False
+        up = self.upstream
+        for ps in up.parameters:
+            self.params[ps.name] = ps.value
+            self._send(ps)
+        for n in up.notices:
+            self._send(n)
+        self._send(BackendKeyData(pid=self.pid, key=self.key))
+        self._send(ReadyForQuery(status="I"))
+        self._flush_client()
+        await self.writer.drain()
+        self._pump_task = asyncio.create_task(self._pump(), name=f"lapras-pump-{self.pid}")
+        return True
+
+    # ---------------------------------------------------------------- query loop
+
+    def _idle_timeout(self) -> tuple[float | None, LaprasError | None]:
+        if self.pending or self.conn.pending_ready or self.conn.state not in IDLE_STATES:
+            return None, None
+        if self.conn.state is ConnState.READY:
+            t = self.cfg.idle_session_timeout
+            return t, IdleSessionTimeout("terminating connection due to idle-session timeout")
+        t = self.cfg.idle_in_transaction_timeout
+        return t, IdleInTransactionTimeout(
+            "terminating connection due to idle-in-transaction timeout"
+        )
+
+    async def _query_loop(self) -> None:
+        while True:
+            if self.stop_requested and self._is_idle():
+                await self._fatal(
+                    AdminShutdown("terminating connection due to administrator command")
+                )
+                return
+            timeout, err = self._idle_timeout()
+            self.idle_reading = self._is_idle()
+            try:
+                ev = await self._next_event(timeout)
+            except TimeoutError:
+                if err is not None:
+                    await self._fatal(err)
+                return
+            finally:
+                self.idle_reading = False
+            if isinstance(ev, ConnectionClosed):
+                return
+            if self._upstream_dead:
+                return
+            await self._dispatch(ev)
+            if self.upstream is not None and not self._upstream_dead:
+                await self.upstream.drain()
+            if self.conn.state is ConnState.CLOSED:
+                return
+
+    def _is_idle(self) -> bool:
+        return (
+            not self.pending
+            and self.conn.pending_ready == 0
+            and self.conn.state in IDLE_STATES
+            and not self.conn.batch_open
+            and self.conn.buffered == 0
+        )
+
+    async def _dispatch(self, ev: Event) -> None:
+        if isinstance(ev, Query):
+            await self._simple_query(ev.sql)
+        elif isinstance(ev, Parse):
+            await self._parse(ev)
+        elif isinstance(ev, Bind):
+            await self._bind(ev)
+        elif isinstance(ev, Describe):
+            await self._describe(ev)
+        elif isinstance(ev, Execute):
+            await self._execute(ev)
+        elif isinstance(ev, Close):
+            await self._close_msg(ev)
+        elif isinstance(ev, Sync):
+            await self._sync()
+        elif isinstance(ev, Flush):
+            await self._flush()
+        elif isinstance(ev, Terminate):
+            raise SessionClosed
+        elif isinstance(ev, CopyData | CopyDone | CopyFail):
+            if self.copy_in:
+                if not isinstance(ev, CopyData):
+                    self.copy_in = False
+                self._up(ev.encode())
+            # else: PostgreSQL ignores stray copy messages (postgres.c, 'c'/'d'/'f').
+        elif isinstance(ev, FunctionCall):
+            await self._quiesce()
+            self._send(
+                render_error(
+                    FeatureNotSupported(
+                        "the function call protocol message is not supported by the LAPRAS proxy",
+                        hint="call the function in a SELECT statement instead",
+                    )
+                )
+            )
+            await self._ready()
+        else:
+            raise ProtocolViolation(f"unexpected message {type(ev).__name__}")
+
+    # ---------------------------------------------------------------- upstream relay
+
+    def _up(self, data: bytes) -> None:
+        assert self.upstream is not None
+        if self._upstream_dead:
+            raise SessionClosed
+        self.upstream.write(data)
+
+    def _expect(self, e: Expect) -> Expect:
+        self.pending.append(e)
+        self.idle.clear()
+        return e
+
+    def _forward(
+        self,
+        data: bytes,
+        kind: Kind,
+        *,
+        forward: bool = True,
+        forward_ready: bool = True,
+        sink: list[BackendMessage] | None = None,
+        on_fail: Callable[[], None] | None = None,
+    ) -> Expect:
+        self._up(data)
+        if kind in _EXTENDED_KINDS:
+            self.upstream_open = True
+            self.need_flush = True
+        else:
+            self.need_flush = False
+        return self._expect(Expect(kind, forward, forward_ready, sink, on_fail))
+
+    async def _quiesce(self) -> None:
+        """Wait until the backend has answered everything forwarded so far."""
+        if self.pending and self.need_flush:
+            self._up(Flush().encode())
+            self.need_flush = False
+        if self.upstream is not None:
+            await self.upstream.drain()
+        if self.pending:
+            await self.idle.wait()
+        if self._upstream_dead:
+            raise SessionClosed
+        await self.writer.drain()
+
+    async def _pump(self) -> None:
+        up = self.upstream
+        assert up is not None
+        try:
+            while True:
+                t, body = await up.read_frame()
+                self._on_upstream(t, body)
+                if not up.frame_ready():
+                    self._flush_client()
+                    if not self.pending:
+                        self.idle.set()
+                    await self.writer.drain()
+        except asyncio.CancelledError:
+            raise
+        except (ConnectionError, OSError, ProtocolViolation) as e:
+            self._upstream_gone(e)
+        except Exception as e:
+            render_unexpected(e, where="upstream pump")
+            self._upstream_gone(e)
+
+    def _upstream_gone(self, e: BaseException) -> None:
+        self._upstream_dead = True
+        log.info("session %d: upstream connection lost: %s", self.pid, e)
+        if self.conn.state is not ConnState.CLOSED:
+            with contextlib.suppress(Exception):
+                self._send(
+                    render_error(
+                        UpstreamUnavailable(
+                            "terminating connection because the upstream server closed it"
+                        )
+                    )
+                )
+                self._flush_client()
+        self.idle.set()
+        self.writer.close()
+
+    def _relay(self, t: bytes, body: bytes) -> None:
+        self._out += self.conn.send_raw(t, body)
+
+    def _on_upstream(self, t: bytes, body: bytes) -> None:
+        tb = t[0]
+        e = self.pending[0] if self.pending else None
+        if tb in b"NSA":  # asynchronous: NoticeResponse, ParameterStatus, Notification
+            if tb == ord("S"):
+                ps = decode_backend(t, body)
+                assert isinstance(ps, ParameterStatus)
+                self.params[ps.name] = ps.value
+                self._relay(t, body)
+            elif e is not None and not e.forward:
+                if e.sink is not None:
+                    e.sink.append(decode_backend(t, body))
+            else:
+                self._relay(t, body)
+            return
+        if e is None:
+            # Unsolicited (e.g. FATAL from pg_terminate_backend): pass it on.
+            self._relay(t, body)
+            return
+        if tb == ord("E"):
+            e.failed = True
+            if e.forward:
+                self._relay(t, body)
+            elif e.sink is not None:
+                e.sink.append(decode_backend(t, body))
+            if e.kind in _EXTENDED_KINDS:
+                # The backend now skips to Sync: the replies of skipped messages never come.
+                self.pending.popleft()
+                if e.on_fail:
+                    e.on_fail()
+                while self.pending and self.pending[0].kind in _EXTENDED_KINDS:
+                    s = self.pending.popleft()
+                    s.failed = True
+                    if s.on_fail:
+                        s.on_fail()
+            return
+        if tb == ord("Z"):
+            self.status = chr(body[0]) if body[:1] in (b"I", b"T", b"E") else "I"
+            if e.kind in (Kind.QUERY, Kind.SYNC, Kind.FUNCTION):
+                self.pending.popleft()
+                if e.forward and e.forward_ready:
+                    self._relay(t, body)
+            else:
+                log.warning("session %d: unexpected ReadyForQuery from upstream", self.pid)
+                self._relay(t, body)
+            if not self.pending:
+                self.upstream_open = False
+            if self.status == "I":
+                self.portals.clear()
+            return
+        if tb in b"GW":
+            self.copy_in = True
+        if e.forward:
+            self._relay(t, body)
+        elif e.sink is not None:
+            e.sink.append(decode_backend(t, body))
+        if tb in _COMPLETES[e.kind]:
+            self.pending.popleft()
+
+    # ---------------------------------------------------------------- helpers
+
+    def _info(
+        self, sql: str, protocol: str, name: str = "", oids: tuple[int, ...] = ()
+    ) -> StatementInfo:
+        return StatementInfo(
+            sql=sql,
+            protocol="simple" if protocol == "simple" else "extended",
+            statement_name=name,
+            param_oids=oids,
+            session=SessionInfo(
+                user=self.user,
+                database=self.database,
+                application_name=self.params.get("application_name", ""),
+                session_pid=self.pid,
+                txn_status=self.status,
+            ),
+        )
+
+    async def _route(self, info: StatementInfo) -> Route:
+        try:
+            return await self.server.router.route(info)
+        except LaprasError as e:
+            return Refuse(e)
+        except Exception as e:
+            render_unexpected(e, where="router.route")
+            return Refuse(LaprasError("internal error in the LAPRAS proxy; see the server log"))
+
+    async def _ready(self) -> None:
+        """Send ReadyForQuery with the backend's status (nothing is pending upstream)."""
+        self._send(ReadyForQuery(status=self.status))  # type: ignore[arg-type]
+        if self.status == "I":
+            self.portals.clear()
+        self._flush_client()
+        await self.writer.drain()
+
+    async def _fail_upstream(self, extended: bool) -> None:
+        """Make the backend's transaction (or open extended batch) fail like ours."""
+        if extended:
+            self._forward(
+                Parse(name=_FAIL_STMT, sql=FAIL_SQL).encode(), Kind.PARSE, forward=False, sink=[]
+            )
+        else:
+            self._forward(Query(sql=FAIL_SQL).encode(), Kind.QUERY, forward=False, sink=[])
+        await self._quiesce()
+
+    async def _refuse(self, err: LaprasError, *, extended: bool) -> None:
+        """Answer ``err`` for the current statement, keeping the backend in step."""
+        await self._quiesce()
+        if self.status == "E":
+            err = InFailedTransaction()
+        elif self.status == "T" or (extended and self.upstream_open):
+            await self._fail_upstream(extended)
+        self._send(render_error(err))
+        self._flush_client()
+
+    async def _describe_upstream(
+        self, sql: str, oids: tuple[int, ...], *, extended: bool
+    ) -> Described | None:
+        """The backend's Parse+Describe of ``sql`` in-band; on error the backend's error is
+        sent to the client (it is the statement's error) and None returned."""
+        await self._quiesce()
+        sink: list[BackendMessage] = []
+        data = (
+            Parse(name=_DESCRIBE_STMT, sql=sql, param_oids=oids).encode()
+            + Describe(kind="S", name=_DESCRIBE_STMT).encode()
+            + Close(kind="S", name=_DESCRIBE_STMT).encode()
+        )
+        self._forward(data, Kind.PARSE, forward=False, sink=sink)
+        self._expect(Expect(Kind.DESCRIBE_S, forward=False, sink=sink))
+        self._expect(Expect(Kind.CLOSE, forward=False, sink=sink))
+        if not extended:
+            self._forward(Sync().encode(), Kind.SYNC, forward=False, sink=sink)
+        await self._quiesce()
+        params: tuple[int, ...] = oids
+        fields: tuple[FieldDescription, ...] | None = None
+        for m in sink:
+            if isinstance(m, ErrorResponse):
+                self._send(m)
+                self._flush_client()
+                return None
+            if isinstance(m, ParameterDescription):
+                params = m.oids
+            elif isinstance(m, RowDescription):
+                fields = m.fields
+            elif isinstance(m, NoticeResponse):
+                self._send(m)
+        return Described(param_oids=params, fields=fields)
+
+    def _fields(self, stmt: Statement) -> tuple[FieldDescription, ...] | None:
+        r = stmt.route
+        if isinstance(r, AnswerLocally) and r.columns is not None:
+            return tuple(field_from_column(c) for c in r.columns)
+        if stmt.described is not None:
+            return stmt.described.fields
+        return None
+
+    async def _run_local(self, execution: Execution) -> LocalResult:
+        """Call the router's execute(), cancellable (CancelRequest) and timed."""
+        route = execution.route
+        if route.result is not None:
+            return route.result
+        task = asyncio.ensure_future(self.server.router.execute(execution))
+        self._local_task = task
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self.cfg.statement_timeout or None)
+        finally:
+            self._local_task = None
+        if not done:
+            task.cancel()
+            raise QueryCanceled("canceling statement due to statement timeout")
+        if task.cancelled():
+            raise QueryCanceled("canceling statement due to user request")
+        return task.result()
+
+    def _encode_rows(
+        self, result: LocalResult, fields: tuple[FieldDescription, ...]
+    ) -> list[tuple[bytes | None, ...]]:
+        out: list[tuple[bytes | None, ...]] = []
+        for row in result.rows:
+            if len(row) != len(fields):
+                raise ValueError(f"row has {len(row)} cells, result has {len(fields)} columns")
+            cells: list[bytes | None] = []
+            for f, v in zip(fields, row, strict=True):
+                if isinstance(v, EncodedCell):
+                    c = v.binary if f.format == 1 else v.text
+                    if c is None:
+                        raise ValueError("encoded cell lacks the requested format")
+                    cells.append(c)
+                else:
+                    cells.append(pgtypes.encode(f.type_oid, v, f.format))
+            out.append(tuple(cells))
+        return out
+
+    @staticmethod
+    def _notices(result: LocalResult) -> list[NoticeResponse]:
+        out = []
+        for n in result.notices:
+            fs = [("S", n.severity), ("V", n.severity), ("C", n.sqlstate), ("M", n.message)]
+            if n.detail:
+                fs.append(("D", n.detail))
+            if n.hint:
+                fs.append(("H", n.hint))
+            out.append(NoticeResponse(fields=tuple(fs)))
+        return out
+
+    async def _local_result(
+        self, execution: Execution
+    ) -> tuple[list[tuple[bytes | None, ...]], str, list[NoticeResponse]] | None:
+        """Run a local answer; on error send the ErrorResponse and return None."""
+        try:
+            result = await self._run_local(execution)
+            rows = self._encode_rows(result, execution.fields)
+        except LaprasError as e:
+            self._send(render_error(e))
+            self._flush_client()
+            return None
+        except Exception as e:
+            self._send(render_unexpected(e, where="router.execute"))
+            self._flush_client()
+            return None
+        return rows, result.command_tag or "", self._notices(result)
+
+    # ---------------------------------------------------------------- simple query
+
+    def _on_simple_statement(self, sql: str) -> None:
+        if _RESET_ALL.match(sql):
+            self.statements.clear()
+            self.portals.clear()
+            return
+        m = _DEALLOCATE.match(sql)
+        if m:
+            self.statements.pop(m.group(2) if m.group(1) else m.group(2).lower(), None)
+
+    async def _simple_query(self, sql: str) -> None:
+        """protocol-flow "Simple Query", statement by statement when the router must."""
+        # A simple Query destroys the unnamed statement and portal (protocol-flow).
+        self.statements.pop("", None)
+        self.portals.pop("", None)
+        stmts = split_statements(sql)
+        routes = [await self._route(self._info(s, "simple")) for s in stmts]
+        if all(isinstance(r, Relay) for r in routes):
+            for s in stmts:
+                self._on_simple_statement(s)
+            self._forward(Query(sql=sql).encode(), Kind.QUERY)
+            return
+        await self._quiesce()
+        for s, r in zip(stmts, routes, strict=True):
+            if isinstance(r, Relay):
+                self._on_simple_statement(s)
+                e = self._forward(Query(sql=s).encode(), Kind.QUERY, forward_ready=False)
+                await self._quiesce()
+                if e.failed:
+                    break
+            elif isinstance(r, Refuse):
+                await self._refuse(r.error, extended=False)
+                break
+            else:
+                if not await self._simple_local(s, r):
+                    break
+        await self._ready()
+
+    async def _simple_local(self, sql: str, route: AnswerLocally) -> bool:
+        if self.status == "E":
+            self._send(render_error(InFailedTransaction()))
+            return False
+        stmt = Statement(sql=sql, route=route, param_oids=())
+        if route.describe_upstream:
+            d = await self._describe_upstream(sql, (), extended=False)
+            if d is None:
+                return False
+            stmt.described = d
+        fields = self._fields(stmt) or ()
+        execution = Execution(
+            statement=self._info(sql, "simple"),
+            route=route,
+            param_oids=(),
+            params=(),
+            raw_params=(),
+            param_formats=(),
+            fields=fields,
+        )
+        res = await self._local_result(execution)
+        if res is None:
+            return False
+        rows, tag, notices = res
+        for n in notices:
+            self._send(n)
+        if fields:
+            self._send(RowDescription(fields=fields))
+        for row in rows:
+            self._send(DataRow(values=row))
+        self._send(CommandComplete(tag=tag or f"SELECT {len(rows)}"))
+        self._flush_client()
+        return True
+
+    # ---------------------------------------------------------------- extended query
+
+    async def _local_error(self, err: LaprasError) -> None:
+        await self._quiesce()
+        self._send(render_error(err))
+        self._flush_client()
+
+    async def _parse(self, m: Parse) -> None:
+        """protocol-flow "Extended Query", Parse."""
+        existing = self.statements.get(m.name)
+        if m.name and existing is not None and not isinstance(existing.route, Relay):
+            await self._local_error(_dup_statement(m.name))
+            return
+        info = self._info(m.sql, "extended", m.name, m.param_oids)
+        route = await self._route(info)
+        if isinstance(route, Relay):
+            stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info)
+            if m.name and existing is not None:
+                self._forward(m.encode(), Kind.PARSE)  # the backend answers 42P05
+                return
+            self.statements[m.name] = stmt
+
+            def dropped(name: str = m.name, s: Statement = stmt) -> None:
+                if self.statements.get(name) is s:
+                    del self.statements[name]
+
+            self._forward(m.encode(), Kind.PARSE, on_fail=dropped)
+            return
+        if m.name == "":
+            self.statements.pop("", None)
+        if isinstance(route, Refuse):
+            await self._refuse(route.error, extended=True)
+            return
+        await self._quiesce()
+        if self.status == "E":
+            self._send(render_error(InFailedTransaction()))
+            self._flush_client()
+            return
+        stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info)
+        if route.describe_upstream:
+            d = await self._describe_upstream(m.sql, m.param_oids, extended=True)
+            if d is None:
+                return
+            stmt.described = d
+        self.statements[m.name] = stmt
+        await self._write(ParseComplete())
+
+    async def _bind(self, m: Bind) -> None:
+        stmt = self.statements.get(m.statement)
+        if stmt is None or isinstance(stmt.route, Relay):
+            self.portals.pop(m.portal, None)
+            self._forward(m.encode(), Kind.BIND)
+            return
+        await self._quiesce()
+        if m.portal and m.portal in self.portals:
+            await self._local_error(DuplicateCursor(f'portal "{m.portal}" already exists'))
+            return
+        oids = stmt.described.param_oids if stmt.described else stmt.param_oids
+        if len(m.params) != len(oids):
+            await self._local_error(
+                ProtocolError(
+                    f"bind message supplies {len(m.params)} parameters, but prepared statement "
+                    f'"{m.statement}" requires {len(oids)}'
+                )
+            )
+            return
+        fields = self._fields(stmt) or ()
+        fmts = resolve_formats(m.result_formats, len(fields))
+        if fmts is None:
+            await self._local_error(
+                ProtocolError(
+                    f"bind message has {len(m.result_formats)} result formats but query has "
+                    f"{len(fields)} columns"
+                )
+            )
+            return
+        pfmts = tuple(m.param_format(i) for i in range(len(m.params)))
+        try:
+            values = tuple(
+                pgtypes.decode(oid, raw, f)
+                for oid, raw, f in zip(oids, m.params, pfmts, strict=True)
+            )
+        except (ValueError, ArithmeticError, UnicodeDecodeError) as e:
+            await self._local_error(_bad_param(e))
+            return
+        self.portals[m.portal] = Portal(
+            statement=stmt,
+            params=values,
+            raw_params=m.params,
+            param_formats=pfmts,
+            fields=tuple(f.with_format(fmt) for f, fmt in zip(fields, fmts, strict=True)),
+        )
+        await self._write(BindComplete())
+
+    async def _describe(self, m: Describe) -> None:
+        if m.kind == "S":
+            stmt = self.statements.get(m.name)
+            if stmt is None or isinstance(stmt.route, Relay):
+                self._forward(m.encode(), Kind.DESCRIBE_S)
+                return
+            await self._quiesce()
+            oids = stmt.described.param_oids if stmt.described else stmt.param_oids
+            fields = self._fields(stmt)
+            self._send(ParameterDescription(oids=oids))
+            await self._write(RowDescription(fields=fields) if fields else NoData())
+            return
+        portal = self.portals.get(m.name)
+        if portal is None:
+            self._forward(m.encode(), Kind.DESCRIBE_P)
+            return
+        await self._quiesce()
+        await self._write(RowDescription(fields=portal.fields) if portal.fields else NoData())
+
+    async def _execute(self, m: Execute) -> None:
+        portal = self.portals.get(m.portal)
+        if portal is None:
+            self._forward(m.encode(), Kind.EXECUTE)
+            return
+        await self._quiesce()
+        if self.status == "E":
+            await self._local_error(InFailedTransaction())
+            return
+        if portal.rows is None:
+            stmt = portal.statement
+            assert isinstance(stmt.route, AnswerLocally)
+            execution = Execution(
+                statement=stmt.info or self._info(stmt.sql, "extended"),
+                route=stmt.route,
+                param_oids=stmt.described.param_oids if stmt.described else stmt.param_oids,
+                params=portal.params,
+                raw_params=portal.raw_params,
+                param_formats=portal.param_formats,
+                fields=portal.fields,
+                max_rows=m.max_rows,
+            )
+            res = await self._local_result(execution)
+            if res is None:
+                return
+            portal.rows, portal.tag, portal.notices = res
+            for n in portal.notices:
+                self._send(n)
+        rows = portal.rows
+        start = portal.sent
+        end = len(rows) if m.max_rows <= 0 else min(len(rows), start + m.max_rows)
+        for row in rows[start:end]:
+            self._send(DataRow(values=row))
+        portal.sent = end
+        if m.max_rows > 0 and end - start == m.max_rows:
+            # As PostgreSQL: max_rows fetched, the end is not known yet (protocol-flow,
+            # "Extended Query": PortalSuspended).
+            await self._write(PortalSuspended())
+        else:
+            await self._write(CommandComplete(tag=portal.tag or f"SELECT {end - start}"))
+
+    async def _close_msg(self, m: Close) -> None:
+        if m.kind == "S":
+            stmt = self.statements.pop(m.name, None)
+            if stmt is None or isinstance(stmt.route, Relay):
+                self._forward(m.encode(), Kind.CLOSE)
+                return
+        else:
+            if self.portals.pop(m.name, None) is None:
+                self._forward(m.encode(), Kind.CLOSE)
+                return
+        await self._quiesce()
+        await self._write(CloseComplete())
+
+    async def _sync(self) -> None:
+        if self.upstream_open or self.pending:
+            self._forward(Sync().encode(), Kind.SYNC)
+            self.upstream_open = False
+            return
+        await self._ready()
+
+    async def _flush(self) -> None:
+        if self.need_flush:
+            self._up(Flush().encode())
+            self.need_flush = False
+        if self.upstream is not None:
+            await self.upstream.drain()
+
+    # ---------------------------------------------------------------- cancel / shutdown
+
+    def cancel(self) -> None:
+        """A matching CancelRequest arrived (protocol-flow "Canceling Requests in Progress")."""
+        if self._local_task is not None and not self._local_task.done():
+            self._local_task.cancel()
+            return
+        if self.upstream is not None and self.pending:
+            task = asyncio.create_task(self.upstream.cancel())
+            self.server.keep(task)
+
+
+def _dup_statement(name: str) -> LaprasError:
+    return DuplicatePreparedStatement(f'prepared statement "{name}" already exists')
+
+
+def _bad_param(e: BaseException) -> LaprasError:
+    return InvalidParameterValue(
+        "invalid input value for a bind parameter", detail=type(e).__name__
+    )

@@ -1,0 +1,354 @@
+"""Classify each statement of a query string: DP aggregate, zero-row probe, passthrough, refused.
+
+The rule that keeps protected rows in: a statement that names a protected table anywhere (a
+table reference in any subquery, CTE or DML, a string used as a regclass or as a function
+argument, an unparsed command mentioning it) is either the accepted DP shape — one
+``SELECT`` of COUNT/SUM/AVG over that single table — or a zero-row probe, or it is refused.
+Everything else is relayed verbatim (or with statistics of protected tables hidden, see
+:mod:`rewriter.guard`) to the upstream's low-privilege passthrough role.
+
+>>> from rewriter.schema import load_schema  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from dp.errors import InternalError, LaprasError
+
+from .errors import RowAccessError, SqlSyntaxError, UndefinedColumnError, UnsupportedError
+from .guard import dangerous_literal, guard_statistics, mentions, mentions_statistics, name_pattern
+from .normalise import Logical, _output_name, _unalias, cast_type, has_aggregate, ident, normalise
+from .plan import OutputColumn, Plan
+from .reduce import reduce
+from .schema import SYSTEM_SCHEMAS, TYPE_OIDS, Schema, TableDecl
+from .split import Piece, split_statements
+
+logging.getLogger("sqlglot").setLevel(logging.ERROR)  # Command fallbacks are refused or relayed
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Passthrough:
+    """Relay ``sql`` to the upstream as the passthrough role (``rewritten``: statistics hidden)."""
+
+    sql: str
+    rewritten: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DPStatement:
+    """A DP aggregate. ``plan`` is None until parameters are bound (see :func:`bind`)."""
+
+    sql: str
+    prepared: Logical
+    plan: Plan | None
+    columns: tuple[OutputColumn, ...]
+    param_types: tuple[int, ...]  # OIDs for ParameterDescription (0: unknown)
+
+    @property
+    def needs_params(self) -> bool:
+        return bool(self.param_types)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ZeroRowProbe:
+    """A statement over a protected table that returns no row whatever the data: answer with
+    these columns and no rows (``SELECT 0``)."""
+
+    sql: str
+    columns: tuple[OutputColumn, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refused:
+    """Answer with ``error`` (a LaprasError: SQLSTATE, message, hint, position)."""
+
+    sql: str
+    error: LaprasError
+
+
+Statement: TypeAlias = Passthrough | DPStatement | ZeroRowProbe | Refused
+
+_ROW_COMMANDS = ("COPY", "DECLARE", "EXPLAIN", "PREPARE", "EXECUTE", "CREATE", "FETCH", "MOVE", "INSERT", "WITH", "TABLE", "SELECT")
+
+
+def classify(sql: str, schema: Schema) -> list[Statement]:
+    """One :class:`Statement` per statement of ``sql`` (empty for an empty query).
+
+    Works on a simple Query string (possibly several statements) and on the text of a Parse
+    message (with ``$n`` parameters). Never raises: errors are returned as :class:`Refused`.
+    """
+    try:
+        pieces = split_statements(sql)
+    except Exception:
+        pieces = [Piece(text=sql, offset=0, tokens=None)]
+    return [classify_piece(p, schema) for p in pieces]
+
+
+def classify_piece(piece: Piece, schema: Schema) -> Statement:
+    try:
+        return _classify(piece, schema)
+    except LaprasError as e:
+        if e.position is not None:
+            e.position += piece.offset
+        return Refused(sql=piece.text, error=e)
+    except RecursionError:
+        return Refused(sql=piece.text, error=UnsupportedError("statement is nested too deeply"))
+    except Exception:  # a bug: refuse rather than relay
+        return Refused(sql=piece.text, error=InternalError("internal error while classifying the statement"))
+
+
+def bind(statement: DPStatement, params: Sequence[object]) -> Plan:
+    """Bind ``$1..$n`` (Python values, or text for untyped parameters) and reduce to a plan."""
+    return reduce(statement.prepared, params)
+
+
+def _texts(piece: Piece) -> list[str]:
+    if piece.tokens is None:
+        return [piece.text]
+    return [t.text for t in piece.tokens]
+
+
+def _position(piece: Piece, err: ParseError) -> int | None:
+    try:
+        info = err.errors[0]
+        line, col = int(info["line"]), int(info["col"])
+    except (IndexError, KeyError, TypeError, ValueError):
+        return None
+    lines = piece.text.split("\n")
+    pos = sum(len(x) + 1 for x in lines[: line - 1]) + max(col - 1, 0)
+    return pos + 1
+
+
+def _refuse_mention(piece: Piece, names: set[str]) -> LaprasError:
+    first = (_texts(piece)[:1] or [""])[0].upper()
+    tables = ", ".join(sorted(names))
+    if first in _ROW_COMMANDS:
+        return RowAccessError(
+            f"this statement could reveal rows of protected table {tables} and is refused",
+            hint="only COUNT/SUM/AVG aggregates over protected tables are answered",
+        )
+    return UnsupportedError(
+        f"this statement over protected table {tables} is not supported",
+        hint="only COUNT/SUM/AVG aggregates over protected tables are answered",
+    )
+
+
+def _table_ref(node: exp.Table, schema: Schema) -> TableDecl | None:
+    if not isinstance(node.this, exp.Identifier):
+        return None
+    name = ident(node.this)
+    db = node.args.get("db")
+    return schema.protected(name, ident(db) if db is not None else None)
+
+
+def _classify(piece: Piece, schema: Schema) -> Statement:
+    pattern = name_pattern(schema)
+    texts = _texts(piece)
+    named = mentions(texts, pattern)
+    try:
+        trees = sqlglot.parse(piece.text, read="postgres")
+    except ParseError as e:
+        if named:
+            raise SqlSyntaxError(
+                "syntax error (or syntax not supported) in a statement over protected table "
+                + ", ".join(sorted(named)),
+                position=_position(piece, e),
+                hint="only COUNT/SUM/AVG aggregates over protected tables are answered",
+            ) from None
+        if mentions_statistics(texts):
+            raise RowAccessError(
+                "statement reads statistics and could not be checked",
+                hint="statistics of protected tables are hidden",
+            ) from None
+        return Passthrough(sql=piece.text)
+    except Exception:  # tokenizer errors and sqlglot bugs
+        if named or mentions_statistics(texts):
+            raise SqlSyntaxError("statement could not be parsed", position=piece.offset + 1) from None
+        return Passthrough(sql=piece.text)
+    trees = [t for t in trees if t is not None]
+    if not trees:
+        return Passthrough(sql=piece.text)
+    if len(trees) != 1:
+        raise SqlSyntaxError("several statements where one was expected")
+    tree = trees[0]
+    if isinstance(tree, exp.Command) or any(isinstance(n, exp.Command) for n in tree.walk()):
+        if named:
+            raise _refuse_mention(piece, named)
+        if mentions_statistics(texts):
+            raise RowAccessError("statement reads statistics and could not be checked",
+                                 hint="statistics of protected tables are hidden")  # fmt: skip
+        return Passthrough(sql=piece.text)
+
+    refs = [(t, d) for t in tree.find_all(exp.Table) if (d := _table_ref(t, schema)) is not None]
+    # names of CTEs shadow tables, but a CTE named like a protected table is refused anyway
+    for lit in tree.find_all(exp.Literal):
+        if lit.is_string and mentions([str(lit.this)], pattern) and dangerous_literal(lit):
+            raise RowAccessError(
+                "a string naming protected table " + ", ".join(sorted(mentions([str(lit.this)], pattern)))
+                + " is used as a relation and is refused",
+                hint="only COUNT/SUM/AVG aggregates over protected tables are answered",
+            )
+    if not refs:
+        _check_passthrough_tables(tree, schema)
+        rewritten = guard_statistics(tree, schema)
+        if rewritten is not None:
+            return Passthrough(sql=rewritten.sql(dialect="postgres"), rewritten=True)
+        return Passthrough(sql=piece.text)
+    return _protected(piece, tree, refs, schema)
+
+
+def _check_passthrough_tables(tree: exp.Expression, schema: Schema) -> None:
+    allowed = schema.passthrough_tables
+    if allowed is None:
+        return
+    ctes = {ident(c.args["alias"].this) for c in tree.find_all(exp.CTE) if c.args.get("alias") is not None}
+    for t in tree.find_all(exp.Table):
+        if not isinstance(t.this, exp.Identifier):
+            continue
+        name = ident(t.this)
+        db = ident(t.args.get("db")) if t.args.get("db") is not None else None
+        if db in SYSTEM_SCHEMAS or name.startswith("pg_") or (db is None and name in ctes):
+            continue
+        if f"{db or 'public'}.{name}" not in allowed:
+            raise RowAccessError(
+                f"table {name} is neither protected nor declared as a passthrough table",
+                hint="add it to [passthrough].tables in lapras.toml",
+            )
+
+
+def _is_false(node: exp.Expression | None) -> bool:
+    """Whether a WHERE condition is constant false (no column involved)."""
+    if node is None:
+        return False
+    if any(isinstance(n, exp.Column | exp.Parameter | exp.Placeholder | exp.Func) for n in node.walk()):
+        return False
+    try:
+        from sqlglot.optimizer.simplify import simplify
+
+        s = simplify(node.copy())
+    except Exception:
+        return False
+    return isinstance(s, exp.Boolean) and not s.this
+
+
+def _limit_zero(select: exp.Select) -> bool:
+    node = select.args.get("limit")
+    if node is None:
+        return False
+    e = node.args.get("expression") or node.this
+    return isinstance(e, exp.Literal) and not e.is_string and str(e.this).strip() in ("0", "0.0")
+
+
+def _probe_columns(select: exp.Select, table: TableDecl) -> tuple[OutputColumn, ...]:
+    cols: list[OutputColumn] = []
+    for col in select.find_all(exp.Column):
+        if isinstance(col.this, exp.Star):
+            continue
+        name = ident(col.this) if isinstance(col.this, exp.Identifier) else col.name.lower()
+        if table.column_type(name) is None:
+            raise UndefinedColumnError(
+                f"column {name} does not exist in protected table {table.name}",
+                hint=f"declared columns: {', '.join(c for c, _ in table.columns)}",
+            )
+    for item in select.expressions:
+        inner = _unalias(item)
+        if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
+            cols.extend(OutputColumn(name=c, type_oid=TYPE_OIDS[t]) for c, t in table.columns)
+            continue
+        cols.append(OutputColumn(name=_output_name(item), type_oid=_probe_type(inner, table)))
+    return tuple(cols)
+
+
+def _probe_type(node: exp.Expression, table: TableDecl) -> int:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.Cast):
+        t = cast_type(node)
+        if t is None:
+            raise UnsupportedError("a cast to this type in a probe of a protected table")
+        return TYPE_OIDS[t]
+    if isinstance(node, exp.Column):
+        name = ident(node.this) if isinstance(node.this, exp.Identifier) else node.name.lower()
+        return TYPE_OIDS[table.column_type(name) or "text"]
+    if isinstance(node, exp.Boolean):
+        return 16
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return 25
+        text = str(node.this)
+        return 23 if text.isdigit() and int(text) < 2**31 else 1700
+    if isinstance(node, exp.Count):
+        return 20
+    if isinstance(node, exp.Avg):
+        return 1700
+    if isinstance(node, exp.Sum):
+        arg = node.this
+        if isinstance(arg, exp.Column):
+            t = table.column_type(ident(arg.this) if isinstance(arg.this, exp.Identifier) else arg.name.lower())
+            return 20 if t in ("int2", "int4") else (701 if t == "float8" else 1700)
+        return 20
+    if isinstance(node, exp.Null):
+        return 25
+    raise UnsupportedError("this select-list item is not supported in a probe of a protected table")
+
+
+def _protected(piece: Piece, tree: exp.Expression, refs: list[tuple[exp.Table, TableDecl]], schema: Schema) -> Statement:
+    names = sorted({d.name for _, d in refs})
+    select = tree if isinstance(tree, exp.Select) else None
+    from_ = select.args.get("from_") if select is not None else None
+    single = (
+        select is not None
+        and from_ is not None
+        and isinstance(from_.this, exp.Table)
+        and len(refs) == 1
+        and refs[0][0] is from_.this
+        and not select.args.get("joins")
+        and not select.args.get("with_")
+        and not select.args.get("laterals")
+        and not any(isinstance(n, exp.Subquery | exp.Select) and n is not select for n in select.walk())
+    )
+    aggregated = select is not None and has_aggregate(select) or any(
+        isinstance(n, exp.AggFunc) for n in tree.walk()
+    )
+    if not single or select is None:
+        if isinstance(tree, exp.Query) and aggregated:
+            raise UnsupportedError(
+                "joins, subqueries, CTEs and set operations over protected table " + ", ".join(names)
+                + " are not supported",
+                hint="write one SELECT of COUNT/SUM/AVG over the table, with WHERE and GROUP BY",
+            )
+        raise RowAccessError(
+            "row-level access to protected table " + ", ".join(names) + " is refused",
+            hint="only COUNT(*)/COUNT(col)/SUM(col)/AVG(col) aggregates over declared columns are answered",
+        )
+    table = refs[0][1]
+    table_node = refs[0][0]
+    if select.args.get("locks"):
+        raise RowAccessError(f"locking rows of protected table {table.name} is refused")
+    if select.args.get("into"):
+        raise RowAccessError(f"SELECT INTO from protected table {table.name} is refused")
+    grouped = select.args.get("group") is not None
+    if _limit_zero(select) or (_is_false((select.args.get("where") or exp.Where()).this) and (grouped or not aggregated)):
+        for n in select.walk():
+            if isinstance(n, exp.Subquery | exp.Join | exp.Command):
+                raise UnsupportedError("this probe of a protected table is not supported")
+        return ZeroRowProbe(sql=piece.text, columns=_probe_columns(select, table))
+    if not aggregated and not grouped:
+        raise RowAccessError(
+            f"row-level access to protected table {table.name} is refused",
+            hint="only COUNT(*)/COUNT(col)/SUM(col)/AVG(col) aggregates over declared columns are answered; "
+            "zero-row probes (LIMIT 0, WHERE 1 = 0) are answered with the columns",
+        )
+    logical = normalise(select, table, table_node)
+    plan = reduce(logical) if not logical.param_types else None
+    return DPStatement(
+        sql=piece.text, prepared=logical, plan=plan, columns=logical.columns, param_types=logical.param_types
+    )

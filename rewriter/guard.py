@@ -1,0 +1,201 @@
+"""Guard passthrough statements: find protected names and statistics, rewrite or refuse.
+
+A statement that is relayed to the upstream (catalogue, session, unprotected tables) runs
+there as a role with no SELECT on protected tables, so PostgreSQL refuses row access itself.
+What that role *can* still see are statistics: ``pg_class.reltuples``/``relpages``, the
+``pg_stat_*``/``pg_statio_*`` views (``n_live_tup`` ...) and size functions
+(``pg_relation_size`` ...). This pass hides them for protected tables (and their indexes and
+TOAST tables), rewriting the statement so that tools keep working:
+
+- ``pg_stat_*_tables``/``_indexes`` and ``pg_statio_*`` relations become subqueries without
+  the rows of protected relations; ``pg_stats``/``pg_stats_ext*`` likewise (by name);
+- ``reltuples``, ``relpages``, ``relallvisible`` of ``pg_class`` read NULL for protected rows;
+- size and ``pg_stat_get_*`` functions return NULL for protected relations;
+- anything it cannot rewrite safely (``SELECT *`` over ``pg_class``, ``pg_statistic``,
+  ``pg_stat_statements``, database-wide tuple counters, other ``pg_stat*`` relations) is
+  refused with 42501.
+
+See docs/sql.md, "Statistics catalogue policy".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import sqlglot
+from sqlglot import exp
+
+from .errors import RowAccessError
+from .schema import Schema
+
+STAT_COLUMNS = frozenset({"reltuples", "relpages", "relallvisible"})
+RELID_STATS = frozenset(
+    f"pg_{p}_{s}_{k}"
+    for p in ("stat", "statio", "stat_xact")
+    for s in ("user", "all", "sys")
+    for k in ("tables", "indexes", "sequences", "functions")
+)
+NAME_STATS = frozenset({"pg_stats", "pg_stats_ext", "pg_stats_ext_exprs"})
+HARMLESS_STATS = frozenset({"pg_stat_activity", "pg_stat_ssl", "pg_stat_gssapi", "pg_statistic_ext"})
+SIZE_FUNCS = frozenset(
+    {"pg_relation_size", "pg_table_size", "pg_total_relation_size", "pg_indexes_size", "pg_relpages",
+     "pg_visibility_map_summary", "pg_freespace", "pg_visibility", "pg_visibility_map", "pgstattuple",
+     "pgstattuple_approx", "pgstatindex", "pgstatginindex", "pgstathashindex", "pg_relation_filepath"}
+)  # fmt: skip
+# Functions under which a string naming a protected table is harmless (privilege checks,
+# string building). Anything else (casts to regclass, size functions, query_to_xml, dblink...)
+# holding such a string is refused.
+HARMLESS_FUNCS = frozenset(
+    {"has_table_privilege", "has_any_column_privilege", "has_column_privilege", "format",
+     "quote_ident", "quote_literal", "concat", "concat_ws", "lower", "upper", "replace"}
+)  # fmt: skip
+_STAT_WORDS = re.compile(
+    r"(?<![a-z0-9_$])(reltuples|relpages|relallvisible|n_live_tup|n_dead_tup|pg_stat\w*|pg_statio\w*"
+    r"|pg_statistic\w*|pg_\w*_size|pgstat\w*|pg_relpages|pg_visibility\w*|pg_freespace\w*)(?![a-z0-9_$])"
+)
+
+
+def name_pattern(schema: Schema) -> re.Pattern[str] | None:
+    names = sorted(schema.tables)
+    if not names:
+        return None
+    return re.compile(r"(?<![a-z0-9_$])(" + "|".join(re.escape(n) for n in names) + r")(?![a-z0-9_$])")
+
+
+def mentions(texts: Iterable[str], pattern: re.Pattern[str] | None) -> set[str]:
+    """Protected table names mentioned (case-insensitively, as whole words) in ``texts``."""
+    if pattern is None:
+        return set()
+    found: set[str] = set()
+    for t in texts:
+        found.update(m.group(1) for m in pattern.finditer(t.lower()))
+    return found
+
+
+def mentions_statistics(texts: Iterable[str]) -> bool:
+    for t in texts:
+        for m in _STAT_WORDS.finditer(t.lower()):
+            if m.group(1) not in HARMLESS_STATS:
+                return True
+    return False
+
+
+def _protected_oids(schema: Schema) -> str:
+    cond = " OR ".join(
+        f"(n.nspname = '{t.schema}' AND c.relname = '{t.name}')" for t in schema.tables.values()
+    )
+    base = "FROM pg_catalog.pg_class AS c JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace"
+    return (
+        f"SELECT c.oid {base} WHERE {cond} "
+        f"UNION ALL SELECT c.reltoastrelid {base} WHERE {cond} "
+        f"UNION ALL SELECT i.indexrelid FROM pg_catalog.pg_index AS i JOIN pg_catalog.pg_class AS c "
+        f"ON c.oid = i.indrelid JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace WHERE {cond}"
+    )
+
+
+def _refuse(what: str) -> RowAccessError:
+    return RowAccessError(
+        f"{what} may reveal statistics of protected tables and is not relayed",
+        hint="statistics of protected tables are hidden; query pg_class/pg_stat_* without them, "
+        "or ask for a differentially private COUNT(*)",
+    )
+
+
+def _enclosing_pg_class(col: exp.Column) -> str | None:
+    """Alias (or name) of the single pg_class in the SELECT scope that holds ``col``."""
+    sel = col.find_ancestor(exp.Select)
+    if sel is None:
+        return None
+    names = []
+    for t in sel.find_all(exp.Table):
+        if t.find_ancestor(exp.Select) is sel and t.name.lower() == "pg_class":
+            names.append(t.alias_or_name)
+    return names[0] if len(names) == 1 else None
+
+
+def guard_statistics(tree: exp.Expression, schema: Schema) -> exp.Expression | None:
+    """Rewrite ``tree`` to hide statistics of protected tables; None when nothing to hide.
+
+    Raises :class:`RowAccessError` when the statement reads statistics it cannot rewrite.
+    """
+    if not schema.tables:
+        return None
+    changed = False
+    oids = _protected_oids(schema)
+    tree = tree.copy()
+    for t in list(tree.find_all(exp.Table)):
+        name = t.name.lower()
+        if name in HARMLESS_STATS or not (name.startswith("pg_stat") or name == "pg_statistic"):
+            continue
+        alias = t.alias_or_name
+        if name in RELID_STATS:
+            cond = f"relid NOT IN ({oids})"
+        elif name in NAME_STATS:
+            cond = " AND ".join(
+                f"NOT (schemaname = '{d.schema}' AND tablename = '{d.name}')" for d in schema.tables.values()
+            )
+        else:
+            raise _refuse(f"reading {name}")
+        sub = sqlglot.parse_one(f"(SELECT * FROM pg_catalog.{name} WHERE {cond}) AS {alias}", read="postgres")
+        t.replace(sub)
+        changed = True
+    for col in list(tree.find_all(exp.Column)):
+        if isinstance(col.this, exp.Star):
+            if col.table and any(
+                t.alias_or_name == col.table and t.name.lower() == "pg_class" for t in tree.find_all(exp.Table)
+            ):
+                raise _refuse("SELECT * over pg_class")
+            continue
+        if col.name.lower() not in STAT_COLUMNS:
+            continue
+        qual = col.table or _enclosing_pg_class(col)
+        if not qual:
+            raise _refuse(f"reading {col.name.lower()}")
+        masked = sqlglot.parse_one(
+            f"CASE WHEN {qual}.oid IN ({oids}) THEN NULL ELSE {col.sql(dialect='postgres')} END", read="postgres"
+        )
+        col.replace(masked)
+        changed = True
+    for sel in tree.find_all(exp.Select):
+        if any(isinstance(e, exp.Star) for e in sel.expressions) and any(
+            t.name.lower() == "pg_class" and t.find_ancestor(exp.Select) is sel for t in sel.find_all(exp.Table)
+        ):
+            raise _refuse("SELECT * over pg_class")
+    for fn in list(tree.find_all(exp.Func)):
+        fname = (fn.name or "").lower() if isinstance(fn, exp.Anonymous) else ""
+        if not fname:
+            continue
+        if fname.startswith("pg_stat_get_db_") or fname == "pg_stat_statements":
+            raise _refuse(f"calling {fname}")
+        if fname in SIZE_FUNCS or fname.startswith("pg_stat_get_"):
+            if not fn.expressions:
+                raise _refuse(f"calling {fname}")
+            arg = fn.expressions[0].sql(dialect="postgres")
+            masked = sqlglot.parse_one(
+                f"CASE WHEN ({arg})::regclass::oid IN ({oids}) THEN NULL ELSE {fn.sql(dialect='postgres')} END",
+                read="postgres",
+            )
+            fn.replace(masked)
+            changed = True
+    return tree if changed else None
+
+
+def dangerous_literal(node: exp.Expression) -> bool:
+    """Whether a string naming a protected table is used as more than a catalogue filter."""
+    cur: exp.Expression | None = node.parent
+    while cur is not None and not isinstance(cur, exp.Select | exp.Query):
+        if isinstance(cur, exp.Cast):
+            to = cur.args.get("to")
+            tname = to.sql(dialect="postgres").lower() if to is not None else ""
+            if tname not in ("text", "varchar", "name", "char"):
+                return True
+        elif isinstance(cur, exp.Anonymous):
+            if (cur.name or "").lower() not in HARMLESS_FUNCS:
+                return True
+        elif isinstance(cur, exp.Func) and not isinstance(
+            cur, exp.Predicate | exp.Connector | exp.Collate | exp.Concat | exp.Lower | exp.Upper | exp.Not | exp.In
+        ):
+            return True
+        cur = cur.parent
+    return False

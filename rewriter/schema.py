@@ -1,0 +1,462 @@
+"""The declaration of protected tables: parsed from TOML, validated, frozen.
+
+A protected table lists *all* its columns with their PostgreSQL types (so that ``SELECT *``
+probes and unknown names are answered exactly) and, for the columns that queries may use, an
+*attribute* with a public domain. Domains come from the declaration, never from the data.
+Views are sets of attributes whose product is one histogram. See ``docs/configuration.md``.
+
+Reading the file (:func:`load_schema`) is kept apart from parsing it (:func:`parse_schema`):
+
+>>> s = parse_schema('''
+... [tables.t.columns]
+... a = "integer"
+... [tables.t.attributes.a]
+... kind = "integer"
+... min = 0
+... max = 9
+... [tables.t.views]
+... v = ["a"]
+... ''', "example.toml")
+>>> s.tables["t"].attributes["a"].size, s.tables["t"].views[0].size
+(10, 10)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from dp.domain import Domain
+
+from .errors import ConfigError, DomainTooLargeError
+
+DEFAULT_CELL_LIMIT = 1_000_000
+SYSTEM_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
+
+# Canonical PostgreSQL type names and their OIDs.
+TYPE_OIDS: Mapping[str, int] = {
+    "bool": 16,
+    "int8": 20,
+    "int2": 21,
+    "int4": 23,
+    "text": 25,
+    "float4": 700,
+    "float8": 701,
+    "bpchar": 1042,
+    "varchar": 1043,
+    "date": 1082,
+    "numeric": 1700,
+}
+TYPE_ALIASES: Mapping[str, str] = {
+    "boolean": "bool",
+    "bool": "bool",
+    "smallint": "int2",
+    "int2": "int2",
+    "integer": "int4",
+    "int": "int4",
+    "int4": "int4",
+    "bigint": "int8",
+    "int8": "int8",
+    "text": "text",
+    "varchar": "varchar",
+    "character varying": "varchar",
+    "char": "bpchar",
+    "character": "bpchar",
+    "bpchar": "bpchar",
+    "date": "date",
+    "numeric": "numeric",
+    "decimal": "numeric",
+    "real": "float4",
+    "float4": "float4",
+    "double precision": "float8",
+    "float8": "float8",
+}
+INTEGER_TYPES = frozenset({"int2", "int4", "int8"})
+TEXT_TYPES = frozenset({"text", "varchar", "bpchar"})
+FLOAT_TYPES = frozenset({"float4", "float8"})
+
+
+class Kind(Enum):
+    """The kind of a public domain."""
+
+    INTEGER = "integer"
+    CATEGORICAL = "categorical"
+    BOOLEAN = "boolean"
+    DATE = "date"
+    NUMERIC = "numeric"
+
+
+class DateUnit(Enum):
+    DAY = "day"
+    MONTH = "month"
+    YEAR = "year"
+
+
+Bound = Fraction
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttributeDecl:
+    """One column with a public domain.
+
+    Cells, in order: for ordered kinds one cell per bin (``bins``: closed integer ranges for
+    integer columns and dates as ordinals, half-open ``[lo, hi)`` ranges for numeric columns);
+    for categorical columns one cell per declared value; for booleans ``false, true``. A
+    nullable column has one more, last cell for NULL.
+    """
+
+    name: str
+    kind: Kind
+    pg_type: str
+    nullable: bool
+    bins: tuple[tuple[Bound, Bound], ...] = field(default=(), repr=False)
+    values: tuple[str, ...] = field(default=(), repr=False)
+    date_unit: DateUnit | None = None
+
+    @property
+    def value_cells(self) -> int:
+        if self.kind is Kind.CATEGORICAL:
+            return len(self.values)
+        if self.kind is Kind.BOOLEAN:
+            return 2
+        return len(self.bins)
+
+    @property
+    def size(self) -> int:
+        return self.value_cells + (1 if self.nullable else 0)
+
+    @property
+    def null_cell(self) -> int | None:
+        return self.value_cells if self.nullable else None
+
+    @property
+    def unit_bins(self) -> bool:
+        """Each cell holds exactly one value (SUM/AVG/GROUP BY are then exact)."""
+        if self.kind in (Kind.CATEGORICAL, Kind.BOOLEAN):
+            return True
+        if self.kind is Kind.NUMERIC:
+            return False
+        return all(lo == hi for lo, hi in self.bins)
+
+    def cell_value(self, cell: int) -> object:
+        """The Python value of a cell (only meaningful for unit cells); None for NULL."""
+        if cell == self.null_cell:
+            return None
+        if self.kind is Kind.CATEGORICAL:
+            return self.values[cell]
+        if self.kind is Kind.BOOLEAN:
+            return bool(cell)
+        lo = self.bins[cell][0]
+        if self.kind is Kind.DATE:
+            return dt.date.fromordinal(int(lo))
+        return int(lo)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewDecl:
+    """A set of attributes of one table whose product is one histogram."""
+
+    name: str
+    attributes: tuple[AttributeDecl, ...]
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for a in self.attributes:
+            n *= a.size
+        return n
+
+    @property
+    def domain(self) -> Domain:
+        return Domain.of(*((a.name, a.size) for a in self.attributes))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.attributes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableDecl:
+    """A protected table: all its columns (name -> canonical type), attributes, views."""
+
+    name: str
+    schema: str
+    columns: tuple[tuple[str, str], ...]
+    attributes: Mapping[str, AttributeDecl] = field(repr=False)
+    views: tuple[ViewDecl, ...] = field(repr=False)
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+    def column_type(self, name: str) -> str | None:
+        for col, typ in self.columns:
+            if col == name:
+                return typ
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Schema:
+    """All protected tables (keyed by lower-case name) and the passthrough policy.
+
+    ``passthrough_tables``: when None, every table that is not protected is relayed (the
+    upstream's passthrough role decides); otherwise only these (``schema.table``) and the
+    system catalogues are.
+    """
+
+    tables: Mapping[str, TableDecl]
+    passthrough_tables: frozenset[str] | None
+    cell_limit: int
+    source: str
+
+    def protected(self, name: str, schema: str | None) -> TableDecl | None:
+        t = self.tables.get(name)
+        if t is None or (schema is not None and schema != t.schema):
+            return None
+        return t
+
+
+def _err(source: str, key: str, problem: str) -> ConfigError:
+    return ConfigError(f"{source}: {key}: {problem}")
+
+
+def _get(source: str, key: str, table: Mapping[str, Any], name: str, typ: type | tuple[type, ...]) -> Any:
+    if name not in table:
+        raise _err(source, f"{key}.{name}", "is required")
+    value = table[name]
+    if isinstance(value, bool) and bool not in (typ if isinstance(typ, tuple) else (typ,)):
+        raise _err(source, f"{key}.{name}", "has the wrong type")
+    if not isinstance(value, typ):
+        raise _err(source, f"{key}.{name}", "has the wrong type")
+    return value
+
+
+def _check_keys(source: str, key: str, table: Mapping[str, Any], allowed: set[str]) -> None:
+    for k in table:
+        if k not in allowed:
+            raise _err(source, f"{key}.{k}", f"unknown key (accepted: {', '.join(sorted(allowed))})")
+
+
+def _ident(source: str, key: str, name: str) -> str:
+    if not name or not all(c.isalnum() or c == "_" for c in name) or name[0].isdigit():
+        raise _err(source, key, "must be a lower-case SQL identifier (letters, digits, _)")
+    if name != name.lower():
+        raise _err(source, key, "must be lower case (declare the name as PostgreSQL folds it)")
+    return name
+
+
+def _type(source: str, key: str, raw: object) -> str:
+    if not isinstance(raw, str) or raw.strip().lower() not in TYPE_ALIASES:
+        raise _err(source, key, f"unknown type (accepted: {', '.join(sorted(TYPE_ALIASES))})")
+    return TYPE_ALIASES[raw.strip().lower()]
+
+
+def _number(source: str, key: str, raw: object) -> Fraction:
+    if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        raise _err(source, key, "must be a number")
+    try:
+        return Fraction(str(raw))
+    except ValueError:
+        raise _err(source, key, "must be a number") from None
+
+
+def _date(source: str, key: str, raw: object) -> dt.date:
+    if isinstance(raw, dt.datetime):
+        raise _err(source, key, "must be a date (YYYY-MM-DD)")
+    if isinstance(raw, dt.date):
+        return raw
+    if isinstance(raw, str):
+        try:
+            return dt.date.fromisoformat(raw)
+        except ValueError:
+            pass
+    raise _err(source, key, "must be a date (YYYY-MM-DD)")
+
+
+def _month_start(d: dt.date, months: int) -> dt.date:
+    m = d.year * 12 + d.month - 1 + months
+    return dt.date(m // 12, m % 12 + 1, 1)
+
+
+def _attribute(source: str, key: str, name: str, pg_type: str, raw: Mapping[str, Any]) -> AttributeDecl:
+    kind_raw = _get(source, key, raw, "kind", str)
+    try:
+        kind = Kind(kind_raw)
+    except ValueError:
+        raise _err(source, f"{key}.kind", f"unknown kind (accepted: {', '.join(k.value for k in Kind)})") from None
+    nullable = raw.get("nullable", False)
+    if not isinstance(nullable, bool):
+        raise _err(source, f"{key}.nullable", "must be true or false")
+    common = {"kind", "nullable"}
+    if kind is Kind.INTEGER:
+        if pg_type not in INTEGER_TYPES:
+            raise _err(source, key, "kind integer needs an integer column type")
+        if "edges" in raw:
+            _check_keys(source, key, raw, common | {"edges"})
+            edges_raw = _get(source, key, raw, "edges", list)
+            edges = [_number(source, f"{key}.edges", e) for e in edges_raw]
+            if len(edges) < 2 or any(e.denominator != 1 for e in edges):
+                raise _err(source, f"{key}.edges", "needs at least two integer edges")
+            if any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
+                raise _err(source, f"{key}.edges", "must be strictly increasing")
+            bins = tuple((a, b - 1) for a, b in zip(edges, edges[1:], strict=False))
+        else:
+            _check_keys(source, key, raw, common | {"min", "max", "bin_width"})
+            lo = _get(source, key, raw, "min", int)
+            hi = _get(source, key, raw, "max", int)
+            width = raw.get("bin_width", 1)
+            if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+                raise _err(source, f"{key}.bin_width", "must be a positive integer")
+            if hi < lo:
+                raise _err(source, f"{key}.max", "must be at least min")
+            if (hi - lo + 1) % width:
+                raise _err(source, f"{key}.bin_width", "must divide max - min + 1")
+            bins = tuple((Fraction(a), Fraction(a + width - 1)) for a in range(lo, hi + 1, width))
+        return AttributeDecl(name=name, kind=kind, pg_type=pg_type, nullable=nullable, bins=bins)
+    if kind is Kind.CATEGORICAL:
+        _check_keys(source, key, raw, common | {"values"})
+        if pg_type not in TEXT_TYPES:
+            raise _err(source, key, "kind categorical needs a text column type")
+        values = _get(source, key, raw, "values", list)
+        if not values or not all(isinstance(v, str) for v in values):
+            raise _err(source, f"{key}.values", "must be a non-empty list of strings")
+        if len(set(values)) != len(values):
+            raise _err(source, f"{key}.values", "has duplicates")
+        return AttributeDecl(name=name, kind=kind, pg_type=pg_type, nullable=nullable, values=tuple(values))
+    if kind is Kind.BOOLEAN:
+        _check_keys(source, key, raw, common)
+        if pg_type != "bool":
+            raise _err(source, key, "kind boolean needs a boolean column type")
+        return AttributeDecl(name=name, kind=kind, pg_type=pg_type, nullable=nullable)
+    if kind is Kind.DATE:
+        _check_keys(source, key, raw, common | {"min", "max", "unit"})
+        if pg_type != "date":
+            raise _err(source, key, "kind date needs a date column type")
+        start = _date(source, f"{key}.min", raw.get("min"))
+        end = _date(source, f"{key}.max", raw.get("max"))
+        if end < start:
+            raise _err(source, f"{key}.max", "must not be before min")
+        try:
+            unit = DateUnit(raw.get("unit", "day"))
+        except ValueError:
+            raise _err(source, f"{key}.unit", "must be day, month or year") from None
+        dbins: list[tuple[Fraction, Fraction]] = []
+        if unit is DateUnit.DAY:
+            dbins = [(Fraction(o), Fraction(o)) for o in range(start.toordinal(), end.toordinal() + 1)]
+        else:
+            step = 1 if unit is DateUnit.MONTH else 12
+            cur = dt.date(start.year, start.month if unit is DateUnit.MONTH else 1, 1)
+            if cur != start:
+                raise _err(source, f"{key}.min", f"must be the first day of a {unit.value}")
+            while cur <= end:
+                nxt = _month_start(cur, step)
+                dbins.append((Fraction(cur.toordinal()), Fraction(nxt.toordinal() - 1)))
+                cur = nxt
+            if dbins[-1][1] != end.toordinal():
+                raise _err(source, f"{key}.max", f"must be the last day of a {unit.value}")
+        return AttributeDecl(name=name, kind=kind, pg_type=pg_type, nullable=nullable, bins=tuple(dbins), date_unit=unit)
+    # NUMERIC
+    _check_keys(source, key, raw, common | {"edges"})
+    if pg_type not in FLOAT_TYPES | {"numeric"} | INTEGER_TYPES:
+        raise _err(source, key, "kind numeric needs a numeric column type")
+    nedges = [_number(source, f"{key}.edges", e) for e in _get(source, key, raw, "edges", list)]
+    if len(nedges) < 2 or any(b <= a for a, b in zip(nedges, nedges[1:], strict=False)):
+        raise _err(source, f"{key}.edges", "needs at least two strictly increasing edges")
+    return AttributeDecl(
+        name=name,
+        kind=kind,
+        pg_type=pg_type,
+        nullable=nullable,
+        bins=tuple(zip(nedges, nedges[1:], strict=False)),
+    )
+
+
+def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> TableDecl:
+    key = f"tables.{name}"
+    if not isinstance(raw, dict):
+        raise _err(source, key, "must be a table")
+    _check_keys(source, key, raw, {"schema", "columns", "attributes", "views"})
+    schema = _ident(source, f"{key}.schema", raw.get("schema", "public"))
+    cols_raw = _get(source, key, raw, "columns", dict)
+    if not cols_raw:
+        raise _err(source, f"{key}.columns", "must list every column of the table")
+    columns = tuple((_ident(source, f"{key}.columns.{c}", c), _type(source, f"{key}.columns.{c}", t)) for c, t in cols_raw.items())
+    types = dict(columns)
+    attrs: dict[str, AttributeDecl] = {}
+    for aname, araw in _get(source, key, raw, "attributes", dict).items():
+        akey = f"{key}.attributes.{aname}"
+        if aname not in types:
+            raise _err(source, akey, "is not a declared column of the table")
+        if not isinstance(araw, dict):
+            raise _err(source, akey, "must be a table")
+        attrs[aname] = _attribute(source, akey, aname, types[aname], araw)
+    views: list[ViewDecl] = []
+    for vname, vraw in _get(source, key, raw, "views", dict).items():
+        vkey = f"{key}.views.{vname}"
+        _ident(source, vkey, vname)
+        if not isinstance(vraw, list) or not vraw or not all(isinstance(v, str) for v in vraw):
+            raise _err(source, vkey, "must be a non-empty list of attribute names")
+        if len(set(vraw)) != len(vraw):
+            raise _err(source, vkey, "names an attribute twice")
+        for v in vraw:
+            if v not in attrs:
+                raise _err(source, vkey, f"names {v}, which is not a declared attribute")
+        view = ViewDecl(name=vname, attributes=tuple(attrs[v] for v in vraw))
+        if view.size > cell_limit:
+            raise DomainTooLargeError(
+                f"{source}: {vkey}: the view has more cells than the limit cell_limit",
+                hint="split the view, use wider bins, or raise cell_limit",
+            )
+        views.append(view)
+    if not views:
+        raise _err(source, f"{key}.views", "declare at least one view")
+    return TableDecl(name=name, schema=schema, columns=columns, attributes=attrs, views=tuple(views))
+
+
+def parse_schema(text: str, source_name: str) -> Schema:
+    """Parse and validate a declaration; errors name ``source_name``, the key and the problem."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{source_name}: not valid TOML: {e}") from None
+    _check_keys(source_name, "(top level)", raw, {"cell_limit", "tables", "passthrough"})
+    limit = raw.get("cell_limit", DEFAULT_CELL_LIMIT)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise _err(source_name, "cell_limit", "must be a positive integer")
+    tables_raw = raw.get("tables", {})
+    if not isinstance(tables_raw, dict):
+        raise _err(source_name, "tables", "must be a table")
+    tables = {}
+    for name, traw in tables_raw.items():
+        tables[_ident(source_name, f"tables.{name}", name)] = _table(source_name, name, traw, limit)
+    passthrough: frozenset[str] | None = None
+    if "passthrough" in raw:
+        praw = raw["passthrough"]
+        if not isinstance(praw, dict):
+            raise _err(source_name, "passthrough", "must be a table")
+        _check_keys(source_name, "passthrough", praw, {"tables"})
+        lst = _get(source_name, "passthrough", praw, "tables", list)
+        names = []
+        for t in lst:
+            if not isinstance(t, str) or t.count(".") != 1:
+                raise _err(source_name, "passthrough.tables", "entries must be schema.table")
+            names.append(t.lower())
+        passthrough = frozenset(names)
+    return Schema(tables=tables, passthrough_tables=passthrough, cell_limit=limit, source=source_name)
+
+
+def load_schema(path: str | Path) -> Schema:
+    """Read a TOML declaration from ``path`` (the rewriter's only I/O) and parse it."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read the declaration ({e.strerror})") from None
+    return parse_schema(text, str(p))

@@ -1,0 +1,214 @@
+"""Strategy optimisation: the fast dual fixed point against cvxpy, and its certificates."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from dp.strategy import (
+    Strategy,
+    dual_bound,
+    evaluate_strategy,
+    haar_matrix,
+    hierarchical_matrix,
+    identity_strategy,
+    l1_strategy,
+    lift,
+    optimize_strategy,
+    optimize_strategy_cvxpy,
+    reduce_domain,
+)
+
+
+def ranges(n: int, m: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    all_r = list(itertools.combinations_with_replacement(range(n), 2))
+    idx = rng.choice(len(all_r), size=min(m, len(all_r)), replace=False)
+    w = np.zeros((idx.size, n))
+    for k, t in enumerate(idx):
+        i, j = all_r[t]
+        w[k, i : j + 1] = 1.0
+    return w
+
+
+def true_error(w: np.ndarray, a: np.ndarray) -> float:
+    """Independent re-evaluation: Delta2(A)^2 ||W A^+||_F^2 with numpy's pinv."""
+    delta2 = np.max(np.linalg.norm(a, axis=0))
+    return float(delta2**2 * np.linalg.norm(w @ np.linalg.pinv(a), "fro") ** 2)
+
+
+def bias(w: np.ndarray, a: np.ndarray) -> float:
+    """max |R A - W| with R = W A^+."""
+    return float(np.max(np.abs(w @ np.linalg.pinv(a) @ a - w)))
+
+
+def check_certificates(w: np.ndarray, s: Strategy) -> None:
+    a = s.matrix
+    assert a.shape[1] == w.shape[1]
+    # sensitivities are those of the returned matrix
+    assert s.sensitivity_l2 == pytest.approx(np.max(np.linalg.norm(a, axis=0)), rel=1e-12)
+    assert s.sensitivity_l1 == pytest.approx(np.max(np.abs(a).sum(axis=0)), rel=1e-12)
+    # unbiased: the workload is in the row space
+    assert bias(w, a) <= 1e-9 * np.max(np.abs(w))
+    err = true_error(w, a)
+    assert s.expected_error == pytest.approx(err, rel=1e-8)
+    # certified: LB <= true error <= UB, i.e. gap >= 0 and LB really is a lower bound
+    assert s.gap >= 0.0
+    assert s.lower_bound <= err * (1 + 1e-9)
+
+
+CASES = [
+    ranges(6, 4, 0),  # m < n: near-singular optimum
+    ranges(8, 20, 1),  # m > n
+    ranges(10, 10, 2),
+    np.tril(np.ones((7, 7))),  # prefix sums
+    np.array([[1.0, 2.0, 0.0, -1.0], [0.0, 1.0, 1.0, 1.0], [3.0, 0.0, 0.0, 1.0]]),
+]
+
+
+@pytest.mark.parametrize("w", CASES, ids=[f"case{i}" for i in range(len(CASES))])
+def test_matches_cvxpy_reference(w: np.ndarray) -> None:
+    fast = optimize_strategy(w, tol=1e-6)
+    check_certificates(w, fast)
+    assert fast.gap <= 1e-6 * (1 + 1e-6)
+    ref = optimize_strategy_cvxpy(w)
+    # the reference's dual certifies a lower bound too; both bound the same optimum
+    assert ref.lower_bound <= fast.expected_error * (1 + 1e-7)
+    assert fast.lower_bound <= ref.expected_error * (1 + 1e-7)
+    # and the fast solver's strategy is at least as good as what the reference returns
+    assert fast.expected_error <= ref.expected_error * (1 + 1e-6)
+    assert fast.expected_error == pytest.approx(ref.lower_bound, rel=1e-5)
+
+
+def test_default_tolerance_gives_certified_gap() -> None:
+    w = ranges(40, 60, 3)
+    s = optimize_strategy(w)
+    check_certificates(w, s)
+    assert s.gap <= 1e-3 * (1 + 1e-9)
+    assert s.sensitivity_l2 == pytest.approx(1.0, rel=1e-12)
+    # a strictly better strategy than the identity and the hierarchical baselines
+    assert s.expected_error < identity_strategy(40, workload=w).expected_error
+    assert s.expected_error < evaluate_strategy(w, hierarchical_matrix(40)).expected_error
+
+
+def test_dual_bound_is_a_lower_bound_for_any_weights() -> None:
+    w = ranges(9, 7, 4)
+    best = optimize_strategy(w, tol=1e-7).expected_error
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        assert dual_bound(w, rng.random(9)) <= best * (1 + 1e-9)
+
+
+def test_domain_reduction_is_lossless() -> None:
+    base = ranges(6, 8, 5)
+    # full domain: duplicate some columns, add untouched cells, shuffle
+    w = np.hstack([base, base[:, [1, 1, 4]], np.zeros((8, 3))])
+    perm = np.random.default_rng(1).permutation(w.shape[1])
+    w = w[:, perm]
+    w_r, groups = reduce_domain(w)
+    assert w_r.shape[1] <= 6
+    assert np.array_equal(lift(w_r, groups)[:, groups >= 0], w[:, groups >= 0])
+    assert np.all(w[:, groups < 0] == 0)
+    # x_r sums x over groups: W x = W_r x_r
+    x = np.arange(w.shape[1], dtype=float)
+    x_r = np.bincount(groups[groups >= 0], weights=x[groups >= 0], minlength=w_r.shape[1])
+    assert np.allclose(w @ x, w_r @ x_r)
+    # the optimum on the full domain (cvxpy, no reduction) equals the reduced one
+    fast = optimize_strategy(w, tol=1e-7)
+    check_certificates(w, fast)
+    assert np.all(fast.matrix[:, groups < 0] == 0.0)
+    ref = optimize_strategy_cvxpy(w)
+    assert fast.expected_error == pytest.approx(ref.lower_bound, rel=1e-5)
+    assert fast.expected_error == pytest.approx(
+        optimize_strategy(w_r, tol=1e-7).expected_error, rel=1e-6
+    )
+
+
+def test_time_cap_returns_best_so_far_with_valid_certificate() -> None:
+    w = ranges(30, 40, 6)
+    ticks = iter(range(10**6))
+    s = optimize_strategy(w, tol=1e-12, time_limit=2.5, clock=lambda: float(next(ticks)))
+    check_certificates(w, s)
+    assert s.gap > 1e-12  # stopped by the (fake) clock, not by convergence
+    one = optimize_strategy(w, tol=1e-12, max_iter=1)
+    check_certificates(w, one)
+    assert one.gap >= s.gap * (1 - 1e-9)
+
+
+def test_invalid_workloads_are_refused() -> None:
+    with pytest.raises(ValueError):
+        optimize_strategy(np.zeros((3, 4)))
+    with pytest.raises(ValueError):
+        optimize_strategy(np.array([[1.0, np.nan]]))
+    with pytest.raises(ValueError):
+        optimize_strategy(np.ones((2, 2)), tol=0.0)
+
+
+def test_strategy_is_frozen_and_read_only() -> None:
+    s = optimize_strategy(np.eye(3))
+    with pytest.raises(AttributeError):
+        s.gap = 0.0  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        s.matrix[0, 0] = 5.0
+
+
+def test_identity_strategy() -> None:
+    s = identity_strategy(5)
+    assert s.matrix.shape == (5, 5)
+    assert (s.sensitivity_l2, s.sensitivity_l1, s.expected_error) == (1.0, 1.0, 5.0)
+    w = ranges(5, 3, 7)
+    assert identity_strategy(5, workload=w).expected_error == pytest.approx(
+        true_error(w, np.eye(5))
+    )
+    # the identity workload is optimally answered by the identity
+    assert optimize_strategy(np.eye(5)).expected_error == pytest.approx(5.0, rel=1e-3)
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 13])
+def test_baseline_matrices_have_full_column_rank(n: int) -> None:
+    for a in (hierarchical_matrix(n, 2), hierarchical_matrix(n, 4), haar_matrix(n)):
+        assert a.shape[1] == n
+        assert np.linalg.matrix_rank(a) == n
+
+
+def test_l1_strategy_is_sound_and_no_worse_than_candidates() -> None:
+    w = ranges(16, 30, 8)
+    s = l1_strategy(w)
+    a = s.matrix
+    assert s.sensitivity_l1 == pytest.approx(np.max(np.abs(a).sum(axis=0)), rel=1e-12)
+    assert bias(w, a) <= 1e-9
+    l1_err = s.sensitivity_l1**2 * np.linalg.norm(w @ np.linalg.pinv(a), "fro") ** 2
+    assert s.expected_error_l1 == pytest.approx(l1_err, rel=1e-8)
+    for cand in (np.eye(16), hierarchical_matrix(16), haar_matrix(16)):
+        c = evaluate_strategy(w, cand)
+        assert s.expected_error_l1 <= c.expected_error_l1 * (1 + 1e-9)
+    assert s.lower_bound <= s.expected_error * (1 + 1e-9)
+
+
+def test_evaluate_strategy_flags_a_workload_outside_the_span() -> None:
+    w = np.array([[1.0, 1.0, 1.0]])
+    assert evaluate_strategy(w, np.array([[1.0, 1.0, 0.0]])).expected_error == np.inf
+    assert evaluate_strategy(w, np.array([[1.0, 1.0, 1.0]])).expected_error == pytest.approx(1.0)
+    assert evaluate_strategy(w, np.eye(3)).expected_error == pytest.approx(3.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    arrays(np.int64, st.tuples(st.integers(1, 6), st.integers(1, 6)), elements=st.integers(-2, 2))
+)
+def test_random_small_workloads(w_int: np.ndarray) -> None:
+    w = w_int.astype(np.float64)
+    if not np.any(w):
+        with pytest.raises(ValueError):
+            optimize_strategy(w)
+        return
+    s = optimize_strategy(w, tol=1e-4)
+    check_certificates(w, s)
+    assert s.gap <= 1e-4 * (1 + 1e-6)
+    # no strategy beats the certified lower bound; the identity is one strategy
+    assert s.lower_bound <= identity_strategy(w.shape[1], workload=w).expected_error * (1 + 1e-9)

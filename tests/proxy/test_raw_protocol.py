@@ -1,0 +1,344 @@
+"""Raw-protocol tests: the proxy's answers diffed against the real PostgreSQL's.
+
+Each case sends the same hand-built messages to the backend directly (as the passthrough
+role) and through the proxy, and compares the decoded replies (ignoring F/L/R source fields).
+Cases follow pgwire-research §4.6 / Appendix B.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from proxy.wire.messages import (
+    Bind,
+    BindComplete,
+    Close,
+    CommandComplete,
+    DataRow,
+    Describe,
+    ErrorResponse,
+    Execute,
+    Flush,
+    NoticeResponse,
+    ParameterDescription,
+    Parse,
+    ParseComplete,
+    PortalSuspended,
+    Query,
+    ReadyForQuery,
+    RowDescription,
+    Sync,
+)
+from proxy.wire.upstream import UpstreamConfig
+
+from wireclient import RawClient, normalise
+
+Connect = Callable[[], Awaitable[RawClient]]
+
+
+@pytest.fixture
+def direct(pg):  # type: ignore[no-untyped-def]
+    cfg = UpstreamConfig.from_dsn(pg.passthrough_dsn)
+
+    async def connect() -> RawClient:
+        return await RawClient.login(cfg.host, cfg.port, cfg.user, cfg.password, cfg.database)
+
+    return connect
+
+
+@pytest.fixture
+def proxied(proxy):  # type: ignore[no-untyped-def]
+    async def connect() -> RawClient:
+        return await RawClient.login(
+            proxy.host, proxy.port, proxy.user, proxy.password, proxy.database
+        )
+
+    return connect
+
+
+async def _both(direct: Connect, proxied: Connect, *batches: tuple[object, ...]) -> tuple[list[object], list[object]]:
+    out = []
+    for connect in (direct, proxied):
+        c = await connect()
+        got: list[object] = []
+        try:
+            for batch in batches:
+                await c.send(*batch)
+                got += normalise(await c.until_ready())
+        finally:
+            await c.close()
+        out.append(got)
+    return out[0], out[1]
+
+
+CASES: dict[str, list[tuple[object, ...]]] = {
+    "empty query": [(Query(sql=""),), (Query(sql=";"),)],
+    "multi-statement error in the middle": [
+        (Query(sql="SELECT 1 AS a; SELECT * FROM nosuch; SELECT 3"),)
+    ],
+    "transaction failed then commit": [
+        (Query(sql="BEGIN"),),
+        (Query(sql="SELECT * FROM nosuch"),),
+        (Query(sql="SELECT 1"),),
+        (Query(sql="COMMIT"),),
+    ],
+    "set application_name reports ParameterStatus": [
+        (Query(sql="SET application_name = 'x'"),),
+        (Query(sql="SHOW application_name"),),
+    ],
+    "notice": [(Query(sql="DO $$BEGIN RAISE NOTICE 'hello'; END$$"),)],
+    "division by zero": [(Query(sql="SELECT 1/0"),)],
+    "parse+describe with inferred parameter types (local statement)": [
+        (
+            Parse(sql="SELECT count(*) FROM adult WHERE age > $1"),
+            Describe(kind="S"),
+            Sync(),
+        )
+    ],
+    "parse error skips to sync": [
+        (
+            Parse(sql="SELECT * FROM nosuch"),
+            Bind(),
+            Describe(kind="P"),
+            Execute(),
+            Sync(),
+        ),
+        (Query(sql="SELECT 1"),),
+    ],
+    "bind to unknown statement": [(Bind(statement="nosuchstmt"), Execute(), Sync())],
+    "duplicate named statement": [
+        (Parse(name="s1", sql="SELECT 1"), Parse(name="s1", sql="SELECT 2"), Sync())
+    ],
+    "close unknown statement and portal": [
+        (Close(kind="S", name="nonexistent"), Close(kind="P", name="nonexistent"), Sync())
+    ],
+    "describe utility statement": [
+        (
+            Parse(sql="SET extra_float_digits = 3"),
+            Describe(kind="S"),
+            Bind(),
+            Execute(),
+            Sync(),
+        )
+    ],
+    "portal suspended": [
+        (
+            Parse(sql="SELECT generate_series(1, 5)"),
+            Bind(portal="p1"),
+            Execute(portal="p1", max_rows=2),
+            Execute(portal="p1", max_rows=2),
+            Execute(portal="p1", max_rows=2),
+            Sync(),
+        )
+    ],
+    "binary parameter and result": [
+        (
+            Parse(sql="SELECT $1::int4 + 0", param_oids=(23,)),
+            Bind(param_formats=(1,), params=(struct.pack("!i", 42),), result_formats=(1,)),
+            Describe(kind="P"),
+            Execute(),
+            Sync(),
+        )
+    ],
+    "binary numeric int8 text date": [
+        (
+            Parse(sql="SELECT 1.5::numeric, 10::int8, 'x'::text, '2026-11-29'::date"),
+            Bind(result_formats=(1,)),
+            Describe(kind="P"),
+            Execute(),
+            Sync(),
+        )
+    ],
+    "multi-statement parse": [(Parse(sql="SELECT 1; SELECT 2"), Sync())],
+    "simple query with $1": [(Query(sql="SELECT $1"),)],
+    "named statement reused": [
+        (Parse(name="q", sql="SELECT $1::text || 'b'"), Sync()),
+        (Bind(statement="q", params=(b"a",)), Execute(), Sync()),
+        (Bind(statement="q", params=(b"c",)), Execute(), Close(kind="S", name="q"), Sync()),
+        (Bind(statement="q", params=(b"c",)), Execute(), Sync()),
+    ],
+    "row-level on protected table, error codes": [
+        (Query(sql="SELECT * FROM adult"),),
+        (Query(sql="BEGIN"),),
+        (Query(sql="SELECT age FROM adult"),),
+        (Query(sql="SELECT 1"),),
+        (Query(sql="COMMIT"),),
+    ],
+    "catalogue OIDs": [
+        (Query(sql="SELECT c.oid, c.relname FROM pg_class c WHERE relname = 'adult'"),)
+    ],
+    "savepoints": [
+        (Query(sql="BEGIN; SAVEPOINT a; SELECT 1/0"),),
+        (Query(sql="ROLLBACK TO SAVEPOINT a"),),
+        (Query(sql="SELECT 1; COMMIT"),),
+    ],
+    "copy out": [(Query(sql="COPY (SELECT generate_series(1,3)) TO STDOUT"),)],
+}
+
+
+def _strip_detail(msgs: list[object]) -> list[object]:
+    # The proxy's refusal adds DETAIL/HINT; compare S/V/C/M only for these cases.
+    out = []
+    for m in msgs:
+        if isinstance(m, tuple) and m[0] == "ErrorResponse":
+            m = (m[0], tuple((c, v) for c, v in m[1] if c in "SVCM"))
+        out.append(m)
+    return out
+
+
+@pytest.mark.parametrize("case", list(CASES))
+async def test_same_as_postgres(case: str, direct: Connect, proxied: Connect) -> None:
+    d, p = await _both(direct, proxied, *CASES[case])
+    assert _strip_detail(p) == _strip_detail(d)
+
+
+async def test_flush_without_sync(proxied: Connect, direct: Connect) -> None:
+    for connect in (direct, proxied):
+        c = await connect()
+        await c.send(Parse(sql="SELECT 1"), Bind(), Describe(kind="P"), Execute(), Flush())
+        got = await c.read_n(5)
+        assert [type(m) for m in got] == [
+            ParseComplete,
+            BindComplete,
+            RowDescription,
+            DataRow,
+            CommandComplete,
+        ]
+        await c.send(Sync())
+        assert isinstance(await c.read(), ReadyForQuery)
+        await c.close()
+
+
+async def test_pg8000_flush_after_every_message(proxied: Connect) -> None:
+    c = await proxied()
+    await c.send(Parse(sql="SELECT count(*) FROM adult WHERE age > $1"), Flush())
+    assert isinstance(await c.read(), ParseComplete)
+    await c.send(Describe(kind="S"), Flush())
+    pd, rd = await c.read_n(2)
+    assert isinstance(pd, ParameterDescription) and pd.oids == (23,)
+    assert isinstance(rd, RowDescription) and rd.fields[0].type_oid == 20
+    await c.send(Bind(params=(b"30",)), Flush())
+    assert isinstance(await c.read(), BindComplete)
+    await c.send(Execute(), Flush())
+    notice, row, done = await c.read_n(3)
+    assert isinstance(notice, NoticeResponse)
+    assert row == DataRow(values=(b"1030",))
+    assert done == CommandComplete(tag="SELECT 1")
+    await c.send(Sync())
+    assert await c.read() == ReadyForQuery(status="I")
+    await c.close()
+
+
+async def test_pipeline_mixes_local_and_relayed_in_order(proxied: Connect) -> None:
+    c = await proxied()
+    await c.send(
+        Parse(sql="SELECT 1"),
+        Bind(),
+        Execute(),
+        Parse(name="local", sql="SELECT count(*) FROM adult WHERE age > $1"),
+        Bind(statement="local", params=(struct.pack("!i", 5),), param_formats=(1,), result_formats=(1,)),
+        Describe(kind="P"),
+        Execute(),
+        Parse(sql="SELECT 2"),
+        Bind(),
+        Execute(),
+        Sync(),
+    )
+    got = await c.until_ready()
+    kinds = [type(m).__name__ for m in got]
+    assert kinds == [
+        "ParseComplete", "BindComplete", "DataRow", "CommandComplete",
+        "ParseComplete", "BindComplete", "RowDescription", "NoticeResponse", "DataRow",
+        "CommandComplete",
+        "ParseComplete", "BindComplete", "DataRow", "CommandComplete",
+        "ReadyForQuery",
+    ]  # fmt: skip
+    assert got[2] == DataRow(values=(b"1",))
+    assert got[8] == DataRow(values=(struct.pack("!q", 1005),))
+    assert got[12] == DataRow(values=(b"2",))
+    await c.close()
+
+
+async def test_refusal_in_pipeline_skips_to_sync_and_fails_transaction(proxied: Connect) -> None:
+    c = await proxied()
+    await c.send(Query(sql="BEGIN"))
+    await c.until_ready()
+    await c.send(
+        Parse(sql="SELECT 1"),
+        Bind(),
+        Execute(),
+        Parse(sql="SELECT * FROM adult"),
+        Bind(),
+        Execute(),
+        Parse(sql="SELECT 2"),
+        Bind(),
+        Execute(),
+        Sync(),
+    )
+    got = await c.until_ready()
+    assert [type(m).__name__ for m in got] == [
+        "ParseComplete", "BindComplete", "DataRow", "CommandComplete",
+        "ErrorResponse", "ReadyForQuery",
+    ]  # fmt: skip
+    err = got[4]
+    assert isinstance(err, ErrorResponse) and err.sqlstate == "42501"
+    assert got[-1] == ReadyForQuery(status="E")
+    await c.send(Query(sql="SELECT 1"))
+    got = await c.until_ready()
+    assert isinstance(got[0], ErrorResponse) and got[0].sqlstate == "25P02"
+    await c.send(Query(sql="COMMIT"))
+    assert await c.until_ready() == [CommandComplete(tag="ROLLBACK"), ReadyForQuery(status="I")]
+    await c.close()
+
+
+async def test_refusal_outside_transaction_rolls_back_implicit_batch(proxied: Connect) -> None:
+    c = await proxied()
+    await c.send(
+        Parse(sql="SELECT set_config('application_name', 'changed', false)"),
+        Bind(),
+        Execute(),
+        Parse(sql="SELECT * FROM adult"),
+        Bind(),
+        Execute(),
+        Sync(),
+    )
+    got = await c.until_ready()
+    assert isinstance(got[-2], ErrorResponse) and got[-1] == ReadyForQuery(status="I")
+    await c.send(Query(sql="SHOW application_name"))
+    got = await c.until_ready()
+    # The set_config was rolled back with the implicit transaction, as PostgreSQL does.
+    assert DataRow(values=(b"",)) in got
+    await c.close()
+
+
+async def test_local_answer_simple_and_multi_statement(proxied: Connect) -> None:
+    c = await proxied()
+    await c.send(Query(sql="SELECT 1; SELECT count(*) FROM adult WHERE age > 7; SELECT 3"))
+    got = normalise(await c.until_ready())
+    names = [type(m).__name__ if not isinstance(m, tuple) else m[0] for m in got]
+    assert names == [
+        "RowDescription", "DataRow", "CommandComplete",
+        "NoticeResponse", "RowDescription", "DataRow", "CommandComplete",
+        "RowDescription", "DataRow", "CommandComplete", "ReadyForQuery",
+    ]  # fmt: skip
+    rd = got[4]
+    assert isinstance(rd, RowDescription) and rd.fields[0].name == "count"
+    assert rd.fields[0].type_oid == 20
+    assert got[5] == DataRow(values=(b"1007",))
+    await c.close()
+
+
+async def test_zero_row_probe_answered_with_columns(proxied: Connect, direct: Connect) -> None:
+    c = await proxied()
+    await c.send(Query(sql="SELECT * FROM adult WHERE 1 <> 1 LIMIT 0"))
+    got = await c.until_ready()
+    assert [type(m).__name__ for m in got] == ["RowDescription", "CommandComplete", "ReadyForQuery"]
+    d = await direct()
+    await d.send(Parse(sql="SELECT * FROM adult"), Describe(kind="S"), Sync())
+    want = [m for m in await d.until_ready() if isinstance(m, RowDescription)][0]
+    assert got[0] == want and got[1] == CommandComplete(tag="SELECT 0")
+    await c.close()
+    await d.close()

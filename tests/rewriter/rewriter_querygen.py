@@ -1,0 +1,180 @@
+"""A seeded generator of random accepted DP queries over a declaration (for exactness tests).
+
+Used by tests/rewriter/test_exactness.py and by ``python -m bench.rewrite --exactness``.
+Every query it produces must be accepted by the rewriter and answered exactly (on the exact
+histogram) as PostgreSQL answers it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from dataclasses import dataclass
+
+from rewriter.schema import AttributeDecl, Kind, TableDecl, ViewDecl
+
+
+@dataclass(frozen=True)
+class Generated:
+    sql: str
+    grouped: bool  # an extra trailing count(*) column lets the test drop empty public groups
+
+
+def _lit(attr: AttributeDecl, v: object) -> str:
+    if v is None:
+        return "NULL"
+    if attr.kind is Kind.CATEGORICAL:
+        return "'" + str(v).replace("'", "''") + "'"
+    if attr.kind is Kind.BOOLEAN:
+        return "TRUE" if v else "FALSE"
+    if attr.kind is Kind.DATE:
+        assert isinstance(v, dt.date)
+        return f"DATE '{v.isoformat()}'" if hash(v) % 2 else f"'{v.isoformat()}'"
+    return str(v)
+
+
+class QueryGenerator:
+    def __init__(self, table: TableDecl, seed: int, *, bi_style: bool = True) -> None:
+        self.t = table
+        self.r = random.Random(seed)
+        self.bi = bi_style
+
+    # -- names with BI-style variations --
+    def col(self, name: str, alias: str | None) -> str:
+        r = self.r
+        choice = r.random() if self.bi else 0.0
+        if choice < 0.5:
+            base = f"{alias}.{name}" if alias else name
+        elif choice < 0.7:
+            base = f'"{self.t.schema}"."{self.t.name}"."{name}"' if not alias else f'"{alias}"."{name}"'
+        elif choice < 0.85:
+            base = name.upper() if not alias else f"{alias}.{name.upper()}"
+        else:
+            base = f'"{name}"'
+        return base
+
+    def value(self, attr: AttributeDecl, edge: str = "any") -> object:
+        r = self.r
+        if attr.kind is Kind.CATEGORICAL:
+            if r.random() < 0.05:
+                return "no-such-value"
+            return r.choice(attr.values)
+        if attr.kind is Kind.BOOLEAN:
+            return r.random() < 0.5
+        i = r.randrange(len(attr.bins))
+        lo, hi = attr.bins[i]
+        if attr.kind is Kind.DATE:
+            o = int(lo if edge in ("lo", "any") else hi)
+            return dt.date.fromordinal(o)
+        if attr.kind is Kind.NUMERIC:
+            return lo if edge != "hi" else hi
+        if edge == "hi":
+            return int(hi)
+        if edge == "out" or (edge == "any" and r.random() < 0.03):
+            return int(attr.bins[-1][1]) + r.randint(1, 5)
+        return int(lo)
+
+    def atom(self, attr: AttributeDecl, alias: str | None) -> str:
+        r = self.r
+        c = self.col(attr.name, alias)
+        if r.random() < 0.15 and attr.kind is Kind.INTEGER:
+            c = f"{c}::int" if r.random() < 0.5 else f"CAST({c} AS integer)"
+        unit = attr.unit_bins
+        if attr.nullable and r.random() < 0.15:
+            return f"{c} IS {'NOT ' if r.random() < 0.5 else ''}NULL"
+        if attr.kind in (Kind.CATEGORICAL, Kind.BOOLEAN):
+            if attr.kind is Kind.BOOLEAN and r.random() < 0.3:
+                return c if r.random() < 0.5 else f"NOT {c}"
+            op = r.choice(["=", "<>", "!=", "IN", "NOT IN"])
+            if "IN" in op:
+                vals = {self.value(attr) for _ in range(r.randint(1, 4))}
+                if attr.nullable and r.random() < 0.1:
+                    return f"{c} {op} ({', '.join(_lit(attr, v) for v in vals)}, NULL)"
+                return f"{c} {op} ({', '.join(_lit(attr, v) for v in vals)})"
+            return f"{c} {op} {_lit(attr, self.value(attr))}"
+        ops = ["<", "<=", ">", ">=", "BETWEEN", "BETWEEN SYMMETRIC"]
+        if unit:
+            ops += ["=", "<>", "IN", "NOT IN"]
+        op = r.choice(ops)
+        if op in ("<", ">="):
+            return f"{c} {op} {_lit(attr, self.value(attr, 'lo'))}"
+        if op in ("<=", ">"):
+            v = self.value(attr, "hi")
+            if attr.kind is Kind.NUMERIC:  # half-open bins: compare at lower edges only
+                return f"{c} {'<' if op == '<=' else '>='} {_lit(attr, v)}"
+            return f"{c} {op} {_lit(attr, v)}"
+        if op.startswith("BETWEEN"):
+            if attr.kind is Kind.NUMERIC:
+                return f"{c} >= {_lit(attr, self.value(attr, 'lo'))}"
+            i, j = sorted(r.randrange(len(attr.bins)) for _ in range(2))
+            a, b = attr.bins[i][0], attr.bins[j][1]
+            if attr.kind is Kind.DATE:
+                a, b = dt.date.fromordinal(int(a)), dt.date.fromordinal(int(b))
+            else:
+                a, b = int(a), int(b)
+            if op == "BETWEEN" and r.random() < 0.1 and attr.unit_bins:
+                a, b = b, a  # an empty range
+            if op == "BETWEEN SYMMETRIC" and r.random() < 0.5:
+                a, b = b, a
+            return f"{c} {op} {_lit(attr, a)} AND {_lit(attr, b)}"
+        if op in ("IN", "NOT IN"):
+            vals = {self.value(attr) for _ in range(r.randint(1, 5))}
+            return f"{c} {op} ({', '.join(_lit(attr, v) for v in vals)})"
+        return f"{c} {op} {_lit(attr, self.value(attr))}"
+
+    def pred(self, attrs: list[AttributeDecl], alias: str | None, depth: int = 0) -> str:
+        r = self.r
+        if depth >= 2 or r.random() < 0.5:
+            return self.atom(r.choice(attrs), alias)
+        if r.random() < 0.15:
+            return f"NOT ({self.pred(attrs, alias, depth + 1)})"
+        conn = r.choice([" AND ", " OR "])
+        return "(" + conn.join(self.pred(attrs, alias, depth + 1) for _ in range(r.randint(2, 3))) + ")"
+
+    def query(self, view: ViewDecl) -> Generated:
+        r = self.r
+        attrs = list(view.attributes)
+        alias = r.choice([None, None, "a", "t1"]) if self.bi else None
+        unit = [a for a in attrs if a.unit_bins]
+        ints = [a for a in attrs if a.kind is Kind.INTEGER and a.unit_bins]
+        ngroup = r.choice([0, 0, 1, 1, 2]) if unit else 0
+        group = r.sample(unit, min(ngroup, len(unit)))
+        aggs: list[str] = []
+        for _ in range(r.randint(1, 3)):
+            kind = r.random()
+            if kind < 0.35 or not ints:
+                aggs.append(r.choice(["count(*)", "COUNT(*)", "count(1)"]))
+            elif kind < 0.45:
+                a = r.choice(attrs)
+                aggs.append(f"count({self.col(a.name, alias)})")
+            elif kind < 0.7:
+                a = r.choice(ints)
+                aggs.append(f"sum({self.col(a.name, alias)})")
+            elif kind < 0.75:
+                aggs.append("sum(1)")
+            else:
+                a = r.choice(ints)
+                aggs.append(f"avg({self.col(a.name, alias)})")
+        items = []
+        for i, g in enumerate(group):
+            items.append(self.col(g.name, alias) + (f" AS g{i}" if r.random() < 0.3 else ""))
+        for i, a in enumerate(aggs):
+            items.append(a + (r.choice([" AS count", f" AS m{i}", ' AS "Value"', ""]) if r.random() < 0.5 else ""))
+        if group:
+            items.append("count(*) AS zz_nonempty")
+        src = f"{self.t.name}" if r.random() < 0.5 else f'"{self.t.schema}"."{self.t.name}"'
+        if alias:
+            src += f" {'AS ' if r.random() < 0.5 else ''}{alias}"
+        sql = f"SELECT {', '.join(items)} FROM {src}"
+        if r.random() < 0.85:
+            sql += " WHERE " + self.pred(attrs, alias)
+        if group:
+            if r.random() < 0.4:
+                sql += " GROUP BY " + ", ".join(str(i + 1) for i in range(len(group)))
+            else:
+                sql += " GROUP BY " + ", ".join(self.col(g.name, alias) for g in group)
+            if r.random() < 0.2:
+                sql += f" HAVING count(*) > {r.randint(0, 50)}"
+            if r.random() < 0.3:
+                sql += " ORDER BY 1" + r.choice(["", " DESC", " ASC NULLS FIRST"])
+        return Generated(sql=sql, grouped=bool(group))
