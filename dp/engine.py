@@ -114,7 +114,6 @@ SPLITS: Mapping[str, tuple[float, float, float, float]] = MappingProxyType(
 
 #: Stored-release inference (default mode) is kept only for domains up to this many cells.
 REUSE_MAX_CELLS = 4096
-REUSE_FACTOR = 1.0
 
 
 class Mode(StrEnum):
@@ -663,7 +662,7 @@ def decide(state: EngineState, batch: QueryBatch) -> Decision:
         raise
     if answerable and stored is not None:
         fresh_var = noise_variance(charge.noise, charge.scale) * batch.num_queries
-        if float(np.sum(stored.variance(w))) <= REUSE_FACTOR * fresh_var:
+        if float(np.sum(stored.variance(w))) <= fresh_var:
             return _answered(state, batch, stored, Source.STORED, b=b, pacing=skipped)
     return Decision(kind=DecisionKind.FRESH, batch=batch, events=(charge,), charge=charge)
 

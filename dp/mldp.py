@@ -464,7 +464,7 @@ class MLDPModel:
             raise ValueError(
                 "training must be a query matrix or one of " + ", ".join(TRAINING_SETS)
             )
-        if training == "greedy" and candidates is None:
+        if isinstance(training, str) and training == "greedy" and candidates is None:
             raise ValueError("the greedy training set needs a candidate workload")
         n = int(np.shape(histogram)[0]) if np.ndim(histogram) == 1 else -1
         if n <= 0:

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from dp.domain import FloatArray
 from dp.errors import InternalError
 from dp.noise import Sampler
-from dp.strategy import Strategy
+from dp.strategy import Strategy, unique_columns
 
 # A query is in the row space when its residual after projection is at most this fraction of
 # its norm (both in the group-constant part and in the reduced coordinates).
@@ -174,8 +174,7 @@ class Release:
 
 def _factorise(a: FloatArray, y: FloatArray, v: FloatArray) -> _Factor:
     """Merge identical columns, whiten the rows, and take one SVD (docs/mm.md §4)."""
-    cols, inverse = np.unique(a.T, axis=0, return_inverse=True)
-    groups = inverse.reshape(-1).astype(np.intp)
+    cols, groups = unique_columns(a)
     n_r = cols.shape[0]
     counts = np.bincount(groups, minlength=n_r).astype(np.float64)
     order = np.argsort(groups, kind="stable")

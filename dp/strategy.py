@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import scipy.linalg as sla
 
 from dp.domain import FloatArray
 from dp.errors import InternalError
@@ -45,8 +46,8 @@ IntArray = npt.NDArray[np.intp]
 # would be biased, which is a bug (the strategy is built inside the row space of W).
 _UNBIASED_RTOL = 1e-8
 # The multiplicative update's exponent: grown while s(d) increases, halved otherwise.
-_OMEGA_MAX = 16.0
-_OMEGA_GROW = 1.5
+_OMEGA_MAX = 8.0
+_OMEGA_GROW = 1.25
 # Weights are floored relative to their maximum so that W D W^T stays positive definite.
 _D_FLOOR = 1e-13
 
@@ -127,10 +128,23 @@ def reduce_domain(workload: FloatArray) -> tuple[FloatArray, IntArray]:
     group ``g``, zeros on dropped cells) keeps its sensitivity and its error (docs/mm.md §3).
     """
     touched = np.flatnonzero(np.any(workload != 0.0, axis=0))
-    cols, inverse = np.unique(workload[:, touched].T, axis=0, return_inverse=True)
+    cols, inverse = unique_columns(workload[:, touched])
     groups = np.full(workload.shape[1], -1, dtype=np.intp)
-    groups[touched] = inverse.reshape(-1)
+    groups[touched] = inverse
     return np.ascontiguousarray(cols.T), groups
+
+
+def unique_columns(matrix: FloatArray) -> tuple[FloatArray, IntArray]:
+    """The distinct columns of ``matrix`` (as rows, in a deterministic order) and, for every
+    column, the index of its distinct column. Columns are compared bit for bit (after mapping
+    ``-0.0`` to ``0.0``), which is exact for the copies made by :func:`lift`.
+    """
+    t = np.ascontiguousarray(matrix.T, dtype=np.float64) + 0.0
+    if t.shape[1] == 0:
+        return t[:1], np.zeros(t.shape[0], dtype=np.intp)
+    keys = t.view(np.dtype((np.void, t.dtype.itemsize * t.shape[1]))).reshape(-1)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return t[first], inverse.reshape(-1).astype(np.intp)
 
 
 def lift(reduced: FloatArray, groups: IntArray) -> FloatArray:
@@ -154,8 +168,8 @@ def _dual_eval(f: FloatArray, d: FloatArray) -> tuple[float, FloatArray, FloatAr
     """For weights ``d``: ``s(d)``, squared column norms ``c`` of the strategy ``A(d)``, and the
     eigenpairs ``(lam, U)`` of ``F D F^T`` (``A(d) = diag(lam)^{-1/4} U^T F``)."""
     k_mat = (f * d) @ f.T
-    lam, u = np.linalg.eigh(k_mat)
-    lam = np.maximum(lam, lam[-1] * 1e-300 + np.finfo(np.float64).tiny)
+    lam, u = sla.eigh(k_mat, driver="evr", overwrite_a=True, check_finite=False)
+    lam = np.maximum(lam, np.finfo(np.float64).tiny)  # PD in exact arithmetic
     sq = np.sqrt(lam)
     b = (u / np.sqrt(sq)).T @ f
     c = np.einsum("ij,ij->j", b, b)
@@ -254,6 +268,7 @@ def optimize_strategy(
     s, c, lam, u = _dual_eval(f, d)
     best_lb = s * s
     best_ub, best_eig = s * float(np.max(c)), (lam, u)
+    first_eig = best_eig
     omega = 1.0
     for _ in range(max_iter):
         if best_ub <= best_lb * (1.0 + tol) or clock() - start > time_limit:
@@ -273,28 +288,43 @@ def optimize_strategy(
         else:
             omega = max(1.0, omega / 2.0)
 
-    lam, u = best_eig
+    strategy = _finish(w, w_r, groups, f, best_eig, best_lb)
+    if strategy is None:
+        # Only if the best iterate is numerically degenerate: fall back to the first (uniform d).
+        strategy = _finish(w, w_r, groups, f, first_eig, best_lb)
+    if strategy is None:
+        raise InternalError("the optimised strategy does not span the workload")
+    return strategy
+
+
+def _finish(
+    w: FloatArray,
+    w_r: FloatArray,
+    groups: IntArray,
+    f: FloatArray,
+    eig: tuple[FloatArray, FloatArray],
+    lower_bound: float,
+) -> Strategy | None:
+    """The full-domain strategy ``A(d)`` with recomputed sensitivity, error and gap, or None if
+    it fails the unbiasedness check ``max|R A - W| <= 1e-8 max|W|``."""
+    lam, u = eig
     a_r = (u / lam[None, :] ** 0.25).T @ f
     a_r /= math.sqrt(float(np.max(np.einsum("ij,ij->j", a_r, a_r))))
     matrix = lift(a_r, groups)
     l2, l1 = sensitivities(matrix)
-    norm2, _ = _error_and_residual(w_r, a_r)
-    error = l2 * l2 * norm2
-    _check_unbiased(w, matrix, a_r, w_r, groups)
-    gap = max(error / best_lb - 1.0, 0.0)
+    # Error and unbiasedness from one SVD of the returned (reduced) strategy: R = W_r A_r^+.
+    # Lifting copies columns, so R A = W on the full domain iff R A_r = W_r (docs/mm.md §3).
+    ua, sa, qa = np.linalg.svd(a_r, full_matrices=False)
+    r = int(np.sum(sa > sa[0] * max(a_r.shape) * np.finfo(np.float64).eps))
+    wq = (w_r @ qa[:r].T) / sa[:r]
+    dev = float(np.max(np.abs((wq @ ua[:, :r].T) @ a_r - w_r)))
+    if not dev <= _UNBIASED_RTOL * float(np.max(np.abs(w))):
+        return None
+    error = l2 * l2 * float(np.sum(wq * wq))
+    gap = max(error / lower_bound - 1.0, 0.0)
     return Strategy(
         matrix=matrix, sensitivity_l2=l2, sensitivity_l1=l1, gap=gap, expected_error=error
     )
-
-
-def _check_unbiased(
-    w: FloatArray, matrix: FloatArray, a_r: FloatArray, w_r: FloatArray, groups: IntArray
-) -> None:
-    """Check ``max|R A - W|`` on the full domain with ``R = W_r A_r^+`` (docs/mm.md §3)."""
-    r = np.linalg.lstsq(a_r.T, w_r.T, rcond=None)[0].T
-    dev = float(np.max(np.abs(r @ matrix - w)))
-    if not dev <= _UNBIASED_RTOL * float(np.max(np.abs(w))):
-        raise InternalError("the optimised strategy does not span the workload")
 
 
 def identity_strategy(n: int, *, workload: np.ndarray | None = None) -> Strategy:

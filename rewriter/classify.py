@@ -19,6 +19,7 @@ from typing import TypeAlias
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError
 
 from dp.errors import InternalError, LaprasError
@@ -31,6 +32,7 @@ from .reduce import reduce
 from .schema import SYSTEM_SCHEMAS, TYPE_OIDS, Schema, TableDecl
 from .split import Piece, split_statements
 
+_DIALECT = Postgres()
 logging.getLogger("sqlglot").setLevel(logging.ERROR)  # Command fallbacks are refused or relayed
 
 
@@ -154,7 +156,10 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
     texts = _texts(piece)
     named = mentions(texts, pattern)
     try:
-        trees = sqlglot.parse(piece.text, read="postgres")
+        if piece.tokens is not None and piece.offset == 0:
+            trees = _DIALECT.parser().parse(list(piece.tokens), piece.text)
+        else:
+            trees = sqlglot.parse(piece.text, read="postgres")
     except ParseError as e:
         if named:
             raise SqlSyntaxError(
@@ -189,8 +194,10 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
 
     refs = [(t, d) for t in tree.find_all(exp.Table) if (d := _table_ref(t, schema)) is not None]
     # names of CTEs shadow tables, but a CTE named like a protected table is refused anyway
-    for lit in tree.find_all(exp.Literal):
-        if lit.is_string and mentions([str(lit.this)], pattern) and dangerous_literal(lit):
+    for lit in tree.find_all(exp.Literal, exp.RawString, exp.National, exp.UnicodeString, exp.ByteString):
+        if isinstance(lit, exp.Literal) and not lit.is_string:
+            continue
+        if mentions([str(lit.this)], pattern) and dangerous_literal(lit):
             raise RowAccessError(
                 "a string naming protected table " + ", ".join(sorted(mentions([str(lit.this)], pattern)))
                 + " is used as a relation and is refused",
@@ -228,8 +235,11 @@ def _is_false(node: exp.Expression | None) -> bool:
     """Whether a WHERE condition is constant false (no column involved)."""
     if node is None:
         return False
-    if any(isinstance(n, exp.Column | exp.Parameter | exp.Placeholder | exp.Func) for n in node.walk()):
-        return False
+    for n in node.walk():
+        if isinstance(n, exp.Parameter | exp.Placeholder | exp.Query | exp.Subquery):
+            return False
+        if isinstance(n, exp.Func) and not isinstance(n, exp.Connector | exp.Predicate | exp.Not):
+            return False
     try:
         from sqlglot.optimizer.simplify import simplify
 

@@ -56,20 +56,53 @@ _STAT_WORDS = re.compile(
 )
 
 
+_NAMES: dict[re.Pattern[str], tuple[str, ...]] = {}
+
+
 def name_pattern(schema: Schema) -> re.Pattern[str] | None:
-    names = sorted(schema.tables)
+    """A regex matching any protected table name as a whole word (lower case)."""
+    names = tuple(sorted(schema.tables))
     if not names:
         return None
-    return re.compile(r"(?<![a-z0-9_$])(" + "|".join(re.escape(n) for n in names) + r")(?![a-z0-9_$])")
+    pattern = re.compile(r"(?<![a-z0-9_$])(" + "|".join(re.escape(n) for n in names) + r")(?![a-z0-9_$])")
+    _NAMES[pattern] = names
+    return pattern
+
+
+_ESCAPES = (
+    (re.compile(r"\\\+([0-9a-f]{6})"), 16),
+    (re.compile(r"\\u([0-9a-f]{4})"), 16),
+    (re.compile(r"\\x([0-9a-f]{1,2})"), 16),
+    (re.compile(r"\\([0-9a-f]{4})"), 16),
+    (re.compile(r"\\([0-7]{1,3})"), 8),
+)
+
+
+def _variants(text: str) -> list[str]:
+    """The text and its readings with PostgreSQL escapes decoded (U&'', E'' strings)."""
+    low = text.lower()
+    if "\\" not in low:
+        return [low]
+    out = [low]
+    for pat, base in _ESCAPES:
+        try:
+            out.append(pat.sub(lambda m, b=base: chr(int(m.group(1), b)), low).lower())  # type: ignore[misc]
+        except (ValueError, OverflowError):
+            continue
+    return out
 
 
 def mentions(texts: Iterable[str], pattern: re.Pattern[str] | None) -> set[str]:
-    """Protected table names mentioned (case-insensitively, as whole words) in ``texts``."""
+    """Protected table names mentioned (case-insensitively, as whole words) in ``texts``,
+    also through escapes; ``UESCAPE`` (a custom escape character) counts as mentioning all."""
     if pattern is None:
         return set()
     found: set[str] = set()
     for t in texts:
-        found.update(m.group(1) for m in pattern.finditer(t.lower()))
+        for v in _variants(t):
+            found.update(m.group(1) for m in pattern.finditer(v))
+            if "uescape" in v:
+                found.update(_NAMES.get(pattern, ()))
     return found
 
 
@@ -172,11 +205,15 @@ def guard_statistics(tree: exp.Expression, schema: Schema) -> exp.Expression | N
             if not fn.expressions:
                 raise _refuse(f"calling {fname}")
             arg = fn.expressions[0].sql(dialect="postgres")
+            # pg_catalog.f(...) parses as Dot(pg_catalog, f(...)): replace the whole call
+            target: exp.Expression = fn
+            if isinstance(fn.parent, exp.Dot) and fn.parent.expression is fn:
+                target = fn.parent
             masked = sqlglot.parse_one(
-                f"CASE WHEN ({arg})::regclass::oid IN ({oids}) THEN NULL ELSE {fn.sql(dialect='postgres')} END",
+                f"CASE WHEN ({arg})::regclass::oid IN ({oids}) THEN NULL ELSE {target.sql(dialect='postgres')} END",
                 read="postgres",
             )
-            fn.replace(masked)
+            target.replace(masked)
             changed = True
     return tree if changed else None
 

@@ -150,7 +150,6 @@ class _Builder:
     params: dict[int, int] = field(default_factory=dict)
     measures: list[Measure] = field(default_factory=list)
     attrs: set[str] = field(default_factory=set)
-    bindings: list[Value] = field(default_factory=list)
 
     # -- names --
     def column(self, node: exp.Column) -> str:
@@ -198,8 +197,11 @@ class _Builder:
             node = node.this
         return node, outer
 
-    def attr_ref(self, node: exp.Expression) -> tuple[AttributeDecl, str] | None:
-        """An attribute reference (possibly under harmless casts) and its output type."""
+    def attr_ref(self, node: exp.Expression, *, output: bool = False) -> tuple[AttributeDecl, str] | None:
+        """An attribute reference (possibly under harmless casts) and its output type.
+
+        ``output``: the reference is a group key (select list, GROUP BY, ORDER BY), where a
+        cast to text is a one-to-one relabelling of the groups and is accepted too."""
         inner, cast = self.strip_cast(node)
         if not isinstance(inner, exp.Column):
             return None
@@ -209,6 +211,7 @@ class _Builder:
                 (attr.pg_type in INTEGER_TYPES and cast in INTEGER_TYPES | {"numeric"})
                 or (attr.pg_type in TEXT_TYPES and cast in TEXT_TYPES)
                 or cast == attr.pg_type
+                or (output and cast in TEXT_TYPES)
             )
             if not ok:
                 raise _unsupported("a cast that changes how a column compares", self.table,
@@ -250,7 +253,6 @@ class _Builder:
         else:
             raise _unsupported(f"an expression of type {type(inner).__name__}", self.table,
                                hint="compare declared columns with constants or $n parameters")  # fmt: skip
-        self.bindings.append(v)
         return v
 
     def param_index(self, node: exp.Expression) -> int:
@@ -505,7 +507,7 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
                 name = ident(g.this) if isinstance(g.this, exp.Identifier) else g.name.lower()
                 if table.column_type(name) is None and name in out_names:
                     target = _unalias(items[out_names.index(name)])
-            ref = b.attr_ref(target)
+            ref = b.attr_ref(target, output=True)
             if ref is None:
                 raise _unsupported("GROUP BY over an expression", table, hint="group by declared columns")
             attr = ref[0]
@@ -527,7 +529,7 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
             return agg
         if isinstance(node, exp.Paren):
             return post(node.this)
-        ref = b.attr_ref(node) if isinstance(agg_node, exp.Column) else None
+        ref = b.attr_ref(node, output=True) if isinstance(agg_node, exp.Column) else None
         if ref is not None:
             attr, typ = ref
             if attr.name not in group_names:
@@ -613,7 +615,7 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
         raise _unsupported("GROUP BY without an aggregate", table, hint="add COUNT(*) to the select list")
 
     nparams = max(b.params) + 1 if b.params else 0
-    template, bindings = make_template(select, table)
+    template, bindings = make_template(table, outputs, where, group_names, b.measures, having, order)
     return Logical(
         table=table,
         columns=tuple(columns),
@@ -632,74 +634,76 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
     )
 
 
-def _literal_value(node: exp.Expression) -> Value:
-    neg = False
-    while isinstance(node, exp.Neg):
-        neg = not neg
-        node = node.this
-    if isinstance(node, exp.Parameter | exp.Placeholder):
-        raw = node.this.this if isinstance(node.this, exp.Literal) else node.name
-        try:
-            return Param(int(str(raw)) - 1)
-        except ValueError:
-            return Param(-1)
-    if isinstance(node, exp.Null):
-        return None
-    if isinstance(node, exp.Boolean):
-        return bool(node.this)
-    assert isinstance(node, exp.Literal)
-    if node.is_string:
-        return str(node.this)
-    try:
-        d = Decimal(str(node.this))
-    except InvalidOperation:
-        return str(node.this)
-    d = -d if neg else d
-    return int(d) if d == d.to_integral_value() else d
+def _fmt_value(v: Value, bindings: list[Value]) -> str:
+    if isinstance(v, Fraction):
+        v = int(v) if v.denominator == 1 else Decimal(v.numerator) / Decimal(v.denominator)
+    bindings.append(v)
+    return f"${len(bindings)}"
 
 
-def make_template(select: exp.Select, table: TableDecl) -> tuple[str, list[Value]]:
-    """Template text (literals of WHERE/HAVING -> ``$n``) and the literal bindings.
+def _fmt_pred(p: Pred, b: list[Value]) -> str:
+    if isinstance(p, PCmp):
+        return f"{p.attribute} {p.op} {_fmt_value(p.value, b)}"
+    if isinstance(p, PIsNull):
+        return f"{p.attribute} IS NULL"
+    if isinstance(p, PBool):
+        return p.attribute
+    if isinstance(p, PConst):
+        return {True: "TRUE", False: "FALSE", None: "NULL"}[p.value]
+    if p.op == "not":
+        return f"NOT ({_fmt_pred(p.args[0], b)})"
+    return "(" + f" {p.op.upper()} ".join(_fmt_pred(a, b) for a in p.args) + ")"
 
-    Stable across spacing, case, quoting, table aliases, output aliases and ``GROUP BY 1``.
+
+def _fmt_post(e: PostExpr, group: tuple[str, ...], measures: list[Measure], b: list[Value]) -> str:
+    if isinstance(e, KeyRef):
+        return group[e.index]
+    if isinstance(e, AggRef):
+        m = measures[e.value]
+        arg = "*" if m.attribute is None else m.attribute
+        if e.func == "count":
+            return f"count({arg})"
+        if m.kind is MeasureKind.COUNT_STAR:
+            return f"{e.func}({e.scale})"
+        return f"{e.func}({arg})"
+    if isinstance(e, Const):
+        return _fmt_value(e.value, b)
+    if isinstance(e, Compare | Arith):
+        return f"({_fmt_post(e.left, group, measures, b)} {e.op} {_fmt_post(e.right, group, measures, b)})"
+    if e.op == "not":
+        return f"NOT ({_fmt_post(e.args[0], group, measures, b)})"
+    return "(" + f" {e.op.upper()} ".join(_fmt_post(a, group, measures, b) for a in e.args) + ")"
+
+
+def make_template(
+    table: TableDecl,
+    outputs: list[PostExpr],
+    where: Pred | None,
+    group: tuple[str, ...],
+    measures: list[Measure],
+    having: PostExpr | None,
+    order: list[OrderItem],
+) -> tuple[str, list[Value]]:
+    """Template text of the normalised statement (literals -> ``$n``) and its bindings.
+
+    Printed from the normalised form, so it is stable across spacing, case, quoting, table
+    and output aliases, ``GROUP BY 1`` and casts. LIMIT/OFFSET are post-processing and
+    not part of the template.
     """
-    t = select.copy()
-    items = [_unalias(e).copy() for e in t.expressions]
-    t.set("expressions", items)
-    gnode = t.args.get("group")
-    if gnode is not None:
-        exprs = []
-        for g in gnode.expressions:
-            n = _int_literal(g)
-            exprs.append(items[n - 1].copy() if n is not None and 1 <= n <= len(items) else g)
-        gnode.set("expressions", exprs)
-    onode = t.args.get("order")
-    if onode is not None:
-        for o in onode.expressions:
-            n = _int_literal(o.this)
-            if n is not None and 1 <= n <= len(items):
-                o.set("this", items[n - 1].copy())
-    t.set("from_", exp.From(this=exp.Table(this=exp.to_identifier(table.name), db=exp.to_identifier(table.schema))))
-    t.set("from", None) if "from" in t.args else None
-    for col in list(t.find_all(exp.Column)):
-        if isinstance(col.this, exp.Identifier):
-            col.set("this", exp.to_identifier(ident(col.this)))
-        for k in ("table", "db", "catalog"):
-            col.set(k, None)
-    bindings: list[Value] = []
-    for key in ("where", "having"):
-        part = t.args.get(key)
-        if part is None:
-            continue
-        for node in list(part.walk()):
-            if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal):
-                continue
-            if isinstance(node, exp.Literal | exp.Parameter | exp.Placeholder) and not isinstance(node.parent, exp.Neg | exp.Parameter | exp.DataTypeParam):
-                if isinstance(node.parent, exp.Count | exp.Sum | exp.Avg):
-                    continue
-                target: exp.Expression = node
-                while isinstance(target.parent, exp.Neg):
-                    target = target.parent
-                bindings.append(_literal_value(target))
-                target.replace(exp.Parameter(this=exp.Literal.number(len(bindings))))
-    return t.sql(dialect="postgres"), bindings
+    b: list[Value] = []
+    sel = ", ".join(_fmt_post(o, group, measures, []) for o in outputs)
+    text = f"SELECT {sel} FROM {table.qualified}"
+    if where is not None:
+        text += " WHERE " + _fmt_pred(where, b)
+    if group:
+        text += " GROUP BY " + ", ".join(group)
+    if having is not None:
+        text += " HAVING " + _fmt_post(having, group, measures, b)
+    if order:
+        text += " ORDER BY " + ", ".join(
+            _fmt_post(o.expr, group, measures, [])
+            + (" DESC" if o.desc else "")
+            + ("" if o.nulls_first is None else (" NULLS FIRST" if o.nulls_first else " NULLS LAST"))
+            for o in order
+        )
+    return text, b

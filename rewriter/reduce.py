@@ -147,9 +147,14 @@ class _Masks:
             vals = attr.values if attr.kind is Kind.CATEGORICAL else (False, True)
             eq = np.array([x == v for x in vals], dtype=bool)
             t[:cells], f[:cells] = (eq, ~eq) if op == "=" else (~eq, eq)
+        elif attr.kind is not Kind.NUMERIC:
+            assert isinstance(v, Fraction)
+            lo_a, hi_a = _int_bounds(attr)
+            a, b = _closed_int_test(op, lo_a, hi_a, v)
+            t[:cells], f[:cells], m[:cells] = a, b, ~(a | b)
         else:
             assert isinstance(v, Fraction)
-            half_open = attr.kind is Kind.NUMERIC
+            half_open = True
             for i, (lo, hi) in enumerate(attr.bins):
                 all_, none = _bin_test(op, lo, hi, v, half_open, integral=not half_open)
                 t[i], f[i], m[i] = all_, none, not (all_ or none)
@@ -183,6 +188,42 @@ class _Masks:
                 t, f = t | t2, f & f2 & ~m & ~m2
                 m = ~t & (m | m2)
         return t, f, m
+
+
+_BOUNDS: dict[int, tuple[AttributeDecl, npt.NDArray[np.int64], npt.NDArray[np.int64]]] = {}
+
+
+def _int_bounds(attr: AttributeDecl) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Closed integer bounds of the bins of an integer or date attribute (cached)."""
+    hit = _BOUNDS.get(id(attr))
+    if hit is None or hit[0] is not attr:
+        lo = np.array([int(a) for a, _ in attr.bins], dtype=np.int64)
+        hi = np.array([int(b) for _, b in attr.bins], dtype=np.int64)
+        hit = (attr, lo, hi)
+        _BOUNDS[id(attr)] = hit
+    return hit[1], hit[2]
+
+
+def _ceil(v: Fraction) -> int:
+    return -((-v.numerator) // v.denominator)
+
+
+def _closed_int_test(
+    op: str, lo: npt.NDArray[np.int64], hi: npt.NDArray[np.int64], v: Fraction
+) -> tuple[BoolArray, BoolArray]:
+    """Vectorised :func:`_bin_test` for closed integer bins: (all satisfy, none satisfy)."""
+    if op in ("=", "<>"):
+        if v.denominator != 1:
+            a, n = np.zeros(lo.shape, dtype=bool), np.ones(lo.shape, dtype=bool)
+        else:
+            k = v.numerator
+            a, n = (lo == k) & (hi == k), (k < lo) | (k > hi)
+        return (a, n) if op == "=" else (n, a)
+    if op in ("<", "<="):
+        k = _ceil(v) - 1 if op == "<" else v.numerator // v.denominator
+        return hi <= k, lo > k
+    k = v.numerator // v.denominator + 1 if op == ">" else _ceil(v)
+    return lo >= k, hi < k
 
 
 def _bin_test(op: str, lo: Fraction, hi: Fraction, v: Fraction, half_open: bool, integral: bool) -> tuple[bool, bool]:

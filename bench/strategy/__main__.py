@@ -15,18 +15,27 @@ re-evaluated from the matrix (its own reported objective is shown too).
 
 from __future__ import annotations
 
-import argparse
-import itertools
-import multiprocessing as mp
-import platform
-import statistics
-import time
-from typing import Any
+import os
+import sys
 
-import numpy as np
-import scipy.linalg as sla
+# One BLAS thread by default: on the shared 2-core machine a multi-threaded OpenBLAS spins against
+# other processes and runs several times slower in wall-clock time (set --threads to change).
+_THREADS = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--threads=")), "1")
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, _THREADS)
 
-from dp.strategy import haar_matrix, hierarchical_matrix, optimize_strategy
+import argparse  # noqa: E402
+import itertools  # noqa: E402
+import multiprocessing as mp  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+import scipy.linalg as sla  # noqa: E402
+
+from dp.strategy import haar_matrix, hierarchical_matrix, optimize_strategy  # noqa: E402
 
 
 def ranges(n: int, m: int, seed: int) -> np.ndarray:
@@ -78,10 +87,40 @@ def run_cvxpy(w: np.ndarray, solver: str, cap: float) -> tuple[float, float, flo
     return q.get() if not q.empty() else None
 
 
+def release_timings() -> list[tuple[int, int, float, float, float]]:
+    """(n, |P|, optimise s, measure s, one predicted query from the release in microseconds)."""
+    from dp.noise import SeededSampler
+    from dp.release import measure
+
+    out = []
+    for n, m in [(100, 100), (1024, 200), (1024, 500), (10_000, 500)]:
+        if n <= 1024:
+            w = ranges(n, m, 0)
+        else:  # n(n+1)/2 ranges is too many to list: draw endpoints instead
+            rng = np.random.default_rng(0)
+            w = np.zeros((m, n))
+            for k in range(m):
+                i, j = sorted(rng.integers(0, n, 2))
+                w[k, i : j + 1] = 1.0
+        t0 = time.perf_counter()
+        s = optimize_strategy(w)
+        t1 = time.perf_counter()
+        rel = measure(s, np.ones(n), 1.0, SeededSampler(0))
+        t2 = time.perf_counter()
+        reps = 300
+        for i in range(reps):
+            rel.estimate(w[i % m])
+        t3 = time.perf_counter()
+        out.append((n, m, t1 - t0, t2 - t1, (t3 - t2) / reps * 1e6))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="one seed, small cvxpy case only")
     ap.add_argument("--cvxpy-cap", type=float, default=120.0, help="seconds per cvxpy solve")
+    ap.add_argument("--time-limit", type=float, default=120.0, help="fast solver's time cap")
+    ap.add_argument("--threads", default="1", help="BLAS threads (read before numpy loads)")
     args = ap.parse_args()
 
     seeds = [0] if args.quick else [0, 1, 2]
@@ -91,13 +130,14 @@ def main() -> None:
 
     rows = []
     for n, m in cases:
-        times, gaps = [], []
+        times, cpus, gaps = [], [], []
         strat = None
         for seed in seeds:
             w = ranges(n, m, seed)
-            t0 = time.perf_counter()
-            s = optimize_strategy(w)
+            t0, c0 = time.perf_counter(), time.process_time()
+            s = optimize_strategy(w, time_limit=args.time_limit)
             times.append(time.perf_counter() - t0)
+            cpus.append(time.process_time() - c0)
             gaps.append(s.gap)
             if seed == seeds[0]:
                 strat, w0 = s, w
@@ -110,6 +150,7 @@ def main() -> None:
                 "m": m,
                 "t_med": statistics.median(times),
                 "t_max": max(times),
+                "cpu_med": statistics.median(cpus),
                 "gap": max(gaps),
                 "p": strat.matrix.shape[0],
                 "identity": full_rank_error(w0, np.eye(n)) / lb,
@@ -121,7 +162,8 @@ def main() -> None:
         )
         r = rows[-1]
         print(
-            f"n={n:5d} |P|={m:4d}  fast {r['t_med']:.3f}s (max {r['t_max']:.3f}s) gap {r['gap']:.2e}"
+            f"n={n:5d} |P|={m:4d}  fast {r['t_med']:.3f}s (max {r['t_max']:.3f}s, "
+            f"cpu {r['cpu_med']:.3f}s) gap {r['gap']:.2e}"
             f"  identity {r['identity']:.2f}x  H2 {r['h2']:.2f}x  best H {r['hbest']:.2f}x"
             f"  Haar {r['haar']:.2f}x",
             flush=True,
@@ -142,17 +184,22 @@ def main() -> None:
             )
             print(f"cvxpy {solver} n={n} |P|={m}: {txt}", flush=True)
 
+    rel_rows = release_timings()
+
     print()
     print(f"Machine: {platform.machine()}, {mp.cpu_count()} cores, numpy {np.__version__}")
     print()
+    print(f"Seeds per case: {len(seeds)}; BLAS threads: {os.environ['OPENBLAS_NUM_THREADS']}")
+    print()
     print(
-        "| n | \\|P\\| | rank (rows of A) | dual fixed point: time median (max) | certified gap (max) "
-        "| identity | hierarchical b=2 | best hierarchical (b) | Haar |"
+        "| n | \\|P\\| | rank (rows of A) | dual fixed point: wall median (max) | CPU median "
+        "| certified gap (max) | identity | hierarchical b=2 | best hierarchical (b) | Haar |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['n']} | {r['m']} | {r['p']} | {r['t_med']:.3f} s ({r['t_max']:.3f} s) "
+            f"| {r['cpu_med']:.3f} s "
             f"| {r['gap']:.1e} | {r['identity']:.2f}x | {r['h2']:.2f}x "
             f"| {r['hbest']:.2f}x ({r['hb']}) | {r['haar']:.2f}x |"
         )
@@ -169,6 +216,14 @@ def main() -> None:
             print(
                 f"| {n} | {m} | {solver} | {res[0]:.1f} s | {res[1] / lb:.4f}x | {res[2] / lb:.4g}x |"
             )
+    print()
+    print(
+        "| n | \\|P\\| | optimise | measure (factorise the release) | one predicted query "
+        "from the release (estimate + variance + row-space test) |"
+    )
+    print("|---|---|---|---|---|")
+    for n, m, t_opt, t_meas, t_q in rel_rows:
+        print(f"| {n} | {m} | {t_opt:.3f} s | {t_meas:.3f} s | {t_q:.0f} µs |")
 
 
 if __name__ == "__main__":

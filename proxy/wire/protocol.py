@@ -35,6 +35,7 @@ from proxy.wire.messages import (
     FRONTEND_EMPTY_TYPES,
     FRONTEND_SMALL_TYPES,
     MAX_STARTUP_PACKET,
+    PROTOCOL_3_0,
     BackendMessage,
     CancelRequest,
     FrameBuffer,
@@ -237,15 +238,16 @@ class ServerConnection:
             self.state = new
 
     def negotiation_needed(self) -> tuple[int, tuple[str, ...]] | None:
-        """(newest minor, unrecognised ``_pq_.`` options) if a NegotiateProtocolVersion is due:
-        the client asked for 3.x with x > 0 or sent protocol options (protocol-flow, "Protocol
-        versions"); None otherwise."""
+        """(newest version, unrecognised ``_pq_.`` options) if a NegotiateProtocolVersion is
+        due: the client asked for 3.x with x > 0 or sent protocol options (protocol-flow,
+        "Protocol versions"); None otherwise. Like PostgreSQL (ProcessStartupPacket sends
+        PG_PROTOCOL(3, 0)), the version goes out as major << 16 | minor, i.e. 0x00030000."""
         s = self.startup
         if s is None:
             return None
         opts = tuple(k for k, _ in s.params if k.startswith("_pq_."))
         if s.minor > 0 or opts:
-            return 0, opts
+            return PROTOCOL_3_0, opts
         return None
 
     # -- output --------------------------------------------------------------------------
@@ -295,6 +297,12 @@ class ServerConnection:
             self.state = TRANSITIONS.get((self.state, "send:CopyInResponse"), self.state)
         elif tb == ord("W"):
             self.state = TRANSITIONS.get((self.state, "send:CopyBothResponse"), self.state)
+
+    def enter_skip(self) -> None:
+        """The session learnt that the backend skips the rest of the open batch (an error for
+        a relayed extended message, no Sync forwarded yet): discard until Sync here too."""
+        if self.state in IDLE_STATES:
+            self.state = ConnState.SKIP_UNTIL_SYNC
 
     def close(self) -> None:
         self.state = ConnState.CLOSED

@@ -128,6 +128,12 @@ _RESET_ALL = re.compile(r"^\s*(DEALLOCATE\s+(PREPARE\s+)?ALL|DISCARD\s+ALL)\s*;?
 _DEALLOCATE = re.compile(r'^\s*DEALLOCATE\s+(?:PREPARE\s+)?("?)([^";\s]+)\1\s*;?\s*$', re.I)
 
 
+class _IdleTimeout(Exception):
+    def __init__(self, error: LaprasError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
 class SessionClosed(Exception):
     """The session must end (client gone, upstream gone, FATAL sent)."""
 
@@ -147,6 +153,7 @@ class Kind(enum.Enum):
 _EXTENDED_KINDS = frozenset(
     {Kind.PARSE, Kind.BIND, Kind.DESCRIBE_S, Kind.DESCRIBE_P, Kind.EXECUTE, Kind.CLOSE}
 )
+_READY_KINDS = frozenset({Kind.QUERY, Kind.SYNC, Kind.FUNCTION})
 # The backend message type that completes each expectation (protocol-flow).
 _COMPLETES: dict[Kind, frozenset[int]] = {
     Kind.PARSE: frozenset(b"1"),
@@ -228,6 +235,7 @@ class Session:
         self._out = bytearray()
         self._pump_task: asyncio.Task[None] | None = None
         self._local_task: asyncio.Future[LocalResult] | None = None
+        self._read_fut: asyncio.Future[bytes] | None = None
         self._upstream_dead = False
         self.idle_reading = False
         self.stop_requested = False
@@ -267,6 +275,44 @@ class Session:
                 return ev
             self.conn.receive_data(await self._read(timeout))
 
+    async def _read_idle_aware(self) -> bytes:
+        """Read from the client; when the session is idle (nothing owed by the backend, the
+        client owes the next message) the idle timeouts apply. The session may become idle
+        while we wait (the pump answers the last Sync), so re-evaluate when that happens."""
+        cfg = self.cfg
+        if not (cfg.idle_session_timeout or cfg.idle_in_transaction_timeout):
+            return await self.reader.read(65536)
+        if self._read_fut is None:
+            self._read_fut = asyncio.ensure_future(self.reader.read(65536))
+        fut = self._read_fut
+        while True:
+            timeout, err = self._idle_timeout()
+            if timeout:
+                done, _ = await asyncio.wait({fut}, timeout=timeout)
+                if not done:
+                    assert err is not None
+                    raise _IdleTimeout(err)
+            elif self.pending:
+                waiter: asyncio.Future[object] = asyncio.ensure_future(self.idle.wait())
+                both: set[asyncio.Future[object]] = {fut, waiter}  # type: ignore[arg-type]
+                try:
+                    await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    waiter.cancel()
+                if not fut.done():
+                    continue
+            else:
+                await asyncio.wait({fut})
+            self._read_fut = None
+            return fut.result()
+
+    async def _next_idle_event(self) -> Event:
+        while True:
+            ev = self.conn.next_event()
+            if ev is not NEED_DATA:
+                return ev
+            self.conn.receive_data(await self._read_idle_aware())
+
     # ---------------------------------------------------------------- lifecycle
 
     async def run(self) -> None:
@@ -300,6 +346,8 @@ class Session:
 
     async def _close(self) -> None:
         self.conn.close()
+        if self._read_fut is not None:
+            self._read_fut.cancel()
         if self.registered:
             self.server.unregister(self)
             self.registered = False
@@ -409,7 +457,12 @@ class Session:
     # ---------------------------------------------------------------- query loop
 
     def _idle_timeout(self) -> tuple[float | None, LaprasError | None]:
-        if self.pending or self.conn.pending_ready or self.conn.state not in IDLE_STATES:
+        if (
+            self.pending
+            or self.conn.pending_ready
+            or self.conn.state not in IDLE_STATES
+            or self.conn.batch_open
+        ):
             return None, None
         if self.conn.state is ConnState.READY:
             t = self.cfg.idle_session_timeout
@@ -426,13 +479,11 @@ class Session:
                     AdminShutdown("terminating connection due to administrator command")
                 )
                 return
-            timeout, err = self._idle_timeout()
             self.idle_reading = self._is_idle()
             try:
-                ev = await self._next_event(timeout)
-            except TimeoutError:
-                if err is not None:
-                    await self._fatal(err)
+                ev = await self._next_idle_event()
+            except _IdleTimeout as t:
+                await self._fatal(t.error)
                 return
             finally:
                 self.idle_reading = False
@@ -481,7 +532,9 @@ class Session:
                 self._up(ev.encode())
             # else: PostgreSQL ignores stray copy messages (postgres.c, 'c'/'d'/'f').
         elif isinstance(ev, FunctionCall):
-            await self._quiesce()
+            if await self._settle():
+                self.conn.pending_ready = max(self.conn.pending_ready - 1, 0)
+                return
             self._send(
                 render_error(
                     FeatureNotSupported(
@@ -517,6 +570,12 @@ class Session:
         sink: list[BackendMessage] | None = None,
         on_fail: Callable[[], None] | None = None,
     ) -> Expect:
+        if forward and kind is not Kind.SYNC and self.conn.state is ConnState.SKIP_UNTIL_SYNC:
+            # An error arrived while this client message was being routed: the backend would
+            # skip it, and so do we (no expectation, nothing sent).
+            if kind in (Kind.QUERY, Kind.FUNCTION):
+                self.conn.pending_ready = max(self.conn.pending_ready - 1, 0)
+            return Expect(kind, failed=True)
         self._up(data)
         if kind in _EXTENDED_KINDS:
             self.upstream_open = True
@@ -537,6 +596,12 @@ class Session:
         if self._upstream_dead:
             raise SessionClosed
         await self.writer.drain()
+
+    async def _settle(self) -> bool:
+        """Quiesce; True when an error meanwhile put the client into skip-until-Sync, so the
+        message being handled must be discarded (PostgreSQL would never have read it)."""
+        await self._quiesce()
+        return self.conn.state is ConnState.SKIP_UNTIL_SYNC
 
     async def _pump(self) -> None:
         up = self.upstream
@@ -574,6 +639,20 @@ class Session:
         self.idle.set()
         self.writer.close()
 
+    def _query_skipped(self) -> None:
+        # A Query inside an extended batch that failed: the backend skips it, no
+        # ReadyForQuery will answer it.
+        self.conn.pending_ready = max(self.conn.pending_ready - 1, 0)
+
+    def _skip_to_sync(self) -> None:
+        """The backend skips everything up to the next Sync (protocol-flow "Extended Query"):
+        the replies of those messages never come."""
+        while self.pending and self.pending[0].kind is not Kind.SYNC:
+            s = self.pending.popleft()
+            s.failed = True
+            if s.on_fail:
+                s.on_fail()
+
     def _relay(self, t: bytes, body: bytes) -> None:
         self._out += self.conn.send_raw(t, body)
 
@@ -607,15 +686,19 @@ class Session:
                 self.pending.popleft()
                 if e.on_fail:
                     e.on_fail()
-                while self.pending and self.pending[0].kind in _EXTENDED_KINDS:
-                    s = self.pending.popleft()
-                    s.failed = True
-                    if s.on_fail:
-                        s.on_fail()
+                self._skip_to_sync()
+                if e.forward and not self.pending:
+                    # No Sync of the client's is on its way upstream: the rest of the
+                    # client's batch must be discarded too.
+                    self.conn.enter_skip()
             return
         if tb == ord("Z"):
             self.status = chr(body[0]) if body[:1] in (b"I", b"T", b"E") else "I"
-            if e.kind in (Kind.QUERY, Kind.SYNC, Kind.FUNCTION):
+            if e.kind not in _READY_KINDS:
+                # Messages the backend skipped without our knowing: resynchronise on Sync.
+                self._skip_to_sync()
+                e = self.pending[0] if self.pending else e
+            if e.kind in _READY_KINDS and self.pending and self.pending[0] is e:
                 self.pending.popleft()
                 if e.forward and e.forward_ready:
                     self._relay(t, body)
@@ -684,7 +767,8 @@ class Session:
 
     async def _refuse(self, err: LaprasError, *, extended: bool) -> None:
         """Answer ``err`` for the current statement, keeping the backend in step."""
-        await self._quiesce()
+        if await self._settle():
+            return
         if self.status == "E":
             err = InFailedTransaction()
         elif self.status == "T" or (extended and self.upstream_open):
@@ -820,9 +904,11 @@ class Session:
         if all(isinstance(r, Relay) for r in routes):
             for s in stmts:
                 self._on_simple_statement(s)
-            self._forward(Query(sql=sql).encode(), Kind.QUERY)
+            self._forward(Query(sql=sql).encode(), Kind.QUERY, on_fail=self._query_skipped)
             return
-        await self._quiesce()
+        if await self._settle():
+            self.conn.pending_ready = max(self.conn.pending_ready - 1, 0)
+            return
         for s, r in zip(stmts, routes, strict=True):
             if isinstance(r, Relay):
                 self._on_simple_statement(s)
@@ -875,7 +961,8 @@ class Session:
     # ---------------------------------------------------------------- extended query
 
     async def _local_error(self, err: LaprasError) -> None:
-        await self._quiesce()
+        if await self._settle():
+            return
         self._send(render_error(err))
         self._flush_client()
 
@@ -905,7 +992,8 @@ class Session:
         if isinstance(route, Refuse):
             await self._refuse(route.error, extended=True)
             return
-        await self._quiesce()
+        if await self._settle():
+            return
         if self.status == "E":
             self._send(render_error(InFailedTransaction()))
             self._flush_client()
@@ -925,7 +1013,8 @@ class Session:
             self.portals.pop(m.portal, None)
             self._forward(m.encode(), Kind.BIND)
             return
-        await self._quiesce()
+        if await self._settle():
+            return
         if m.portal and m.portal in self.portals:
             await self._local_error(DuplicateCursor(f'portal "{m.portal}" already exists'))
             return
@@ -972,7 +1061,8 @@ class Session:
             if stmt is None or isinstance(stmt.route, Relay):
                 self._forward(m.encode(), Kind.DESCRIBE_S)
                 return
-            await self._quiesce()
+            if await self._settle():
+                return
             oids = stmt.described.param_oids if stmt.described else stmt.param_oids
             fields = self._fields(stmt)
             self._send(ParameterDescription(oids=oids))
@@ -982,7 +1072,8 @@ class Session:
         if portal is None:
             self._forward(m.encode(), Kind.DESCRIBE_P)
             return
-        await self._quiesce()
+        if await self._settle():
+            return
         await self._write(RowDescription(fields=portal.fields) if portal.fields else NoData())
 
     async def _execute(self, m: Execute) -> None:
@@ -990,7 +1081,8 @@ class Session:
         if portal is None:
             self._forward(m.encode(), Kind.EXECUTE)
             return
-        await self._quiesce()
+        if await self._settle():
+            return
         if self.status == "E":
             await self._local_error(InFailedTransaction())
             return
@@ -1036,7 +1128,8 @@ class Session:
             if self.portals.pop(m.name, None) is None:
                 self._forward(m.encode(), Kind.CLOSE)
                 return
-        await self._quiesce()
+        if await self._settle():
+            return
         await self._write(CloseComplete())
 
     async def _sync(self) -> None:

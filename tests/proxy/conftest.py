@@ -32,9 +32,7 @@ class Proxy:
 
     @property
     def dsn(self) -> str:
-        return (
-            f"postgresql://{self.user}:{self.password}@{self.host}:{self.port}/{self.database}"
-        )
+        return f"postgresql://{self.user}:{self.password}@{self.host}:{self.port}/{self.database}"
 
     def kw(self) -> dict[str, object]:
         return {
@@ -71,6 +69,8 @@ class TestRouter(ProtectedTablesRouter):
         from proxy.wire.router import AnswerLocally
 
         sql = " ".join(statement.sql.lower().split())
+        if sql == "select 'lapras-bug'":
+            raise RuntimeError("lapras-bug: a deliberate router failure")
         if sql.startswith("select count(*) from adult where age >"):
             return AnswerLocally(plan="count")
         return await super().route(statement)

@@ -133,7 +133,9 @@ def test_psycopg3_error_rollback_deallocate(proxy) -> None:  # type: ignore[no-u
         assert c.execute("SELECT %s::int", (5,)).fetchone() == (5,)
 
 
-@pytest.mark.parametrize("sql", ["SELECT pg_sleep(30)", "SELECT count(*) FROM adult WHERE age > 999"])
+@pytest.mark.parametrize(
+    "sql", ["SELECT pg_sleep(30)", "SELECT count(*) FROM adult WHERE age > 999"]
+)
 def test_psycopg3_cancel(proxy, sql: str) -> None:  # type: ignore[no-untyped-def]
     import psycopg
 

@@ -11,6 +11,7 @@ import struct
 from collections.abc import Awaitable, Callable
 
 import pytest
+from wireclient import RawClient, normalise
 
 from proxy.wire.messages import (
     Bind,
@@ -26,15 +27,12 @@ from proxy.wire.messages import (
     ParameterDescription,
     Parse,
     ParseComplete,
-    PortalSuspended,
     Query,
     ReadyForQuery,
     RowDescription,
     Sync,
 )
 from proxy.wire.upstream import UpstreamConfig
-
-from wireclient import RawClient, normalise
 
 Connect = Callable[[], Awaitable[RawClient]]
 
@@ -59,7 +57,9 @@ def proxied(proxy):  # type: ignore[no-untyped-def]
     return connect
 
 
-async def _both(direct: Connect, proxied: Connect, *batches: tuple[object, ...]) -> tuple[list[object], list[object]]:
+async def _both(
+    direct: Connect, proxied: Connect, *batches: tuple[object, ...]
+) -> tuple[list[object], list[object]]:
     out = []
     for connect in (direct, proxied):
         c = await connect()
@@ -239,7 +239,12 @@ async def test_pipeline_mixes_local_and_relayed_in_order(proxied: Connect) -> No
         Bind(),
         Execute(),
         Parse(name="local", sql="SELECT count(*) FROM adult WHERE age > $1"),
-        Bind(statement="local", params=(struct.pack("!i", 5),), param_formats=(1,), result_formats=(1,)),
+        Bind(
+            statement="local",
+            params=(struct.pack("!i", 5),),
+            param_formats=(1,),
+            result_formats=(1,),
+        ),
         Describe(kind="P"),
         Execute(),
         Parse(sql="SELECT 2"),
@@ -338,7 +343,7 @@ async def test_zero_row_probe_answered_with_columns(proxied: Connect, direct: Co
     assert [type(m).__name__ for m in got] == ["RowDescription", "CommandComplete", "ReadyForQuery"]
     d = await direct()
     await d.send(Parse(sql="SELECT * FROM adult"), Describe(kind="S"), Sync())
-    want = [m for m in await d.until_ready() if isinstance(m, RowDescription)][0]
+    want = next(m for m in await d.until_ready() if isinstance(m, RowDescription))
     assert got[0] == want and got[1] == CommandComplete(tag="SELECT 0")
     await c.close()
     await d.close()

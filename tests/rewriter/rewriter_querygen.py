@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from decimal import Decimal
+from fractions import Fraction
 from dataclasses import dataclass
 
 from rewriter.schema import AttributeDecl, Kind, TableDecl, ViewDecl
@@ -23,6 +25,8 @@ class Generated:
 def _lit(attr: AttributeDecl, v: object) -> str:
     if v is None:
         return "NULL"
+    if isinstance(v, Fraction):
+        return str(v.numerator) if v.denominator == 1 else str(Decimal(v.numerator) / Decimal(v.denominator))
     if attr.kind is Kind.CATEGORICAL:
         return "'" + str(v).replace("'", "''") + "'"
     if attr.kind is Kind.BOOLEAN:

@@ -10,6 +10,7 @@ grouped queries so empty groups can be dropped before comparing.
 
 from __future__ import annotations
 
+import os
 import random
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
@@ -71,8 +72,10 @@ all = ["n", "c", "b", "d", "x", "w"]
 small = ["n", "c", "b"]
 """
 
-N_ADULT = 1000
-N_NULLS = 800
+# a few thousand in all; LAPRAS_EXACTNESS_SCALE multiplies them for longer runs
+SCALE = float(os.environ.get("LAPRAS_EXACTNESS_SCALE", "1"))
+N_ADULT = int(800 * SCALE)
+N_NULLS = int(1200 * SCALE)
 
 
 def _norm(v: object) -> object:

@@ -1,0 +1,496 @@
+-- Every route to rows (or exact statistics) of protected table adult we could think of.
+-- Each must be refused with the SQLSTATE given; none may crash the rewriter.
+
+-- title: plain row read
+-- expect: sqlstate 42501
+SELECT * FROM adult;
+
+-- title: TABLE command
+-- expect: sqlstate 42501
+TABLE adult;
+
+-- title: single column read
+-- expect: sqlstate 42501
+SELECT age FROM adult;
+
+-- title: Superset preview with LIMIT
+-- expect: sqlstate 42501
+SELECT * FROM public.adult LIMIT 100;
+
+-- title: Metabase fingerprinting
+-- expect: sqlstate 42501
+SELECT "public"."adult"."age" AS "age", "public"."adult"."sex" AS "sex" FROM "public"."adult" LIMIT 10000;
+
+-- title: DISTINCT values (Metabase field values)
+-- expect: sqlstate 42501
+SELECT DISTINCT sex FROM adult LIMIT 1000;
+
+-- title: DISTINCT with an aggregate
+-- expect: sqlstate 0A000
+SELECT DISTINCT count(*) FROM adult;
+
+-- title: three-part name row read
+-- expect: sqlstate 42501
+SELECT * FROM lapras_test.public.adult;
+
+-- title: quoted row read
+-- expect: sqlstate 42501
+SELECT "age" FROM "public"."adult" WHERE "age" > 30;
+
+-- title: row read under an always-true predicate
+-- expect: sqlstate 42501
+SELECT * FROM adult WHERE 1 = 1;
+
+-- title: ORDER BY OFFSET row read
+-- expect: sqlstate 42501
+SELECT age FROM adult ORDER BY age OFFSET 5;
+
+-- title: FOR UPDATE
+-- expect: sqlstate 42501
+SELECT * FROM adult FOR UPDATE;
+
+-- title: SELECT INTO a new table
+-- expect: sqlstate 42501
+SELECT * INTO stolen FROM adult;
+
+-- title: CREATE TABLE AS
+-- expect: sqlstate 42501
+CREATE TABLE stolen AS SELECT * FROM adult;
+
+-- title: CREATE TEMP TABLE AS (Tableau)
+-- expect: sqlstate 42501
+CREATE TEMPORARY TABLE "#Tableau_1" AS SELECT age, sex FROM adult;
+
+-- title: CREATE VIEW over the table
+-- expect: sqlstate 42501
+CREATE VIEW v AS SELECT * FROM adult;
+
+-- title: CREATE MATERIALIZED VIEW
+-- expect: sqlstate 42501
+CREATE MATERIALIZED VIEW mv AS SELECT sex, count(*) FROM adult GROUP BY sex;
+
+-- title: INSERT SELECT
+-- expect: sqlstate 42501
+INSERT INTO other SELECT * FROM adult;
+
+-- title: INSERT into the protected table
+-- expect: sqlstate 42501
+INSERT INTO adult (age) VALUES (1);
+
+-- title: UPDATE with RETURNING
+-- expect: sqlstate 42501
+UPDATE adult SET age = age RETURNING *;
+
+-- title: DELETE with RETURNING
+-- expect: sqlstate 42501
+DELETE FROM adult WHERE age > 200 RETURNING age;
+
+-- title: TRUNCATE
+-- expect: sqlstate 42501
+TRUNCATE adult;
+
+-- title: DROP TABLE
+-- expect: sqlstate 42501
+DROP TABLE adult;
+
+-- title: ALTER TABLE
+-- expect: sqlstate 42501
+ALTER TABLE adult ADD COLUMN x int;
+
+-- title: COPY TO STDOUT
+-- expect: sqlstate 42501
+COPY adult TO STDOUT;
+
+-- title: COPY a query
+-- expect: sqlstate 42501
+COPY (SELECT * FROM adult) TO STDOUT WITH (FORMAT csv);
+
+-- title: COPY TO PROGRAM
+-- expect: sqlstate 42501
+COPY adult TO PROGRAM 'cat > /tmp/x';
+
+-- title: COPY FROM into the table
+-- expect: sqlstate 42501
+COPY adult FROM STDIN;
+
+-- title: DECLARE CURSOR
+-- expect: sqlstate 42501
+DECLARE c CURSOR FOR SELECT * FROM adult;
+
+-- title: DECLARE binary cursor with hold
+-- expect: sqlstate 42501
+DECLARE c BINARY CURSOR WITH HOLD FOR SELECT age FROM public.adult;
+
+-- title: SQL PREPARE of a row read
+-- expect: sqlstate 42501
+PREPARE p AS SELECT * FROM adult;
+
+-- title: SQL PREPARE of an aggregate (use the extended protocol instead)
+-- expect: sqlstate 42501
+PREPARE p (int) AS SELECT count(*) FROM adult WHERE age > $1;
+
+-- title: EXPLAIN
+-- expect: sqlstate 42501
+EXPLAIN SELECT * FROM adult WHERE age = 30;
+
+-- title: EXPLAIN ANALYZE of an aggregate
+-- expect: sqlstate 42501
+EXPLAIN ANALYZE SELECT count(*) FROM adult;
+
+-- title: EXPLAIN (FORMAT JSON) as DBeaver sends
+-- expect: sqlstate 42501
+EXPLAIN (FORMAT JSON) SELECT sex, count(*) FROM adult GROUP BY sex;
+
+-- title: subquery in FROM
+-- expect: sqlstate 0A000
+SELECT count(*) FROM (SELECT * FROM adult WHERE age > 30) AS s;
+
+-- title: subquery row read
+-- expect: sqlstate 42501
+SELECT * FROM (SELECT * FROM adult) AS s;
+
+-- title: scalar subquery over the table
+-- expect: sqlstate 42501
+SELECT (SELECT age FROM adult LIMIT 1);
+
+-- title: scalar subquery of an aggregate
+-- expect: sqlstate 0A000
+SELECT (SELECT count(*) FROM adult) AS n;
+
+-- title: EXISTS probe of a row
+-- expect: sqlstate 42501
+SELECT EXISTS (SELECT 1 FROM adult WHERE age = 90 AND sex = 'Female');
+
+-- title: IN subquery in a catalogue query
+-- expect: sqlstate 42501
+SELECT relname FROM pg_class WHERE relpages IN (SELECT age FROM adult);
+
+-- title: CTE
+-- expect: sqlstate 0A000
+WITH a AS (SELECT * FROM adult) SELECT count(*) FROM a;
+
+-- title: recursive CTE row read
+-- expect: sqlstate 42501
+WITH RECURSIVE r AS (SELECT age FROM adult UNION SELECT age FROM r) SELECT * FROM r;
+
+-- title: CTE named like an unprotected table
+-- expect: sqlstate 42501
+WITH t AS (SELECT * FROM adult) SELECT * FROM t;
+
+-- title: UNION of aggregates
+-- expect: sqlstate 0A000
+SELECT count(*) FROM adult UNION ALL SELECT count(*) FROM adult WHERE age > 30;
+
+-- title: UNION of rows
+-- expect: sqlstate 42501
+SELECT age FROM adult UNION SELECT 1;
+
+-- title: INTERSECT
+-- expect: sqlstate 42501
+SELECT age FROM adult INTERSECT SELECT 30;
+
+-- title: self join
+-- expect: sqlstate 0A000
+SELECT count(*) FROM adult a JOIN adult b ON a.age = b.age;
+
+-- title: join with an unprotected table
+-- expect: sqlstate 0A000
+SELECT count(*) FROM adult a, pg_class c WHERE c.relpages = a.age;
+
+-- title: cross join row read
+-- expect: sqlstate 42501
+SELECT a.* FROM pg_namespace n CROSS JOIN adult a;
+
+-- title: LATERAL
+-- expect: sqlstate 42501
+SELECT * FROM pg_namespace n, LATERAL (SELECT age FROM adult LIMIT 1) s;
+
+-- title: window function
+-- expect: sqlstate 0A000
+SELECT count(*) OVER () FROM adult;
+
+-- title: MIN leaks an extreme
+-- expect: sqlstate 0A000
+SELECT min(age) FROM adult;
+
+-- title: MAX
+-- expect: sqlstate 0A000
+SELECT max(capital_gain) FROM adult;
+
+-- title: COUNT DISTINCT
+-- expect: sqlstate 0A000
+SELECT count(DISTINCT age) FROM adult;
+
+-- title: aggregate FILTER
+-- expect: sqlstate 0A000
+SELECT count(*) FILTER (WHERE age > 30) FROM adult;
+
+-- title: string_agg leaks rows
+-- expect: sqlstate 0A000
+SELECT string_agg(sex, ',') FROM adult;
+
+-- title: array_agg leaks rows
+-- expect: sqlstate 0A000
+SELECT array_agg(age) FROM adult;
+
+-- title: json_agg leaks rows
+-- expect: sqlstate 0A000
+SELECT json_agg(a) FROM adult a;
+
+-- title: percentile
+-- expect: sqlstate 0A000
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY age) FROM adult;
+
+-- title: stddev
+-- expect: sqlstate 0A000
+SELECT stddev(age) FROM adult;
+
+-- title: SUM over an expression
+-- expect: sqlstate 0A000
+SELECT sum(age * 2) FROM adult;
+
+-- title: SUM of a binned column
+-- expect: sqlstate 0A000
+SELECT sum(capital_gain) FROM adult;
+
+-- title: AVG of a text column
+-- expect: sqlstate 0A000
+SELECT avg(sex) FROM adult;
+
+-- title: column without a public domain
+-- expect: sqlstate 0A000
+SELECT count(*) FROM adult WHERE fnlwgt > 100000;
+
+-- title: SUM of a column without a domain
+-- expect: sqlstate 0A000
+SELECT sum(fnlwgt) FROM adult;
+
+-- title: GROUP BY a column without a domain
+-- expect: sqlstate 0A000
+SELECT fnlwgt, count(*) FROM adult GROUP BY fnlwgt;
+
+-- title: predicate that cuts a bin
+-- expect: sqlstate 0A000
+SELECT count(*) FROM adult WHERE capital_gain > 500;
+
+-- title: equality inside a wide bin
+-- expect: sqlstate 0A000
+SELECT count(*) FROM adult WHERE capital_gain = 2174;
+
+-- title: GROUP BY a binned column
+-- expect: sqlstate 0A000
+SELECT capital_gain, count(*) FROM adult GROUP BY capital_gain;
+
+-- title: LIKE on a categorical column
+-- expect: sqlstate 0A000
+SELECT count(*) FROM adult WHERE native_country LIKE 'United%';
+
+-- title: ordering comparison on a categorical column
+-- expect: sqlstate 0A000
+SELECT count(*) FROM adult WHERE sex < 'M';
+
+-- title: comparison between two columns
+-- expect: sqlstate 0A000
+SELECT count(*) FROM adult WHERE age = education_num;
+
+-- title: arithmetic on a column in WHERE
+-- expect: sqlstate 0A000
+SELECT count(*) FROM adult WHERE age + 1 > 30;
+
+-- title: function on a column in WHERE
+-- expect: sqlstate 0A000
+SELECT count(*) FROM adult WHERE lower(sex) = 'male';
+
+-- title: CASE in the select list
+-- expect: sqlstate 0A000
+SELECT count(CASE WHEN age > 30 THEN 1 END) FROM adult;
+
+-- title: GROUP BY an expression
+-- expect: sqlstate 0A000
+SELECT age / 10, count(*) FROM adult GROUP BY age / 10;
+
+-- title: ROLLUP
+-- expect: sqlstate 0A000
+SELECT sex, count(*) FROM adult GROUP BY ROLLUP (sex);
+
+-- title: ungrouped column with an aggregate
+-- expect: sqlstate 42803
+SELECT sex, count(*) FROM adult;
+
+-- title: star with an aggregate
+-- expect: sqlstate 42803
+SELECT *, count(*) FROM adult;
+
+-- title: unknown column
+-- expect: sqlstate 42703
+SELECT count(*) FROM adult WHERE nosuch = 1;
+
+-- title: unknown column in a probe
+-- expect: sqlstate 42703
+SELECT nosuch FROM adult WHERE 1 = 0;
+
+-- title: quoted column with the wrong case
+-- expect: sqlstate 42703
+SELECT count(*) FROM adult WHERE "AGE" > 3;
+
+-- title: wrong qualifier
+-- expect: sqlstate 42703
+SELECT count(*) FROM adult a WHERE b.age > 3;
+
+-- title: text compared with a number
+-- expect: sqlstate 22P02
+SELECT count(*) FROM adult WHERE sex = 1;
+
+-- title: malformed number
+-- expect: sqlstate 22P02
+SELECT count(*) FROM adult WHERE age > 'abc';
+
+-- title: syntax error with a position
+-- expect: sqlstate 42601
+SELECT count(* FROM adult;
+
+-- title: misspelt keyword
+-- expect: sqlstate 42601
+SELEC count(*) FROM adult;
+
+-- title: regclass cast of the name
+-- expect: sqlstate 42501
+SELECT 'adult'::regclass::oid;
+
+-- title: regclass cast with schema
+-- expect: sqlstate 42501
+SELECT 'public.adult'::regclass;
+
+-- title: pg_relation_size of the table
+-- expect: sqlstate 42501
+SELECT pg_relation_size('adult');
+
+-- title: pg_total_relation_size of the table
+-- expect: sqlstate 42501
+SELECT pg_total_relation_size('public.adult');
+
+-- title: pg_table_size with quoted name
+-- expect: sqlstate 42501
+SELECT pg_table_size('"public"."adult"');
+
+-- title: to_regclass then size
+-- expect: sqlstate 42501
+SELECT pg_relation_size(to_regclass('adult'));
+
+-- title: query_to_xml
+-- expect: sqlstate 42501
+SELECT query_to_xml('select * from adult', true, false, '');
+
+-- title: table_to_xml
+-- expect: sqlstate 42501
+SELECT table_to_xml('adult', true, false, '');
+
+-- title: dblink
+-- expect: sqlstate 42501
+SELECT * FROM dblink('dbname=x', 'select age from adult') AS t(age int);
+
+-- title: pg_stats filtered on the table (unparsed fallback refuses)
+-- expect: sqlstate 42501
+SELECT most_common_vals FROM pg_stats WHERE tablename = 'adult' AND attname = 'age' AND pg_relation_size('adult') > 0;
+
+-- title: pg_statistic
+-- expect: sqlstate 42501
+SELECT * FROM pg_statistic;
+
+-- title: pg_stat_statements
+-- expect: sqlstate 42501
+SELECT query, rows FROM pg_stat_statements;
+
+-- title: pg_stat_database tuple counters
+-- expect: sqlstate 42501
+SELECT tup_returned FROM pg_stat_database;
+
+-- title: star over pg_class
+-- expect: sqlstate 42501
+SELECT * FROM pg_class WHERE relname = 'adult';
+
+-- title: qualified star over pg_class
+-- expect: sqlstate 42501
+SELECT c.* FROM pg_class c;
+
+-- title: database-level stat function
+-- expect: sqlstate 42501
+SELECT pg_stat_get_db_tuples_returned(1);
+
+-- title: LOCK TABLE
+-- expect: sqlstate 0A000
+LOCK TABLE adult;
+
+-- title: VACUUM ANALYZE (would refresh statistics)
+-- expect: sqlstate 0A000
+VACUUM ANALYZE adult;
+
+-- title: GRANT
+-- expect: sqlstate 42501
+GRANT SELECT ON adult TO public;
+
+-- title: DO block
+-- expect: sqlstate 0A000
+DO $$ BEGIN PERFORM * FROM adult; END $$;
+
+-- title: function body mentioning the table
+-- expect: sqlstate 42501
+CREATE FUNCTION f() RETURNS SETOF adult LANGUAGE sql AS 'SELECT * FROM adult';
+
+-- title: multi-statement batch mixing DP and a row read
+-- expect: dp, sqlstate 42501
+SELECT count(*) FROM adult; SELECT * FROM adult;
+
+-- title: comment hiding nothing
+-- expect: sqlstate 42501
+SELECT /* count(*) */ age FROM adult -- ;
+;
+
+-- title: unicode-escaped identifier (sqlglot cannot parse U&; the escape still names adult)
+-- expect: sqlstate 42601
+SELECT * FROM U&"adul\0074";
+
+-- title: dollar-quoted string naming the table as a regclass
+-- expect: sqlstate 42501
+SELECT $$adult$$::regclass;
+
+-- title: HAVING with a non-aggregate subquery
+-- expect: sqlstate 0A000
+SELECT sex, count(*) FROM adult GROUP BY sex HAVING count(*) > (SELECT 1);
+
+-- title: LISTEN/NOTIFY payload via a trigger (DDL on the table)
+-- expect: sqlstate 42501
+CREATE TRIGGER t AFTER INSERT ON adult FOR EACH ROW EXECUTE FUNCTION f();
+
+-- title: COMMENT ON the table (DDL)
+-- expect: sqlstate 42501
+COMMENT ON TABLE adult IS 'x';
+
+-- title: large object import of the data file
+-- expect: sqlstate 42501
+SELECT lo_import('/var/lib/postgresql/adult');
+
+-- title: escaped string naming the table as a regclass
+-- expect: sqlstate 42501
+SELECT E'adul\x74'::regclass;
+
+-- title: UESCAPE identifier
+-- expect: sqlstate 42601
+SELECT * FROM U&"adul!0074" UESCAPE '!';
+
+-- title: a parameter is a value, never a relation name: a DP query
+-- expect: dp
+-- params: ['Female']
+SELECT count(*) FROM adult WHERE sex = $1;
+
+-- title: zero-row probe with a subquery
+-- expect: sqlstate 42501
+SELECT * FROM adult WHERE 1 = 0 AND age IN (SELECT 1);
+
+-- title: probe-looking query that is not constant false
+-- expect: sqlstate 42501
+SELECT * FROM adult WHERE age <> age;
+
+-- title: passthrough allowlist does not apply to protected table in a schema-qualified function
+-- expect: sqlstate 42501
+SELECT * FROM pg_catalog.pg_class c JOIN adult a ON true;

@@ -1,0 +1,130 @@
+"""Golden cases (sql_fixtures/golden): expected classification, IR summary or SQLSTATE.
+
+Accepted cases are also executed on PostgreSQL (the differential oracle): the exact answer as
+the aggregator must equal ``postprocess(plan, W @ x)`` on the exact histogram. Passthrough
+cases are executed as the passthrough role and must succeed (the statistics rewrites are valid
+SQL). Refused cases must never crash the rewriter.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from golden import Case, load_cases
+
+import rewriter
+from rewriter.plan import KeyRef
+
+ADULT = rewriter.load_schema(__file__.rsplit("/tests/", 1)[0] + "/sql_fixtures/adult/lapras.toml")
+CASES = load_cases()
+
+
+def _kind(st: rewriter.Statement) -> str:
+    if isinstance(st, rewriter.Refused):
+        return f"sqlstate {st.error.sqlstate}"
+    if isinstance(st, rewriter.Passthrough):
+        return "passthrough-rewritten" if st.rewritten else "passthrough"
+    if isinstance(st, rewriter.ZeroRowProbe):
+        return "probe"
+    return "dp"
+
+
+def _cols(cols: tuple[rewriter.OutputColumn, ...]) -> str:
+    return ",".join(f"{c.name}:{c.type_oid}" for c in cols)
+
+
+def _plan(st: rewriter.DPStatement, case: Case) -> rewriter.Plan:
+    if st.plan is not None:
+        return st.plan
+    assert case.params is not None, "a statement with parameters needs -- params:"
+    return rewriter.bind(st, case.params)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_classification(case: Case) -> None:
+    statements = rewriter.classify(case.sql, ADULT)
+    kinds = [_kind(s) for s in statements]
+    words = case.expect.split()
+    if words[0] in ("dp", "probe") and len(words) > 1:
+        assert kinds == [words[0]], statements
+        st = statements[0]
+        fields = dict(w.split("=", 1) for w in words[1:] if "=" in w)
+        if isinstance(st, rewriter.ZeroRowProbe):
+            assert _cols(st.columns) == words[1]
+        else:
+            assert isinstance(st, rewriter.DPStatement)
+            plan = _plan(st, case)
+            assert plan.view == fields["view"]
+            assert plan.batch.num_queries == int(fields["queries"])
+            assert _cols(plan.columns) == fields["columns"]
+            assert _cols(st.columns) == fields["columns"]
+    else:
+        assert ", ".join(kinds) == case.expect, statements
+    for st in statements:
+        if isinstance(st, rewriter.Refused):
+            assert isinstance(st.error, rewriter.RowAccessError | rewriter.UnsupportedError | rewriter.SqlSyntaxError
+                              | rewriter.UndefinedColumnError | rewriter.InvalidValueError) or st.error.sqlstate != "XX000"
+            assert st.error.sqlstate != "XX000", st.error
+        if isinstance(st, rewriter.DPStatement):
+            _plan(st, case)  # binds
+
+
+def _pg_sql(sql: str) -> str:
+    import re
+
+    return re.sub(r"\$(\d+)", "%s", sql)
+
+
+@pytest.fixture(scope="module")
+def histograms(pg: Any) -> dict[str, np.ndarray]:
+    out = {}
+    with psycopg.connect(pg.aggregator_dsn, autocommit=True) as conn:
+        for view in ADULT.tables["adult"].views:
+            rows = conn.execute(rewriter.histogram_sql(ADULT, "adult", view.name)).fetchall()
+            out[view.name] = rewriter.histogram_from_rows(ADULT, "adult", view.name, rows)
+    return out
+
+
+DP_CASES = [c for c in CASES if c.expect.split()[0] == "dp" and "," not in c.expect]
+
+
+@pytest.mark.parametrize("case", DP_CASES, ids=[c.id for c in DP_CASES])
+def test_accepted_cases_are_exact(case: Case, pg: Any, histograms: dict[str, np.ndarray]) -> None:
+    [st] = rewriter.classify(case.sql, ADULT)
+    assert isinstance(st, rewriter.DPStatement)
+    plan = _plan(st, case)
+    ours = rewriter.postprocess(plan, plan.batch.answer(histograms[plan.view]))
+    with psycopg.connect(pg.aggregator_dsn, autocommit=True) as conn:
+        cur = conn.execute(_pg_sql(case.sql), list(case.params or ()))
+        theirs = cur.fetchall()
+        assert cur.description is not None
+        assert [(d.name, d.type_code) for d in cur.description] == [(c.name, c.type_oid) for c in plan.columns]
+    key_pos = [i for i, o in enumerate(plan.post.outputs) if isinstance(o, KeyRef)]
+    if key_pos and len(theirs) != len(ours):
+        # PostgreSQL drops empty groups; every public group is returned here
+        present = {tuple(r[i] for i in key_pos) for r in theirs}
+        ours = [r for r in ours if tuple(r[i] for i in key_pos) in present]
+    assert len(ours) == len(theirs)
+    if not plan.post.order_by:
+        ours, theirs = sorted(ours, key=repr), sorted(theirs, key=repr)
+    for a, b in zip(ours, theirs, strict=True):
+        for x, y in zip(a, b, strict=True):
+            if isinstance(y, Decimal) and x is not None:
+                assert abs(float(x) - float(y)) <= 1e-9 * max(1.0, abs(float(y))), (a, b)
+            else:
+                assert x == y, (a, b)
+
+
+PASS_CASES = [c for c in CASES if c.file == "passthrough"]
+
+
+@pytest.mark.parametrize("case", PASS_CASES, ids=[c.id for c in PASS_CASES])
+def test_passthrough_cases_run_as_passthrough_role(case: Case, pg: Any) -> None:
+    with psycopg.connect(pg.passthrough_dsn, autocommit=True) as conn:
+        for st in rewriter.classify(case.sql, ADULT):
+            assert isinstance(st, rewriter.Passthrough)
+            conn.execute(st.sql.encode())
