@@ -109,11 +109,14 @@ def gdp_log_delta(epsilon: float, mu: float) -> float:
     stays near machine precision even when ``delta`` is a tiny difference of two close terms.
     """
     b = -epsilon / mu - mu / 2.0
-    z = _log_ndtr_diff(b, mu) - epsilon
+    lb = float(log_ndtr(b))
+    z = float(log_ndtr(b + mu)) - lb - epsilon
+    if z < 1e-4 * max(1.0, -lb):  # the direct difference would lose > 1e-12 relative: integrate
+        z = _log_ndtr_diff(b, mu) - epsilon
     if not z > 0.0:
         return -math.inf
     log_expm1 = z + math.log1p(-math.exp(-z)) if z > 30.0 else math.log(math.expm1(z))
-    return float(log_ndtr(b)) + epsilon + log_expm1
+    return lb + epsilon + log_expm1
 
 
 def gdp_delta(epsilon: float, mu: float) -> float:

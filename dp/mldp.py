@@ -62,8 +62,8 @@ from dp.noise import Sampler
 
 NoiseName = Literal["laplace", "gaussian"]
 
-#: Above this many cells the unregularised fit uses sparse LSQR instead of a dense solve.
-DENSE_LIMIT = 4096
+#: Up to this many cells the sign-constrained fit uses dense BVLS.
+DENSE_LIMIT = 128
 #: Names of the built-in training sets (see :meth:`MLDPModel.fit`).
 TRAINING_SETS = ("auto", "identity", "hierarchical", "greedy")
 #: Largest training set accepted (rows); a guard against accidental huge workloads.
@@ -355,7 +355,13 @@ def choose_training_set(
 def _fit_theta(
     training: sp.csr_array, answers: FloatArray, *, ridge: float, nonnegative: bool
 ) -> FloatArray:
-    """Least squares ``min ||Q theta - y||^2 + ridge ||theta||^2`` (minimum norm if rank-deficient)."""
+    """``argmin ||Q theta - y||^2 + ridge ||theta||^2`` (minimum norm if rank-deficient).
+
+    LSQR (Paige & Saunders 1982) on the sparse training matrix, run to a tight tolerance: from a
+    zero start it converges to the minimum-norm solution, and it is deterministic. With
+    ``nonnegative``, bounded least squares ``theta >= 0`` (BVLS up to :data:`DENSE_LIMIT` cells,
+    else a trust-region method with LSMR).
+    """
     k, n = training.shape
     if k == 0:
         return np.zeros(n)
@@ -370,20 +376,7 @@ def _fit_theta(
         else:
             res = lsq_linear(q, y, bounds=(0.0, np.inf), method="trf", lsmr_tol="auto")
         return np.asarray(res.x, dtype=np.float64)
-    if ridge > 0:
-        gram = (training.T @ training).toarray() if n <= DENSE_LIMIT else None
-        rhs = np.asarray(training.T @ answers, dtype=np.float64)
-        if gram is not None:
-            gram[np.diag_indices(n)] += ridge
-            return np.asarray(np.linalg.solve(gram, rhs), dtype=np.float64)
-        sol = lsqr(
-            training, answers, damp=math.sqrt(ridge), atol=1e-14, btol=1e-14, iter_lim=20 * n
-        )
-        return np.asarray(sol[0], dtype=np.float64)
-    if n <= DENSE_LIMIT:
-        theta, *_ = np.linalg.lstsq(training.toarray(), answers, rcond=None)
-        return np.asarray(theta, dtype=np.float64)
-    sol = lsqr(training, answers, atol=1e-14, btol=1e-14, iter_lim=20 * n)
+    sol = lsqr(training, answers, damp=math.sqrt(ridge), atol=1e-13, btol=1e-13, iter_lim=50 * n)
     return np.asarray(sol[0], dtype=np.float64)
 
 

@@ -130,7 +130,11 @@ class Release:
         f = self._factor
         if f.merged:
             # A query in the row space is constant on every group of identical columns.
-            q_r = np.add.reduceat(q[:, f.order], f.starts, axis=1) / f.counts
+            if q.shape[0] == 1:
+                sums = np.bincount(f.groups, weights=q[0], minlength=f.counts.shape[0])[None, :]
+            else:
+                sums = np.add.reduceat(q[:, f.order], f.starts, axis=1)
+            q_r = sums / f.counts
             resid = q - q_r[:, f.groups]
             ok = _sq_norms(resid) <= ROW_SPACE_RTOL**2 * _sq_norms(q)
         else:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import importlib
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +49,9 @@ _OMEGA_MAX = 8.0
 _OMEGA_GROW = 1.25
 # Weights are floored relative to their maximum so that W D W^T stays positive definite.
 _D_FLOOR = 1e-13
+# Without a clock (the pure default), ``time_limit`` is converted into a deterministic work
+# budget at this nominal rate: one solver step costs ~ 4 k^2 n_r + 6 k^3 flops.
+NOMINAL_FLOPS_PER_SECOND = 1e10
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -232,16 +234,21 @@ def optimize_strategy(
     tol: float = 1e-3,
     time_limit: float = 10.0,
     max_iter: int = 100_000,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Callable[[], float] | None = None,
 ) -> Strategy:
     """Near-optimal L2 strategy for ``workload`` (``m x n``), with a certified gap.
 
     Solves ``min trace(W^T W X^-1) s.t. diag(X) <= 1, X psd`` by the dual fixed point of
     PRIVACY-NOTES §5 / ``docs/mm.md``: lossless domain reduction, then weights ``d`` updated by
     ``d_j <- d_j (r_j / (d_j s))^omega`` with an adaptive ``omega``; stops at the certified
-    relative gap ``tol`` (``UB / LB - 1``), after ``max_iter`` steps, or once ``time_limit``
-    seconds of ``clock`` have passed, returning the best strategy found (the clock only bounds
-    the work; with no cap reached the result is deterministic).
+    relative gap ``tol`` (``UB / LB - 1``), after ``max_iter`` steps, or when the time cap is
+    reached, returning the best strategy found with its certified gap.
+
+    The time cap: pure code reads no clock, so by default ``time_limit`` seconds are converted
+    into a deterministic work budget at :data:`NOMINAL_FLOPS_PER_SECOND` (10 GFlop/s; on the
+    project machine this is about real time when idle, and the result is reproducible). A caller
+    outside ``dp`` that wants a wall-clock cap passes ``clock`` (e.g. ``time.monotonic``); then
+    both limits apply.
 
     The returned matrix is over the full domain, has ``rank W`` rows, zero columns on cells no
     query touches, and is scaled to ``sensitivity_l2 == 1`` up to rounding (always use the
@@ -258,11 +265,13 @@ def optimize_strategy(
     """
     if not (tol > 0.0 and time_limit > 0.0 and max_iter >= 1):
         raise ValueError("tol and time_limit must be positive and max_iter at least 1")
-    start = clock()
+    start = clock() if clock is not None else 0.0
     w = _as_workload(workload)
     w_r, groups = reduce_domain(w)
     f = _row_factor(w_r)
-    n_r = f.shape[1]
+    k, n_r = f.shape
+    step_flops = 4.0 * k * k * n_r + 6.0 * float(k) ** 3
+    budget = time_limit * NOMINAL_FLOPS_PER_SECOND
 
     d = np.full(n_r, 1.0 / n_r)
     s, c, lam, u = _dual_eval(f, d)
@@ -270,8 +279,10 @@ def optimize_strategy(
     best_ub, best_eig = s * float(np.max(c)), (lam, u)
     first_eig = best_eig
     omega = 1.0
-    for _ in range(max_iter):
-        if best_ub <= best_lb * (1.0 + tol) or clock() - start > time_limit:
+    for it in range(1, max_iter + 1):
+        if best_ub <= best_lb * (1.0 + tol) or (it + 1) * step_flops > budget:
+            break
+        if clock is not None and clock() - start > time_limit:
             break
         step = d * (c / s) ** omega
         step = np.maximum(step, _D_FLOOR * float(np.max(step)))

@@ -78,7 +78,20 @@ class Refused:
 
 Statement: TypeAlias = Passthrough | DPStatement | ZeroRowProbe | Refused
 
-_ROW_COMMANDS = ("COPY", "DECLARE", "EXPLAIN", "PREPARE", "EXECUTE", "CREATE", "FETCH", "MOVE", "INSERT", "WITH", "TABLE", "SELECT")
+_ROW_COMMANDS = (
+    "COPY",
+    "DECLARE",
+    "EXPLAIN",
+    "PREPARE",
+    "EXECUTE",
+    "CREATE",
+    "FETCH",
+    "MOVE",
+    "INSERT",
+    "WITH",
+    "TABLE",
+    "SELECT",
+)
 
 
 def classify(sql: str, schema: Schema) -> list[Statement]:
@@ -104,7 +117,9 @@ def classify_piece(piece: Piece, schema: Schema) -> Statement:
     except RecursionError:
         return Refused(sql=piece.text, error=UnsupportedError("statement is nested too deeply"))
     except Exception:  # a bug: refuse rather than relay
-        return Refused(sql=piece.text, error=InternalError("internal error while classifying the statement"))
+        return Refused(
+            sql=piece.text, error=InternalError("internal error while classifying the statement")
+        )
 
 
 def bind(statement: DPStatement, params: Sequence[object]) -> Plan:
@@ -176,14 +191,16 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
         return Passthrough(sql=piece.text)
     except Exception:  # tokenizer errors and sqlglot bugs
         if named or mentions_statistics(texts):
-            raise SqlSyntaxError("statement could not be parsed", position=piece.offset + 1) from None
+            raise SqlSyntaxError(
+                "statement could not be parsed", position=piece.offset + 1
+            ) from None
         return Passthrough(sql=piece.text)
-    trees = [t for t in trees if t is not None]
-    if not trees:
+    found: list[exp.Expr] = [t for t in trees if t is not None]
+    if not found:
         return Passthrough(sql=piece.text)
-    if len(trees) != 1:
+    if len(found) != 1:
         raise SqlSyntaxError("several statements where one was expected")
-    tree = trees[0]
+    tree = found[0]
     if isinstance(tree, exp.Command) or any(isinstance(n, exp.Command) for n in tree.walk()):
         if named:
             raise _refuse_mention(piece, named)
@@ -194,12 +211,15 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
 
     refs = [(t, d) for t in tree.find_all(exp.Table) if (d := _table_ref(t, schema)) is not None]
     # names of CTEs shadow tables, but a CTE named like a protected table is refused anyway
-    for lit in tree.find_all(exp.Literal, exp.RawString, exp.National, exp.UnicodeString, exp.ByteString):
+    for lit in tree.find_all(
+        exp.Literal, exp.RawString, exp.National, exp.UnicodeString, exp.ByteString
+    ):
         if isinstance(lit, exp.Literal) and not lit.is_string:
             continue
         if mentions([str(lit.this)], pattern) and dangerous_literal(lit):
             raise RowAccessError(
-                "a string naming protected table " + ", ".join(sorted(mentions([str(lit.this)], pattern)))
+                "a string naming protected table "
+                + ", ".join(sorted(mentions([str(lit.this)], pattern)))
                 + " is used as a relation and is refused",
                 hint="only COUNT/SUM/AVG aggregates over protected tables are answered",
             )
@@ -212,11 +232,15 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
     return _protected(piece, tree, refs, schema)
 
 
-def _check_passthrough_tables(tree: exp.Expression, schema: Schema) -> None:
+def _check_passthrough_tables(tree: exp.Expr, schema: Schema) -> None:
     allowed = schema.passthrough_tables
     if allowed is None:
         return
-    ctes = {ident(c.args["alias"].this) for c in tree.find_all(exp.CTE) if c.args.get("alias") is not None}
+    ctes = {
+        ident(c.args["alias"].this)
+        for c in tree.find_all(exp.CTE)
+        if c.args.get("alias") is not None
+    }
     for t in tree.find_all(exp.Table):
         if not isinstance(t.this, exp.Identifier):
             continue
@@ -231,15 +255,22 @@ def _check_passthrough_tables(tree: exp.Expression, schema: Schema) -> None:
             )
 
 
-def _is_false(node: exp.Expression | None) -> bool:
+def _is_false(node: exp.Expr | None) -> bool:
     """Whether a WHERE condition is constant false (no column involved)."""
     if node is None:
         return False
+    constant = False
     for n in node.walk():
         if isinstance(n, exp.Parameter | exp.Placeholder | exp.Query | exp.Subquery):
             return False
+        if isinstance(n, exp.Boolean) or (
+            isinstance(n, exp.Predicate) and isinstance(n, exp.Binary) and n.find(exp.Column) is None
+        ):
+            constant = True
         if isinstance(n, exp.Func) and not isinstance(n, exp.Connector | exp.Predicate | exp.Not):
             return False
+    if not constant:  # no constant to fold: simplify (slow) cannot yield FALSE
+        return False
     try:
         from sqlglot.optimizer.simplify import simplify
 
@@ -270,14 +301,16 @@ def _probe_columns(select: exp.Select, table: TableDecl) -> tuple[OutputColumn, 
             )
     for item in select.expressions:
         inner = _unalias(item)
-        if isinstance(inner, exp.Star) or (isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)):
+        if isinstance(inner, exp.Star) or (
+            isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)
+        ):
             cols.extend(OutputColumn(name=c, type_oid=TYPE_OIDS[t]) for c, t in table.columns)
             continue
         cols.append(OutputColumn(name=_output_name(item), type_oid=_probe_type(inner, table)))
     return tuple(cols)
 
 
-def _probe_type(node: exp.Expression, table: TableDecl) -> int:
+def _probe_type(node: exp.Expr, table: TableDecl) -> int:
     while isinstance(node, exp.Paren):
         node = node.this
     if isinstance(node, exp.Cast):
@@ -302,7 +335,9 @@ def _probe_type(node: exp.Expression, table: TableDecl) -> int:
     if isinstance(node, exp.Sum):
         arg = node.this
         if isinstance(arg, exp.Column):
-            t = table.column_type(ident(arg.this) if isinstance(arg.this, exp.Identifier) else arg.name.lower())
+            t = table.column_type(
+                ident(arg.this) if isinstance(arg.this, exp.Identifier) else arg.name.lower()
+            )
             return 20 if t in ("int2", "int4") else (701 if t == "float8" else 1700)
         return 20
     if isinstance(node, exp.Null):
@@ -310,7 +345,9 @@ def _probe_type(node: exp.Expression, table: TableDecl) -> int:
     raise UnsupportedError("this select-list item is not supported in a probe of a protected table")
 
 
-def _protected(piece: Piece, tree: exp.Expression, refs: list[tuple[exp.Table, TableDecl]], schema: Schema) -> Statement:
+def _protected(
+    piece: Piece, tree: exp.Expr, refs: list[tuple[exp.Table, TableDecl]], schema: Schema
+) -> Statement:
     names = sorted({d.name for _, d in refs})
     select = tree if isinstance(tree, exp.Select) else None
     from_ = select.args.get("from_") if select is not None else None
@@ -323,15 +360,18 @@ def _protected(piece: Piece, tree: exp.Expression, refs: list[tuple[exp.Table, T
         and not select.args.get("joins")
         and not select.args.get("with_")
         and not select.args.get("laterals")
-        and not any(isinstance(n, exp.Subquery | exp.Select) and n is not select for n in select.walk())
+        and not any(
+            isinstance(n, exp.Subquery | exp.Select) and n is not select for n in select.walk()
+        )
     )
-    aggregated = select is not None and has_aggregate(select) or any(
+    aggregated = (select is not None and has_aggregate(select)) or any(
         isinstance(n, exp.AggFunc) for n in tree.walk()
     )
     if not single or select is None:
         if isinstance(tree, exp.Query) and aggregated:
             raise UnsupportedError(
-                "joins, subqueries, CTEs and set operations over protected table " + ", ".join(names)
+                "joins, subqueries, CTEs and set operations over protected table "
+                + ", ".join(names)
                 + " are not supported",
                 hint="write one SELECT of COUNT/SUM/AVG over the table, with WHERE and GROUP BY",
             )
@@ -346,7 +386,9 @@ def _protected(piece: Piece, tree: exp.Expression, refs: list[tuple[exp.Table, T
     if select.args.get("into"):
         raise RowAccessError(f"SELECT INTO from protected table {table.name} is refused")
     grouped = select.args.get("group") is not None
-    if _limit_zero(select) or (_is_false((select.args.get("where") or exp.Where()).this) and (grouped or not aggregated)):
+    if _limit_zero(select) or (
+        _is_false((select.args.get("where") or exp.Where()).this) and (grouped or not aggregated)
+    ):
         for n in select.walk():
             if isinstance(n, exp.Subquery | exp.Join | exp.Command):
                 raise UnsupportedError("this probe of a protected table is not supported")
@@ -360,5 +402,9 @@ def _protected(piece: Piece, tree: exp.Expression, refs: list[tuple[exp.Table, T
     logical = normalise(select, table, table_node)
     plan = reduce(logical) if not logical.param_types else None
     return DPStatement(
-        sql=piece.text, prepared=logical, plan=plan, columns=logical.columns, param_types=logical.param_types
+        sql=piece.text,
+        prepared=logical,
+        plan=plan,
+        columns=logical.columns,
+        param_types=logical.param_types,
     )

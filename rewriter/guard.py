@@ -37,7 +37,9 @@ RELID_STATS = frozenset(
     for k in ("tables", "indexes", "sequences", "functions")
 )
 NAME_STATS = frozenset({"pg_stats", "pg_stats_ext", "pg_stats_ext_exprs"})
-HARMLESS_STATS = frozenset({"pg_stat_activity", "pg_stat_ssl", "pg_stat_gssapi", "pg_statistic_ext"})
+HARMLESS_STATS = frozenset(
+    {"pg_stat_activity", "pg_stat_ssl", "pg_stat_gssapi", "pg_statistic_ext"}
+)
 SIZE_FUNCS = frozenset(
     {"pg_relation_size", "pg_table_size", "pg_total_relation_size", "pg_indexes_size", "pg_relpages",
      "pg_visibility_map_summary", "pg_freespace", "pg_visibility", "pg_visibility_map", "pgstattuple",
@@ -64,7 +66,9 @@ def name_pattern(schema: Schema) -> re.Pattern[str] | None:
     names = tuple(sorted(schema.tables))
     if not names:
         return None
-    pattern = re.compile(r"(?<![a-z0-9_$])(" + "|".join(re.escape(n) for n in names) + r")(?![a-z0-9_$])")
+    pattern = re.compile(
+        r"(?<![a-z0-9_$])(" + "|".join(re.escape(n) for n in names) + r")(?![a-z0-9_$])"
+    )
     _NAMES[pattern] = names
     return pattern
 
@@ -118,7 +122,9 @@ def _protected_oids(schema: Schema) -> str:
     cond = " OR ".join(
         f"(n.nspname = '{t.schema}' AND c.relname = '{t.name}')" for t in schema.tables.values()
     )
-    base = "FROM pg_catalog.pg_class AS c JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace"
+    base = (
+        "FROM pg_catalog.pg_class AS c JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace"
+    )
     return (
         f"SELECT c.oid {base} WHERE {cond} "
         f"UNION ALL SELECT c.reltoastrelid {base} WHERE {cond} "
@@ -147,12 +153,29 @@ def _enclosing_pg_class(col: exp.Column) -> str | None:
     return names[0] if len(names) == 1 else None
 
 
-def guard_statistics(tree: exp.Expression, schema: Schema) -> exp.Expression | None:
+def _reads_statistics(tree: exp.Expr) -> bool:
+    for node in tree.walk():
+        if isinstance(node, exp.Table):
+            name = node.name.lower()
+            if name == "pg_class" or (name.startswith("pg_stat") and name not in HARMLESS_STATS):
+                return True
+        elif isinstance(node, exp.Column) and node.name.lower() in STAT_COLUMNS:
+            return True
+        elif isinstance(node, exp.Anonymous):
+            fname = (node.name or "").lower()
+            if fname in SIZE_FUNCS or fname.startswith("pg_stat"):
+                return True
+    return False
+
+
+def guard_statistics(tree: exp.Expr, schema: Schema) -> exp.Expr | None:
     """Rewrite ``tree`` to hide statistics of protected tables; None when nothing to hide.
 
     Raises :class:`RowAccessError` when the statement reads statistics it cannot rewrite.
     """
     if not schema.tables:
+        return None
+    if not _reads_statistics(tree):
         return None
     changed = False
     oids = _protected_oids(schema)
@@ -166,17 +189,21 @@ def guard_statistics(tree: exp.Expression, schema: Schema) -> exp.Expression | N
             cond = f"relid NOT IN ({oids})"
         elif name in NAME_STATS:
             cond = " AND ".join(
-                f"NOT (schemaname = '{d.schema}' AND tablename = '{d.name}')" for d in schema.tables.values()
+                f"NOT (schemaname = '{d.schema}' AND tablename = '{d.name}')"
+                for d in schema.tables.values()
             )
         else:
             raise _refuse(f"reading {name}")
-        sub = sqlglot.parse_one(f"(SELECT * FROM pg_catalog.{name} WHERE {cond}) AS {alias}", read="postgres")
+        sub = sqlglot.parse_one(
+            f"(SELECT * FROM pg_catalog.{name} WHERE {cond}) AS {alias}", read="postgres"
+        )
         t.replace(sub)
         changed = True
     for col in list(tree.find_all(exp.Column)):
         if isinstance(col.this, exp.Star):
             if col.table and any(
-                t.alias_or_name == col.table and t.name.lower() == "pg_class" for t in tree.find_all(exp.Table)
+                t.alias_or_name == col.table and t.name.lower() == "pg_class"
+                for t in tree.find_all(exp.Table)
             ):
                 raise _refuse("SELECT * over pg_class")
             continue
@@ -186,13 +213,15 @@ def guard_statistics(tree: exp.Expression, schema: Schema) -> exp.Expression | N
         if not qual:
             raise _refuse(f"reading {col.name.lower()}")
         masked = sqlglot.parse_one(
-            f"CASE WHEN {qual}.oid IN ({oids}) THEN NULL ELSE {col.sql(dialect='postgres')} END", read="postgres"
+            f"CASE WHEN {qual}.oid IN ({oids}) THEN NULL ELSE {col.sql(dialect='postgres')} END",
+            read="postgres",
         )
         col.replace(masked)
         changed = True
     for sel in tree.find_all(exp.Select):
         if any(isinstance(e, exp.Star) for e in sel.expressions) and any(
-            t.name.lower() == "pg_class" and t.find_ancestor(exp.Select) is sel for t in sel.find_all(exp.Table)
+            t.name.lower() == "pg_class" and t.find_ancestor(exp.Select) is sel
+            for t in sel.find_all(exp.Table)
         ):
             raise _refuse("SELECT * over pg_class")
     for fn in list(tree.find_all(exp.Func)):
@@ -206,7 +235,7 @@ def guard_statistics(tree: exp.Expression, schema: Schema) -> exp.Expression | N
                 raise _refuse(f"calling {fname}")
             arg = fn.expressions[0].sql(dialect="postgres")
             # pg_catalog.f(...) parses as Dot(pg_catalog, f(...)): replace the whole call
-            target: exp.Expression = fn
+            target: exp.Expr = fn
             if isinstance(fn.parent, exp.Dot) and fn.parent.expression is fn:
                 target = fn.parent
             masked = sqlglot.parse_one(
@@ -218,9 +247,9 @@ def guard_statistics(tree: exp.Expression, schema: Schema) -> exp.Expression | N
     return tree if changed else None
 
 
-def dangerous_literal(node: exp.Expression) -> bool:
+def dangerous_literal(node: exp.Expr) -> bool:
     """Whether a string naming a protected table is used as more than a catalogue filter."""
-    cur: exp.Expression | None = node.parent
+    cur: exp.Expr | None = node.parent
     while cur is not None and not isinstance(cur, exp.Select | exp.Query):
         if isinstance(cur, exp.Cast):
             to = cur.args.get("to")
@@ -231,7 +260,15 @@ def dangerous_literal(node: exp.Expression) -> bool:
             if (cur.name or "").lower() not in HARMLESS_FUNCS:
                 return True
         elif isinstance(cur, exp.Func) and not isinstance(
-            cur, exp.Predicate | exp.Connector | exp.Collate | exp.Concat | exp.Lower | exp.Upper | exp.Not | exp.In
+            cur,
+            exp.Predicate
+            | exp.Connector
+            | exp.Collate
+            | exp.Concat
+            | exp.Lower
+            | exp.Upper
+            | exp.Not
+            | exp.In,
         ):
             return True
         cur = cur.parent

@@ -60,7 +60,10 @@ def cell_expr(attr: AttributeDecl) -> str:
     if attr.kind is Kind.BOOLEAN:
         return f"CASE {null}WHEN {c} THEN 1 WHEN NOT {c} THEN 0 END"
     if attr.kind is Kind.NUMERIC:
-        whens = " ".join(f"WHEN {c} >= {_num(lo)} AND {c} < {_num(hi)} THEN {i}" for i, (lo, hi) in enumerate(attr.bins))
+        whens = " ".join(
+            f"WHEN {c} >= {_num(lo)} AND {c} < {_num(hi)} THEN {i}"
+            for i, (lo, hi) in enumerate(attr.bins)
+        )
         return f"CASE {null}{whens} END"
     lo, hi = attr.bins[0][0], attr.bins[-1][1]
     if attr.kind is Kind.DATE:
@@ -80,7 +83,9 @@ def cell_expr(attr: AttributeDecl) -> str:
         w = int(widths.pop()) + 1
         idx = f"({c} - {_num(lo)})" if w == 1 else f"(({c} - {_num(lo)}) / {w})"
         return f"CASE {null}WHEN {c} BETWEEN {_num(lo)} AND {_num(hi)} THEN {idx} END"
-    whens = " ".join(f"WHEN {c} BETWEEN {_num(a)} AND {_num(b)} THEN {i}" for i, (a, b) in enumerate(attr.bins))
+    whens = " ".join(
+        f"WHEN {c} BETWEEN {_num(a)} AND {_num(b)} THEN {i}" for i, (a, b) in enumerate(attr.bins)
+    )
     return f"CASE {null}{whens} END"
 
 
@@ -110,7 +115,9 @@ def histogram_sql(schema: Schema, table: str, view: str) -> str:
     )
 
 
-def histogram_from_rows(schema: Schema, table: str, view: str, rows: Iterable[tuple[int, int]]) -> npt.NDArray[np.float64]:
+def histogram_from_rows(
+    schema: Schema, table: str, view: str, rows: Iterable[tuple[int, int]]
+) -> npt.NDArray[np.float64]:
     """The dense histogram (``float64``, one entry per cell of the view) from the query's rows."""
     _, _, v = _view(schema, table, view)
     x = np.zeros(v.size, dtype=np.float64)

@@ -20,8 +20,28 @@ from typing import TypeAlias
 from sqlglot import exp
 
 from .errors import InvalidValueError, UndefinedColumnError, UnsupportedError
-from .plan import AggRef, Arith, Compare, Const, KeyRef, Logic, Measure, MeasureKind, OrderItem, OutputColumn, PostExpr
-from .schema import FLOAT_TYPES, INTEGER_TYPES, TEXT_TYPES, TYPE_OIDS, AttributeDecl, Kind, TableDecl
+from .plan import (
+    AggRef,
+    Arith,
+    Compare,
+    Const,
+    KeyRef,
+    Logic,
+    Measure,
+    MeasureKind,
+    OrderItem,
+    OutputColumn,
+    PostExpr,
+)
+from .schema import (
+    FLOAT_TYPES,
+    INTEGER_TYPES,
+    TEXT_TYPES,
+    TYPE_OIDS,
+    AttributeDecl,
+    Kind,
+    TableDecl,
+)
 
 
 class GroupingError(UnsupportedError):
@@ -107,7 +127,14 @@ ALLOWED = (
 )  # fmt: skip
 
 _FLIP = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
-_OPS: dict[type[exp.Expression], str] = {exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+_OPS: dict[type[exp.Expression], str] = {
+    exp.EQ: "=",
+    exp.NEQ: "<>",
+    exp.LT: "<",
+    exp.LTE: "<=",
+    exp.GT: ">",
+    exp.GTE: ">=",
+}
 _ARITH: dict[type[exp.Expression], str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}
 
 _DTYPES: dict[str, str] = {
@@ -155,7 +182,11 @@ class _Builder:
     def column(self, node: exp.Column) -> str:
         if isinstance(node.this, exp.Star):
             raise _unsupported("a star", self.table)
-        qual = [ident(node.args.get(k)) for k in ("catalog", "db", "table") if node.args.get(k) is not None]
+        qual = [
+            ident(node.args.get(k))
+            for k in ("catalog", "db", "table")
+            if node.args.get(k) is not None
+        ]
         if qual:
             if qual[-1] not in self.aliases:
                 raise UndefinedColumnError(
@@ -163,8 +194,12 @@ class _Builder:
                     hint=f"qualify columns with the table name {self.table.name} or its alias",
                 )
             if len(qual) >= 2 and qual[-2] != self.table.schema:
-                raise UndefinedColumnError(f"column qualifier does not name protected table {self.table.qualified}")
-        name = ident(node.this if isinstance(node.this, exp.Identifier) else None) or node.name.lower()
+                raise UndefinedColumnError(
+                    f"column qualifier does not name protected table {self.table.qualified}"
+                )
+        name = (
+            ident(node.this if isinstance(node.this, exp.Identifier) else None) or node.name.lower()
+        )
         if self.table.column_type(name) is None:
             raise UndefinedColumnError(
                 f"column {name} does not exist in protected table {self.table.name}"
@@ -197,7 +232,9 @@ class _Builder:
             node = node.this
         return node, outer
 
-    def attr_ref(self, node: exp.Expression, *, output: bool = False) -> tuple[AttributeDecl, str] | None:
+    def attr_ref(
+        self, node: exp.Expression, *, output: bool = False
+    ) -> tuple[AttributeDecl, str] | None:
         """An attribute reference (possibly under harmless casts) and its output type.
 
         ``output``: the reference is a group key (select list, GROUP BY, ORDER BY), where a
@@ -279,8 +316,9 @@ class _Builder:
             return PConst(bool(node.this))
         if isinstance(node, exp.Null):
             return PConst(None)
-        op = _OPS.get(type(node))
-        if op is not None:
+        cmp_op = _OPS.get(type(node))
+        if cmp_op is not None:
+            op = cmp_op
             left, right = node.this, node.expression
             la, ra = self._maybe_attr(left), self._maybe_attr(right)
             if la is not None and ra is None:
@@ -288,7 +326,9 @@ class _Builder:
             if ra is not None and la is None:
                 return PCmp(ra.name, _FLIP[op], self.value(left, ra))
             if la is None and ra is None:
-                return PConst(_const_compare(op, self.value(left, None), self.value(right, None), self.table))
+                return PConst(
+                    _const_compare(op, self.value(left, None), self.value(right, None), self.table)
+                )
             raise _unsupported("a comparison between two columns", self.table)
         if isinstance(node, exp.Between):
             attr = self._need_attr(node.this)
@@ -299,7 +339,11 @@ class _Builder:
                 return PLogic("or", (a, b))
             return PLogic("and", (PCmp(attr.name, ">=", lo), PCmp(attr.name, "<=", hi)))
         if isinstance(node, exp.In):
-            if node.args.get("query") is not None or node.args.get("unnest") is not None or node.args.get("field") is not None:
+            if (
+                node.args.get("query") is not None
+                or node.args.get("unnest") is not None
+                or node.args.get("field") is not None
+            ):
                 raise _unsupported("IN with a subquery", self.table)
             attr = self._need_attr(node.this)
             items = node.expressions
@@ -356,15 +400,29 @@ class _Builder:
             raise _unsupported("an aggregate with several arguments", self.table)
         if isinstance(node, exp.Count):
             if isinstance(arg, exp.Star) or arg is None:
-                return AggRef(func="count", value=self.measure(Measure(kind=MeasureKind.COUNT_STAR)), pg_type="int8")
+                return AggRef(
+                    func="count",
+                    value=self.measure(Measure(kind=MeasureKind.COUNT_STAR)),
+                    pg_type="int8",
+                )
             inner, _ = self.strip_cast(arg)
             if isinstance(inner, exp.Literal | exp.Boolean):
-                return AggRef(func="count", value=self.measure(Measure(kind=MeasureKind.COUNT_STAR)), pg_type="int8")
+                return AggRef(
+                    func="count",
+                    value=self.measure(Measure(kind=MeasureKind.COUNT_STAR)),
+                    pg_type="int8",
+                )
             if isinstance(inner, exp.Null):
                 raise _unsupported("COUNT(NULL)", self.table)
             attr = self._need_attr(arg)
             kind = MeasureKind.COUNT if attr.nullable else MeasureKind.COUNT_STAR
-            return AggRef(func="count", value=self.measure(Measure(kind=kind, attribute=attr.name if attr.nullable else None)), pg_type="int8")
+            return AggRef(
+                func="count",
+                value=self.measure(
+                    Measure(kind=kind, attribute=attr.name if attr.nullable else None)
+                ),
+                pg_type="int8",
+            )
         func = "sum" if isinstance(node, exp.Sum) else "avg"
         inner, cast = self.strip_cast(arg)
         if isinstance(inner, exp.Literal) and not inner.is_string:
@@ -372,7 +430,7 @@ class _Builder:
             if k.denominator != 1:
                 raise _unsupported(f"{func.upper()} of a non-integer constant", self.table)
             count = self.measure(Measure(kind=MeasureKind.COUNT_STAR))
-            pg = ("int8" if func == "sum" else "numeric")
+            pg = "int8" if func == "sum" else "numeric"
             return AggRef(func=func, value=count, count=count, scale=int(k), pg_type=pg)
         attr = self._need_attr(arg)
         argtype = cast or attr.pg_type
@@ -383,7 +441,11 @@ class _Builder:
             raise _unsupported(f"{func.upper()}({attr.name}) over a binned column", self.table,
                                hint=f"{attr.name} is declared with bins wider than one value; SUM/AVG need unit bins")  # fmt: skip
         s = self.measure(Measure(kind=MeasureKind.SUM, attribute=attr.name))
-        c = self.measure(Measure(kind=MeasureKind.COUNT, attribute=attr.name) if attr.nullable else Measure(kind=MeasureKind.COUNT_STAR))
+        c = self.measure(
+            Measure(kind=MeasureKind.COUNT, attribute=attr.name)
+            if attr.nullable
+            else Measure(kind=MeasureKind.COUNT_STAR)
+        )
         if func == "sum":
             pg = "int8" if argtype in ("int2", "int4") else "numeric"
             return AggRef(func="sum", value=s, count=c, pg_type=pg)
@@ -394,14 +456,18 @@ def _number(text: str) -> Fraction:
     try:
         return Fraction(Decimal(text.strip()))
     except (InvalidOperation, ValueError):
-        raise InvalidValueError("invalid input syntax for a number", hint="compare integer columns with numbers") from None
+        raise InvalidValueError(
+            "invalid input syntax for a number", hint="compare integer columns with numbers"
+        ) from None
 
 
 def _date(text: str) -> dt.date:
     try:
         return dt.date.fromisoformat(text.strip())
     except ValueError:
-        raise InvalidValueError("invalid input syntax for type date", hint="write dates as 'YYYY-MM-DD'") from None
+        raise InvalidValueError(
+            "invalid input syntax for type date", hint="write dates as 'YYYY-MM-DD'"
+        ) from None
 
 
 def _const_compare(op: str, a: Value, b: Value, table: TableDecl) -> bool | None:
@@ -415,9 +481,9 @@ def _const_compare(op: str, a: Value, b: Value, table: TableDecl) -> bool | None
         b = _number(b)
     if type(a) is not type(b):
         raise _unsupported("a comparison between constants of different types", table)
-    return {
+    return bool({
         "=": a == b, "<>": a != b, "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b,  # type: ignore[operator]
-    }[op]  # fmt: skip
+    }[op])  # fmt: skip
 
 
 # --- the statement ----------------------------------------------------------------------------
@@ -434,7 +500,19 @@ def check_allowlist(select: exp.Select, table: TableDecl) -> None:
         if not isinstance(node, ALLOWED):
             name = type(node).__name__.upper()
             raise _unsupported(f"{name}", table)
-    for key in ("distinct", "joins", "laterals", "with_", "with", "windows", "qualify", "into", "locks", "sample", "pivots"):
+    for key in (
+        "distinct",
+        "joins",
+        "laterals",
+        "with_",
+        "with",
+        "windows",
+        "qualify",
+        "into",
+        "locks",
+        "sample",
+        "pivots",
+    ):
         if select.args.get(key):
             raise _unsupported(key.rstrip("_").upper(), table)
 
@@ -487,8 +565,12 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
     items = list(select.expressions)
     out_names = [_output_name(e) for e in items]
     for e in items:
-        if isinstance(_unalias(e), exp.Star) or (isinstance(_unalias(e), exp.Column) and isinstance(_unalias(e).this, exp.Star)):
-            raise GroupingError(f"SELECT * cannot be combined with aggregates over protected table {table.name}")
+        if isinstance(_unalias(e), exp.Star) or (
+            isinstance(_unalias(e), exp.Column) and isinstance(_unalias(e).this, exp.Star)
+        ):
+            raise GroupingError(
+                f"SELECT * cannot be combined with aggregates over protected table {table.name}"
+            )
 
     # GROUP BY (input column names win over output aliases, as in PostgreSQL)
     group: list[AttributeDecl] = []
@@ -509,7 +591,9 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
                     target = _unalias(items[out_names.index(name)])
             ref = b.attr_ref(target, output=True)
             if ref is None:
-                raise _unsupported("GROUP BY over an expression", table, hint="group by declared columns")
+                raise _unsupported(
+                    "GROUP BY over an expression", table, hint="group by declared columns"
+                )
             attr = ref[0]
             if not attr.unit_bins:
                 raise _unsupported(f"GROUP BY {attr.name} (declared with bins wider than one value)", table,
@@ -525,7 +609,9 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
             if cast is not None and cast != agg.pg_type:
                 if cast not in INTEGER_TYPES | {"numeric", "float8", "float4"}:
                     raise _unsupported("a cast of an aggregate to this type", table)
-                agg = AggRef(func=agg.func, value=agg.value, count=agg.count, scale=agg.scale, pg_type=cast)
+                agg = AggRef(
+                    func=agg.func, value=agg.value, count=agg.count, scale=agg.scale, pg_type=cast
+                )
             return agg
         if isinstance(node, exp.Paren):
             return post(node.this)
@@ -544,15 +630,30 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
         if aop is not None:
             return Arith(op=aop, left=post(node.this), right=post(node.expression))
         if isinstance(node, exp.And | exp.Or):
-            return Logic(op="and" if isinstance(node, exp.And) else "or", args=(post(node.this), post(node.expression)))
+            return Logic(
+                op="and" if isinstance(node, exp.And) else "or",
+                args=(post(node.this), post(node.expression)),
+            )
         if isinstance(node, exp.Not):
             return Logic(op="not", args=(post(node.this),))
-        if isinstance(node, exp.Literal | exp.Boolean | exp.Null | exp.Neg | exp.Parameter | exp.Placeholder | exp.Cast):
+        if isinstance(
+            node,
+            exp.Literal
+            | exp.Boolean
+            | exp.Null
+            | exp.Neg
+            | exp.Parameter
+            | exp.Placeholder
+            | exp.Cast,
+        ):
             v = b.value(node, None)
             if isinstance(v, Fraction):
                 v = int(v) if v.denominator == 1 else Decimal(v.numerator) / Decimal(v.denominator)
             return Const(value=v)
-        raise _unsupported(f"an expression of type {type(node).__name__} in the select list, HAVING or ORDER BY", table)
+        raise _unsupported(
+            f"an expression of type {type(node).__name__} in the select list, HAVING or ORDER BY",
+            table,
+        )
 
     outputs: list[PostExpr] = []
     columns: list[OutputColumn] = []
@@ -583,14 +684,18 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
                 if not 1 <= n <= len(items):
                     raise UnsupportedError(f"ORDER BY position {n} is not in select list")
                 pe = outputs[n - 1]
-            elif isinstance(expr, exp.Column) and not expr.table and _output_name(expr) in out_names:
+            elif (
+                isinstance(expr, exp.Column) and not expr.table and _output_name(expr) in out_names
+            ):
                 pe = outputs[out_names.index(_output_name(expr))]
             else:
                 pe = post(expr)
             nf = o.args.get("nulls_first")
             desc = bool(o.args.get("desc"))
             # sqlglot marks the default explicitly: only keep it when it differs from PG's
-            order.append(OrderItem(expr=pe, desc=desc, nulls_first=bool(nf) if nf is not None else None))
+            order.append(
+                OrderItem(expr=pe, desc=desc, nulls_first=bool(nf) if nf is not None else None)
+            )
 
     def bound(key: str) -> Value | None:
         node = select.args.get(key)
@@ -612,10 +717,14 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
     limit = bound("limit")
     offset = bound("offset")
     if not b.measures:
-        raise _unsupported("GROUP BY without an aggregate", table, hint="add COUNT(*) to the select list")
+        raise _unsupported(
+            "GROUP BY without an aggregate", table, hint="add COUNT(*) to the select list"
+        )
 
     nparams = max(b.params) + 1 if b.params else 0
-    template, bindings = make_template(table, outputs, where, group_names, b.measures, having, order)
+    template, bindings = make_template(
+        table, outputs, where, group_names, b.measures, having, order
+    )
     return Logical(
         table=table,
         columns=tuple(columns),
@@ -703,7 +812,11 @@ def make_template(
         text += " ORDER BY " + ", ".join(
             _fmt_post(o.expr, group, measures, [])
             + (" DESC" if o.desc else "")
-            + ("" if o.nulls_first is None else (" NULLS FIRST" if o.nulls_first else " NULLS LAST"))
+            + (
+                ""
+                if o.nulls_first is None
+                else (" NULLS FIRST" if o.nulls_first else " NULLS LAST")
+            )
             for o in order
         )
     return text, b

@@ -272,7 +272,11 @@ def evaluate(expr: PostExpr, key: tuple[object, ...], row: npt.NDArray[np.float6
     return None if any(v is None for v in vals) else False
 
 
-def _sort(rows: list[tuple[tuple[object, ...], tuple[object, ...]]], items: Sequence[OrderItem], keys: list[list[object]]) -> list[int]:
+def _sort(
+    rows: list[tuple[tuple[object, ...], tuple[object, ...]]],
+    items: Sequence[OrderItem],
+    keys: list[list[object]],
+) -> list[int]:
     order = list(range(len(rows)))
     for pos in reversed(range(len(items))):
         item = items[pos]

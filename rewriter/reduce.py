@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from dp.domain import QueryBatch
 
 from .errors import BindError, InvalidValueError, UnsupportedError
-from .normalise import Logical, Param, PBool, PCmp, PConst, PIsNull, PLogic, Pred, Value
+from .normalise import Logical, Param, PBool, PCmp, PConst, PIsNull, Pred, Value
 from .plan import (
     AggRef,
     Arith,
@@ -74,7 +74,9 @@ def coerce(attr: AttributeDecl, value: object) -> object:
             try:
                 return Fraction(Decimal(text.strip()))
             except (InvalidOperation, ValueError):
-                raise InvalidValueError(f"invalid input syntax for the type of column {attr.name}") from None
+                raise InvalidValueError(
+                    f"invalid input syntax for the type of column {attr.name}"
+                ) from None
         raise InvalidValueError(f"a value of this type cannot be compared with column {attr.name}")
     if attr.kind is Kind.DATE:
         if isinstance(value, dt.datetime):
@@ -86,7 +88,9 @@ def coerce(attr: AttributeDecl, value: object) -> object:
                 return Fraction(dt.date.fromisoformat(value.strip()).toordinal())
             except ValueError:
                 raise InvalidValueError("invalid input syntax for type date") from None
-        raise InvalidValueError(f"a value of this type cannot be compared with date column {attr.name}")
+        raise InvalidValueError(
+            f"a value of this type cannot be compared with date column {attr.name}"
+        )
     if attr.kind is Kind.BOOLEAN:
         if isinstance(value, bool):
             return value
@@ -136,7 +140,11 @@ class _Masks:
         f = np.zeros(n, dtype=bool)
         m = np.zeros(n, dtype=bool)
         if v is None:
-            return self.shape_for(attr.name, t), self.shape_for(attr.name, f), self.shape_for(attr.name, m)
+            return (
+                self.shape_for(attr.name, t),
+                self.shape_for(attr.name, f),
+                self.shape_for(attr.name, m),
+            )
         cells = attr.value_cells
         if attr.kind in (Kind.CATEGORICAL, Kind.BOOLEAN):
             if op not in ("=", "<>"):
@@ -158,7 +166,11 @@ class _Masks:
             for i, (lo, hi) in enumerate(attr.bins):
                 all_, none = _bin_test(op, lo, hi, v, half_open, integral=not half_open)
                 t[i], f[i], m[i] = all_, none, not (all_ or none)
-        return self.shape_for(attr.name, t), self.shape_for(attr.name, f), self.shape_for(attr.name, m)
+        return (
+            self.shape_for(attr.name, t),
+            self.shape_for(attr.name, f),
+            self.shape_for(attr.name, m),
+        )
 
     def pred(self, p: Pred, table: TableDecl) -> Mask:
         if isinstance(p, PConst):
@@ -171,7 +183,11 @@ class _Masks:
             if attr.null_cell is not None:
                 isnull[attr.null_cell] = True
             no = np.zeros(attr.size, dtype=bool)
-            return self.shape_for(attr.name, isnull), self.shape_for(attr.name, ~isnull), self.shape_for(attr.name, no)
+            return (
+                self.shape_for(attr.name, isnull),
+                self.shape_for(attr.name, ~isnull),
+                self.shape_for(attr.name, no),
+            )
         if isinstance(p, PBool):
             return self.cmp(table.attributes[p.attribute], "=", True)
         parts = [self.pred(a, table) for a in p.args]
@@ -226,7 +242,9 @@ def _closed_int_test(
     return lo >= k, hi < k
 
 
-def _bin_test(op: str, lo: Fraction, hi: Fraction, v: Fraction, half_open: bool, integral: bool) -> tuple[bool, bool]:
+def _bin_test(
+    op: str, lo: Fraction, hi: Fraction, v: Fraction, half_open: bool, integral: bool
+) -> tuple[bool, bool]:
     """(every value of the bin satisfies ``x op v``, no value does)."""
     if op == "<>":
         a, n = _bin_test("=", lo, hi, v, half_open, integral)
@@ -299,7 +317,8 @@ def _fingerprint(logical: Logical, params: Sequence[object]) -> Fingerprint:
     import hashlib
 
     bindings = tuple(
-        _post_value(params[b.index] if isinstance(b, Param) and 0 <= b.index < len(params) else b) for b in logical.bindings
+        _post_value(params[b.index] if isinstance(b, Param) and 0 <= b.index < len(params) else b)
+        for b in logical.bindings
     )
     key = hashlib.sha256(logical.template.encode()).hexdigest()[:16]
     return Fingerprint(template=logical.template, bindings=bindings, key=key)
@@ -342,6 +361,7 @@ def reduce(logical: Logical, params: Sequence[object] = ()) -> Plan:
     rows_list, cols_list, data_list = [], [], []
     nz = np.flatnonzero(selected)
     for j, meas in enumerate(logical.measures):
+        w: npt.NDArray[np.float64]
         if meas.kind is MeasureKind.COUNT_STAR:
             w = np.ones(nz.shape[0])
         else:
@@ -350,11 +370,13 @@ def reduce(logical: Logical, params: Sequence[object] = ()) -> Plan:
             if meas.kind is MeasureKind.COUNT:
                 per = np.ones(attr.size)
             else:
-                per = np.array([float(lo) for lo, _ in attr.bins] + ([0.0] if attr.nullable else []))
+                per = np.array(
+                    [float(lo) for lo, _ in attr.bins] + ([0.0] if attr.nullable else [])
+                )
             if attr.null_cell is not None:
                 per[attr.null_cell] = 0.0
             full = np.broadcast_to(masks.shape_for(attr.name, per), shape).reshape(-1)  # type: ignore[arg-type]
-            w = full[nz]
+            w = np.asarray(full[nz], dtype=np.float64)
         rows_list.append(gid_flat[nz] * m + j)
         cols_list.append(nz)
         data_list.append(w)
@@ -372,12 +394,15 @@ def reduce(logical: Logical, params: Sequence[object] = ()) -> Plan:
     keys: list[tuple[object, ...]] = [()]
     for name in logical.group_by:
         attr = table.attributes[name]
-        keys = [k + (attr.cell_value(c),) for k in keys for c in range(attr.size)]
+        keys = [(*k, attr.cell_value(c)) for k in keys for c in range(attr.size)]
 
     post = PostProcess(
         outputs=tuple(_bind_post(o, params) for o in logical.outputs),
         having=_bind_post(logical.having, params) if logical.having is not None else None,
-        order_by=tuple(OrderItem(expr=_bind_post(o.expr, params), desc=o.desc, nulls_first=o.nulls_first) for o in logical.order_by),
+        order_by=tuple(
+            OrderItem(expr=_bind_post(o.expr, params), desc=o.desc, nulls_first=o.nulls_first)
+            for o in logical.order_by
+        ),
         limit=_bound_int(logical.limit, params, "LIMIT"),
         offset=_bound_int(logical.offset, params, "OFFSET") or 0,
     )

@@ -24,6 +24,7 @@ Reading the file (:func:`load_schema`) is kept apart from parsing it (:func:`par
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -227,7 +228,9 @@ def _err(source: str, key: str, problem: str) -> ConfigError:
     return ConfigError(f"{source}: {key}: {problem}")
 
 
-def _get(source: str, key: str, table: Mapping[str, Any], name: str, typ: type | tuple[type, ...]) -> Any:
+def _get(
+    source: str, key: str, table: Mapping[str, Any], name: str, typ: type | tuple[type, ...]
+) -> Any:
     if name not in table:
         raise _err(source, f"{key}.{name}", "is required")
     value = table[name]
@@ -241,7 +244,9 @@ def _get(source: str, key: str, table: Mapping[str, Any], name: str, typ: type |
 def _check_keys(source: str, key: str, table: Mapping[str, Any], allowed: set[str]) -> None:
     for k in table:
         if k not in allowed:
-            raise _err(source, f"{key}.{k}", f"unknown key (accepted: {', '.join(sorted(allowed))})")
+            raise _err(
+                source, f"{key}.{k}", f"unknown key (accepted: {', '.join(sorted(allowed))})"
+            )
 
 
 def _ident(source: str, key: str, name: str) -> str:
@@ -285,12 +290,16 @@ def _month_start(d: dt.date, months: int) -> dt.date:
     return dt.date(m // 12, m % 12 + 1, 1)
 
 
-def _attribute(source: str, key: str, name: str, pg_type: str, raw: Mapping[str, Any]) -> AttributeDecl:
+def _attribute(
+    source: str, key: str, name: str, pg_type: str, raw: Mapping[str, Any]
+) -> AttributeDecl:
     kind_raw = _get(source, key, raw, "kind", str)
     try:
         kind = Kind(kind_raw)
     except ValueError:
-        raise _err(source, f"{key}.kind", f"unknown kind (accepted: {', '.join(k.value for k in Kind)})") from None
+        raise _err(
+            source, f"{key}.kind", f"unknown kind (accepted: {', '.join(k.value for k in Kind)})"
+        ) from None
     nullable = raw.get("nullable", False)
     if not isinstance(nullable, bool):
         raise _err(source, f"{key}.nullable", "must be true or false")
@@ -304,9 +313,9 @@ def _attribute(source: str, key: str, name: str, pg_type: str, raw: Mapping[str,
             edges = [_number(source, f"{key}.edges", e) for e in edges_raw]
             if len(edges) < 2 or any(e.denominator != 1 for e in edges):
                 raise _err(source, f"{key}.edges", "needs at least two integer edges")
-            if any(b <= a for a, b in zip(edges, edges[1:], strict=False)):
+            if any(b <= a for a, b in itertools.pairwise(edges)):
                 raise _err(source, f"{key}.edges", "must be strictly increasing")
-            bins = tuple((a, b - 1) for a, b in zip(edges, edges[1:], strict=False))
+            bins = tuple((a, b - 1) for a, b in itertools.pairwise(edges))
         else:
             _check_keys(source, key, raw, common | {"min", "max", "bin_width"})
             lo = _get(source, key, raw, "min", int)
@@ -329,7 +338,9 @@ def _attribute(source: str, key: str, name: str, pg_type: str, raw: Mapping[str,
             raise _err(source, f"{key}.values", "must be a non-empty list of strings")
         if len(set(values)) != len(values):
             raise _err(source, f"{key}.values", "has duplicates")
-        return AttributeDecl(name=name, kind=kind, pg_type=pg_type, nullable=nullable, values=tuple(values))
+        return AttributeDecl(
+            name=name, kind=kind, pg_type=pg_type, nullable=nullable, values=tuple(values)
+        )
     if kind is Kind.BOOLEAN:
         _check_keys(source, key, raw, common)
         if pg_type != "bool":
@@ -349,7 +360,9 @@ def _attribute(source: str, key: str, name: str, pg_type: str, raw: Mapping[str,
             raise _err(source, f"{key}.unit", "must be day, month or year") from None
         dbins: list[tuple[Fraction, Fraction]] = []
         if unit is DateUnit.DAY:
-            dbins = [(Fraction(o), Fraction(o)) for o in range(start.toordinal(), end.toordinal() + 1)]
+            dbins = [
+                (Fraction(o), Fraction(o)) for o in range(start.toordinal(), end.toordinal() + 1)
+            ]
         else:
             step = 1 if unit is DateUnit.MONTH else 12
             cur = dt.date(start.year, start.month if unit is DateUnit.MONTH else 1, 1)
@@ -361,20 +374,27 @@ def _attribute(source: str, key: str, name: str, pg_type: str, raw: Mapping[str,
                 cur = nxt
             if dbins[-1][1] != end.toordinal():
                 raise _err(source, f"{key}.max", f"must be the last day of a {unit.value}")
-        return AttributeDecl(name=name, kind=kind, pg_type=pg_type, nullable=nullable, bins=tuple(dbins), date_unit=unit)
+        return AttributeDecl(
+            name=name,
+            kind=kind,
+            pg_type=pg_type,
+            nullable=nullable,
+            bins=tuple(dbins),
+            date_unit=unit,
+        )
     # NUMERIC
     _check_keys(source, key, raw, common | {"edges"})
     if pg_type not in FLOAT_TYPES | {"numeric"} | INTEGER_TYPES:
         raise _err(source, key, "kind numeric needs a numeric column type")
     nedges = [_number(source, f"{key}.edges", e) for e in _get(source, key, raw, "edges", list)]
-    if len(nedges) < 2 or any(b <= a for a, b in zip(nedges, nedges[1:], strict=False)):
+    if len(nedges) < 2 or any(b <= a for a, b in itertools.pairwise(nedges)):
         raise _err(source, f"{key}.edges", "needs at least two strictly increasing edges")
     return AttributeDecl(
         name=name,
         kind=kind,
         pg_type=pg_type,
         nullable=nullable,
-        bins=tuple(zip(nedges, nedges[1:], strict=False)),
+        bins=tuple(itertools.pairwise(nedges)),
     )
 
 
@@ -387,7 +407,10 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
     cols_raw = _get(source, key, raw, "columns", dict)
     if not cols_raw:
         raise _err(source, f"{key}.columns", "must list every column of the table")
-    columns = tuple((_ident(source, f"{key}.columns.{c}", c), _type(source, f"{key}.columns.{c}", t)) for c, t in cols_raw.items())
+    columns = tuple(
+        (_ident(source, f"{key}.columns.{c}", c), _type(source, f"{key}.columns.{c}", t))
+        for c, t in cols_raw.items()
+    )
     types = dict(columns)
     attrs: dict[str, AttributeDecl] = {}
     for aname, araw in _get(source, key, raw, "attributes", dict).items():
@@ -417,7 +440,9 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
         views.append(view)
     if not views:
         raise _err(source, f"{key}.views", "declare at least one view")
-    return TableDecl(name=name, schema=schema, columns=columns, attributes=attrs, views=tuple(views))
+    return TableDecl(
+        name=name, schema=schema, columns=columns, attributes=attrs, views=tuple(views)
+    )
 
 
 def parse_schema(text: str, source_name: str) -> Schema:
@@ -449,7 +474,9 @@ def parse_schema(text: str, source_name: str) -> Schema:
                 raise _err(source_name, "passthrough.tables", "entries must be schema.table")
             names.append(t.lower())
         passthrough = frozenset(names)
-    return Schema(tables=tables, passthrough_tables=passthrough, cell_limit=limit, source=source_name)
+    return Schema(
+        tables=tables, passthrough_tables=passthrough, cell_limit=limit, source=source_name
+    )
 
 
 def load_schema(path: str | Path) -> Schema:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlglot.dialects.postgres import Postgres
-from sqlglot.tokens import Token, TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
 _TOKENIZER = Postgres().tokenizer_class()
 

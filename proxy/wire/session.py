@@ -236,6 +236,7 @@ class Session:
         self._pump_task: asyncio.Task[None] | None = None
         self._local_task: asyncio.Future[LocalResult] | None = None
         self._read_fut: asyncio.Future[bytes] | None = None
+        self._up_buf = bytearray()
         self._upstream_dead = False
         self.idle_reading = False
         self.stop_requested = False
@@ -311,6 +312,7 @@ class Session:
             ev = self.conn.next_event()
             if ev is not NEED_DATA:
                 return ev
+            await self._flush_up()
             self.conn.receive_data(await self._read_idle_aware())
 
     # ---------------------------------------------------------------- lifecycle
@@ -492,8 +494,6 @@ class Session:
             if self._upstream_dead:
                 return
             await self._dispatch(ev)
-            if self.upstream is not None and not self._upstream_dead:
-                await self.upstream.drain()
             if self.conn.state is ConnState.CLOSED:
                 return
 
@@ -550,10 +550,18 @@ class Session:
     # ---------------------------------------------------------------- upstream relay
 
     def _up(self, data: bytes) -> None:
-        assert self.upstream is not None
+        # Buffered: what the client pipelined goes upstream in one write (one wake-up of the
+        # backend), flushed before we wait for anything (client input or backend replies).
         if self._upstream_dead:
             raise SessionClosed
-        self.upstream.write(data)
+        self._up_buf += data
+
+    async def _flush_up(self) -> None:
+        if self._up_buf and self.upstream is not None and not self._upstream_dead:
+            data = bytes(self._up_buf)
+            self._up_buf.clear()
+            self.upstream.write(data)
+            await self.upstream.drain()
 
     def _expect(self, e: Expect) -> Expect:
         self.pending.append(e)
@@ -589,8 +597,7 @@ class Session:
         if self.pending and self.need_flush:
             self._up(Flush().encode())
             self.need_flush = False
-        if self.upstream is not None:
-            await self.upstream.drain()
+        await self._flush_up()
         if self.pending:
             await self.idle.wait()
         if self._upstream_dead:
@@ -1143,8 +1150,7 @@ class Session:
         if self.need_flush:
             self._up(Flush().encode())
             self.need_flush = False
-        if self.upstream is not None:
-            await self.upstream.drain()
+        await self._flush_up()
 
     # ---------------------------------------------------------------- cancel / shutdown
 

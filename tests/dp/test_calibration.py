@@ -33,7 +33,7 @@ def mp_delta(eps: float, mu: mpmath.mpf) -> mpmath.mpf:
     return mpmath.ncdf(-e / m + m / 2) - mpmath.exp(e) * mpmath.ncdf(-e / m - m / 2)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def mp_mu(eps: float, delta: float) -> mpmath.mpf:
     """The exact largest mu with delta(eps; mu) <= delta, by 130 bisection steps at 60 digits."""
     lo, hi = mpmath.mpf("1e-30"), mpmath.mpf(1)

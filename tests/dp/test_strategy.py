@@ -140,6 +140,18 @@ def test_time_cap_returns_best_so_far_with_valid_certificate() -> None:
     assert one.gap >= s.gap * (1 - 1e-9)
 
 
+def test_default_time_cap_is_a_deterministic_work_budget() -> None:
+    w = ranges(30, 40, 6)
+    tiny = optimize_strategy(w, tol=1e-12, time_limit=1e-9)  # budget for no step at all
+    check_certificates(w, tiny)
+    assert tiny.gap > 1e-3
+    again = optimize_strategy(w, tol=1e-12, time_limit=1e-9)
+    assert np.array_equal(tiny.matrix, again.matrix) and tiny.gap == again.gap
+    full = optimize_strategy(w)
+    assert np.array_equal(full.matrix, optimize_strategy(w).matrix)
+    assert full.gap <= 1e-3 < tiny.gap
+
+
 def test_invalid_workloads_are_refused() -> None:
     with pytest.raises(ValueError):
         optimize_strategy(np.zeros((3, 4)))

@@ -266,3 +266,67 @@ def test_pg8000(proxy) -> None:  # type: ignore[no-untyped-def]
         assert c.run("SELECT 1") == [[1]]
     finally:
         c.close()
+
+
+# -- COPY passthrough --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def scratch_table(pg):  # type: ignore[no-untyped-def]
+    import psycopg
+
+    from proxy import provision
+
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as a:
+        a.execute("CREATE SCHEMA IF NOT EXISTS wire_scratch")
+        a.execute("CREATE TABLE wire_scratch.copy_in (x int, s text)")
+        a.execute(f"GRANT USAGE ON SCHEMA wire_scratch TO {provision.PASSTHROUGH}")
+        a.execute(f"GRANT SELECT, INSERT ON wire_scratch.copy_in TO {provision.PASSTHROUGH}")
+    try:
+        yield "wire_scratch.copy_in"
+    finally:
+        with psycopg.connect(pg.admin_dsn, autocommit=True) as a:
+            a.execute("DROP SCHEMA wire_scratch CASCADE")
+
+
+def test_copy_in_and_out(proxy, scratch_table: str) -> None:  # type: ignore[no-untyped-def]
+    import psycopg
+
+    with psycopg.connect(proxy.dsn, autocommit=True) as c:
+        cur = c.cursor()
+        with cur.copy(f"COPY {scratch_table} FROM STDIN") as cp:
+            for i in range(3):
+                cp.write_row((i, f"row{i}"))
+        assert cur.rowcount == 3
+        with (
+            pytest.raises(psycopg.errors.QueryCanceled),
+            cur.copy(f"COPY {scratch_table} FROM STDIN") as cp,
+        ):
+            cp.write_row((9, "x"))
+            raise psycopg.errors.QueryCanceled("client aborts the copy")  # -> CopyFail
+        assert c.execute(f"SELECT count(*) FROM {scratch_table}").fetchone() == (3,)
+        with cur.copy(f"COPY (SELECT x FROM {scratch_table} ORDER BY x) TO STDOUT") as cp:
+            assert [bytes(b) for b in cp] == [b"0\n", b"1\n", b"2\n"]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            with cur.copy("COPY adult TO STDOUT") as cp:
+                list(cp)
+        assert c.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_large_result_and_upstream_down(proxy, pg) -> None:  # type: ignore[no-untyped-def]
+    import psycopg
+    from conftest import PASSWORD, USER, TestRouter, make_config
+
+    from proxy.wire.server import BackgroundServer
+    from proxy.wire.upstream import UpstreamConfig
+
+    with psycopg.connect(proxy.dsn, autocommit=True) as c:
+        rows = c.execute("SELECT g, repeat('x', 50) FROM generate_series(1, 100000) g").fetchall()
+        assert len(rows) == 100000 and rows[-1][0] == 100000
+    cfg = make_config(pg)
+    dead = UpstreamConfig(host="127.0.0.1", port=1, user="x", database="x", connect_timeout=2)
+    cfg = type(cfg)(**{**{f: getattr(cfg, f) for f in cfg.__slots__}, "upstream": dead})
+    with BackgroundServer(cfg, TestRouter({"adult"})) as srv:
+        dsn = f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{srv.port}/{pg.database}"
+        with pytest.raises(psycopg.OperationalError, match="could not connect to the upstream"):
+            psycopg.connect(dsn)

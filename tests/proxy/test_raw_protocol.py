@@ -176,6 +176,22 @@ CASES: dict[str, list[tuple[object, ...]]] = {
         (Query(sql="SELECT 1; COMMIT"),),
     ],
     "copy out": [(Query(sql="COPY (SELECT generate_series(1,3)) TO STDOUT"),)],
+    "copy of a protected table": [(Query(sql="COPY adult TO STDOUT"),)],
+    "refusal and local answer in a failed transaction": [
+        (Query(sql="BEGIN"),),
+        (Query(sql="SELECT 1/0"),),
+        (Query(sql="SELECT * FROM adult"),),
+        (Query(sql="SELECT count(*) FROM adult WHERE age > 3"),),
+        (
+            Parse(sql="SELECT count(*) FROM adult WHERE age > $1"),
+            Bind(params=(b"3",)),
+            Execute(),
+            Sync(),
+        ),
+        (Query(sql="ROLLBACK"),),
+        (Query(sql="SELECT 1"),),
+    ],
+    "explain of a protected table": [(Query(sql="EXPLAIN SELECT * FROM adult"),)],
 }
 
 

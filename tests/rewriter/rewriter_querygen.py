@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from dataclasses import dataclass
 
 from rewriter.schema import AttributeDecl, Kind, TableDecl, ViewDecl
 
@@ -26,7 +26,11 @@ def _lit(attr: AttributeDecl, v: object) -> str:
     if v is None:
         return "NULL"
     if isinstance(v, Fraction):
-        return str(v.numerator) if v.denominator == 1 else str(Decimal(v.numerator) / Decimal(v.denominator))
+        return (
+            str(v.numerator)
+            if v.denominator == 1
+            else str(Decimal(v.numerator) / Decimal(v.denominator))
+        )
     if attr.kind is Kind.CATEGORICAL:
         return "'" + str(v).replace("'", "''") + "'"
     if attr.kind is Kind.BOOLEAN:
@@ -50,7 +54,11 @@ class QueryGenerator:
         if choice < 0.5:
             base = f"{alias}.{name}" if alias else name
         elif choice < 0.7:
-            base = f'"{self.t.schema}"."{self.t.name}"."{name}"' if not alias else f'"{alias}"."{name}"'
+            base = (
+                f'"{self.t.schema}"."{self.t.name}"."{name}"'
+                if not alias
+                else f'"{alias}"."{name}"'
+            )
         elif choice < 0.85:
             base = name.upper() if not alias else f"{alias}.{name.upper()}"
         else:
@@ -133,7 +141,11 @@ class QueryGenerator:
         if r.random() < 0.15:
             return f"NOT ({self.pred(attrs, alias, depth + 1)})"
         conn = r.choice([" AND ", " OR "])
-        return "(" + conn.join(self.pred(attrs, alias, depth + 1) for _ in range(r.randint(2, 3))) + ")"
+        return (
+            "("
+            + conn.join(self.pred(attrs, alias, depth + 1) for _ in range(r.randint(2, 3)))
+            + ")"
+        )
 
     def query(self, view: ViewDecl) -> Generated:
         r = self.r
@@ -163,7 +175,14 @@ class QueryGenerator:
         for i, g in enumerate(group):
             items.append(self.col(g.name, alias) + (f" AS g{i}" if r.random() < 0.3 else ""))
         for i, a in enumerate(aggs):
-            items.append(a + (r.choice([" AS count", f" AS m{i}", ' AS "Value"', ""]) if r.random() < 0.5 else ""))
+            items.append(
+                a
+                + (
+                    r.choice([" AS count", f" AS m{i}", ' AS "Value"', ""])
+                    if r.random() < 0.5
+                    else ""
+                )
+            )
         if group:
             items.append("count(*) AS zz_nonempty")
         src = f"{self.t.name}" if r.random() < 0.5 else f'"{self.t.schema}"."{self.t.name}"'

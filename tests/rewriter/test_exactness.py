@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
+from rewriter_querygen import QueryGenerator
 
 import rewriter
 from proxy import provision
 from rewriter.schema import Schema
-from rewriter_querygen import QueryGenerator
 
 ROOT = Path(__file__).resolve().parents[2]
 ADULT_TOML = ROOT / "sql_fixtures" / "adult" / "lapras.toml"
@@ -74,7 +74,7 @@ small = ["n", "c", "b"]
 
 # a few thousand in all; LAPRAS_EXACTNESS_SCALE multiplies them for longer runs
 SCALE = float(os.environ.get("LAPRAS_EXACTNESS_SCALE", "1"))
-N_ADULT = int(800 * SCALE)
+N_ADULT = int(600 * SCALE)
 N_NULLS = int(1200 * SCALE)
 
 
@@ -115,7 +115,9 @@ def _run_all(dsn: str, sqls: list[str]) -> list[tuple[list[str], list[int], list
             cur = conn.execute(sql)
             rows = cur.fetchall()
             assert cur.description is not None
-            out.append(([d.name for d in cur.description], [d.type_code for d in cur.description], rows))
+            out.append(
+                ([d.name for d in cur.description], [d.type_code for d in cur.description], rows)
+            )
     return out
 
 
@@ -140,12 +142,16 @@ def _check(dsn: str, schema: Schema, table: str, n: int, seed: int) -> int:
         plan = st.plan
         ours = rewriter.postprocess(plan, plan.batch.answer(hists[plan.view]))
         if names != [c.name for c in plan.columns] or oids != [c.type_oid for c in plan.columns]:
-            failures.append(f"columns differ: {q.sql}: pg {list(zip(names, oids, strict=True))} ours {plan.columns}")
+            failures.append(
+                f"columns differ: {q.sql}: pg {list(zip(names, oids, strict=True))} ours {plan.columns}"
+            )
             continue
         if q.grouped:
             ours = [row for row in ours if row[-1] != 0]
         if not _rows_equal(pg_rows, ours):
-            failures.append(f"answers differ: {q.sql}\n pg   {sorted(pg_rows, key=repr)[:6]}\n ours {sorted(ours, key=repr)[:6]}")
+            failures.append(
+                f"answers differ: {q.sql}\n pg   {sorted(pg_rows, key=repr)[:6]}\n ours {sorted(ours, key=repr)[:6]}"
+            )
     assert not failures, f"{len(failures)} of {n} differ:\n" + "\n".join(failures[:10])
     return n
 
@@ -160,6 +166,7 @@ def nulls_schema(pg: Any) -> Schema:
     rng = random.Random(7)
     rows = []
     for i in range(2000):
+
         def maybe(v: object) -> object:
             return None if rng.random() < 0.15 else v
 
@@ -180,7 +187,9 @@ def nulls_schema(pg: Any) -> Schema:
             "CREATE TABLE public.lapras_nulls (id integer, n integer, c text, b boolean, d date, x numeric, w integer)"
         )
         with conn.cursor() as cur:
-            cur.executemany("INSERT INTO public.lapras_nulls VALUES (%s, %s, %s, %s, %s, %s, %s)", rows)
+            cur.executemany(
+                "INSERT INTO public.lapras_nulls VALUES (%s, %s, %s, %s, %s, %s, %s)", rows
+            )
         conn.execute(f"GRANT SELECT ON public.lapras_nulls TO {provision.AGGREGATOR}")
     return rewriter.parse_schema(NULLS_TOML, "test-nulls.toml")
 

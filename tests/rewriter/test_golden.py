@@ -66,8 +66,17 @@ def test_classification(case: Case) -> None:
         assert ", ".join(kinds) == case.expect, statements
     for st in statements:
         if isinstance(st, rewriter.Refused):
-            assert isinstance(st.error, rewriter.RowAccessError | rewriter.UnsupportedError | rewriter.SqlSyntaxError
-                              | rewriter.UndefinedColumnError | rewriter.InvalidValueError) or st.error.sqlstate != "XX000"
+            assert (
+                isinstance(
+                    st.error,
+                    rewriter.RowAccessError
+                    | rewriter.UnsupportedError
+                    | rewriter.SqlSyntaxError
+                    | rewriter.UndefinedColumnError
+                    | rewriter.InvalidValueError,
+                )
+                or st.error.sqlstate != "XX000"
+            )
             assert st.error.sqlstate != "XX000", st.error
         if isinstance(st, rewriter.DPStatement):
             _plan(st, case)  # binds
@@ -102,7 +111,9 @@ def test_accepted_cases_are_exact(case: Case, pg: Any, histograms: dict[str, np.
         cur = conn.execute(_pg_sql(case.sql), list(case.params or ()))
         theirs = cur.fetchall()
         assert cur.description is not None
-        assert [(d.name, d.type_code) for d in cur.description] == [(c.name, c.type_oid) for c in plan.columns]
+        assert [(d.name, d.type_code) for d in cur.description] == [
+            (c.name, c.type_oid) for c in plan.columns
+        ]
     key_pos = [i for i, o in enumerate(plan.post.outputs) if isinstance(o, KeyRef)]
     if key_pos and len(theirs) != len(ours):
         # PostgreSQL drops empty groups; every public group is returned here

@@ -1,0 +1,3 @@
+from bench.accuracy.run import main
+
+raise SystemExit(main())

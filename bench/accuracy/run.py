@@ -1,0 +1,258 @@
+"""LAPRAS accuracy on the paper's Table 2 setting (Adult ages, n = 73), against the baselines.
+
+Setting (PRIVACY-NOTES §4): S = 100 queries, |P| = 100 ranges drawn uniformly from all
+n(n+1)/2 contiguous ranges, the unpredicted pool = 1,000 Bernoulli(1/2) 0/1 vectors,
+epsilon = 1, delta = 1e-3; for each overlap rho the stream is floor(rho S) queries of P plus the
+rest from the pool (both without replacement), shuffled. Reported: the median over runs of the
+stream's mean absolute error over the answered queries, and the median number of unanswered
+(refused) queries. Noise is seeded (benchmarks only).
+
+    python -m bench.accuracy --quick          # 2 runs, rho in {0, 0.5, 1}
+    python -m bench.accuracy --runs 5 --write-docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dp.baselines import offline_mm, online_independent_noise
+from dp.domain import Domain, FloatArray, QueryBatch
+from dp.engine import EngineConfig, apply, decide, release, start
+from dp.errors import BudgetExhaustedError
+from dp.noise import SeededSampler
+from dp.strategy import Strategy, optimize_strategy
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "sql_fixtures" / "adult" / "adult.data.gz"
+FALLBACK = ROOT.parent / "shared" / "data" / "adult" / "adult.data"
+OUT = ROOT / "bench" / "out"
+DOCS = ROOT / "docs" / "benchmarks.md"
+
+S, P_SIZE, POOL, EPS, DELTA = 100, 100, 1000, 1.0, 1e-3
+
+
+def age_histogram() -> FloatArray:
+    """Counts of the 73 distinct ages of adult.data (column 0), in increasing age."""
+    if DATA.exists():
+        with gzip.open(DATA, "rt", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    else:
+        lines = FALLBACK.read_text().splitlines()
+    ages = np.array([int(line.split(",")[0]) for line in lines if line.count(",") > 5])
+    _, counts = np.unique(ages, return_counts=True)
+    return counts.astype(np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class Method:
+    name: str
+    mode: str = ""
+    split: str = ""
+    allocation: str = ""
+
+
+METHODS = [
+    *(
+        Method(f"LAPRAS {mode} {split} {alloc}", mode, split, alloc)
+        for mode in ("paper", "default")
+        for split in ("matrix-heavy", "query-heavy")
+        for alloc in ("static", "smooth")
+    ),
+    Method("Online Independent Noise"),
+    Method("OfflineMM (all queries known)"),
+]
+
+
+def run_lapras(
+    m: Method,
+    x: FloatArray,
+    dom: Domain,
+    pred: QueryBatch,
+    strat: Strategy,
+    stream: FloatArray,
+    seed: int,
+) -> tuple[float, int]:
+    cfg = EngineConfig(
+        epsilon=EPS,
+        delta=DELTA,
+        stream_length=S,
+        mode=m.mode,  # type: ignore[arg-type]
+        split=m.split,
+        allocation=m.allocation,  # type: ignore[arg-type]
+    )
+    state, _ = start(cfg, dom, pred, x, SeededSampler(seed), strategy=strat)
+    sampler = SeededSampler(seed + 1)
+    errs: list[float] = []
+    refused = 0
+    for q in stream:
+        batch = QueryBatch.from_dense(dom, [q])
+        try:
+            d = decide(state, batch)
+        except BudgetExhaustedError:
+            refused += 1
+            continue
+        for ev in d.events:
+            state = apply(state, ev)
+        r = release(state, d, x, sampler)
+        for ev in r.events:
+            state = apply(state, ev)
+        errs.append(abs(r.answers[0] - float(q @ x)))
+    return (float(np.mean(errs)) if errs else float("nan")), refused
+
+
+def one_run(
+    r: int, overlaps: list[float], methods: list[Method], x: FloatArray
+) -> dict[tuple[str, float], tuple[float, int]]:
+    n = x.shape[0]
+    dom = Domain.of(("age", n))
+    rng = np.random.default_rng(1000 + r)
+    ranges = [(i, j) for i in range(n) for j in range(i, n)]
+    picks = rng.choice(len(ranges), P_SIZE, replace=False)
+    p_rows = np.zeros((P_SIZE, n))
+    for k, idx in enumerate(picks):
+        i, j = ranges[idx]
+        p_rows[k, i : j + 1] = 1.0
+    pool = rng.integers(0, 2, (POOL, n)).astype(np.float64)
+    pred = QueryBatch.from_dense(dom, p_rows)
+    strat = optimize_strategy(p_rows)
+    out: dict[tuple[str, float], tuple[float, int]] = {}
+    for rho in overlaps:
+        g = int(np.floor(rho * S + 1e-9))
+        stream = np.vstack(
+            [
+                p_rows[rng.choice(P_SIZE, g, replace=False)],
+                pool[rng.choice(POOL, S - g, replace=False)],
+            ]
+        )
+        stream = stream[rng.permutation(S)]
+        truth = stream @ x
+        seed = 7919 * r + int(rho * 100)
+        for m in methods:
+            if m.mode:
+                out[(m.name, rho)] = run_lapras(m, x, dom, pred, strat, stream, seed)
+            elif m.name.startswith("Online"):
+                ans, _ = online_independent_noise(
+                    stream, x, SeededSampler(seed), epsilon=EPS, delta=DELTA, stream_length=S
+                )
+                out[(m.name, rho)] = (float(np.mean(np.abs(ans - truth))), 0)
+            else:
+                ans, _ = offline_mm(
+                    stream, x, SeededSampler(seed), epsilon=EPS, delta=DELTA, stream_length=S
+                )
+                out[(m.name, rho)] = (float(np.mean(np.abs(ans - truth))), 0)
+    return out
+
+
+def fmt_table(
+    results: dict[tuple[str, float], list[tuple[float, int]]],
+    overlaps: list[float],
+    methods: list[Method],
+) -> str:
+    head = "| method | " + " | ".join(f"rho={o:g}" for o in overlaps) + " |"
+    sep = "|---|" + "---|" * len(overlaps)
+    lines = [head, sep]
+    for m in methods:
+        cells = []
+        for o in overlaps:
+            vals = results[(m.name, o)]
+            mae = float(np.median([v[0] for v in vals]))
+            un = float(np.median([v[1] for v in vals]))
+            cells.append(f"{mae:.1f}" + (f" ({un:g})" if un else ""))
+        lines.append(f"| {m.name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(
+    results: dict[tuple[str, float], list[tuple[float, int]]],
+    overlaps: list[float],
+    methods: list[Method],
+    path: Path,
+) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    for m in methods:
+        ys = [float(np.median([v[0] for v in results[(m.name, o)]])) for o in overlaps]
+        style = "-" if m.mode == "default" else "--" if m.mode == "paper" else ":"
+        ax.plot(overlaps, ys, style, marker="o", ms=3, label=m.name)
+    ax.set_yscale("log")
+    ax.set_xlabel("overlap rho (fraction of the stream in P)")
+    ax.set_ylabel("median MAE over the stream")
+    ax.set_title("Adult ages (n=73), S=100, |P|=100, eps=1, delta=1e-3")
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return True
+
+
+def write_docs(section: str) -> None:
+    """Replace the body of the '## Accuracy' section of docs/benchmarks.md (only that one)."""
+    text = DOCS.read_text()
+    head = "## Accuracy (`bench/accuracy`)"
+    start_i = text.index(head) + len(head)
+    nxt = text.find("\n## ", start_i)
+    end_i = len(text) if nxt < 0 else nxt + 1
+    DOCS.write_text(text[:start_i] + "\n\n" + section.strip() + "\n\n" + text[end_i:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="2 runs, overlaps 0, 0.5, 1")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
+    args = ap.parse_args(argv)
+    runs = 2 if args.quick else args.runs
+    overlaps = [0.0, 0.5, 1.0] if args.quick else [round(0.1 * i, 1) for i in range(11)]
+    x = age_histogram()
+    results: dict[tuple[str, float], list[tuple[float, int]]] = {}
+    t0 = time.perf_counter()
+    for r in range(runs):
+        for key, val in one_run(r, overlaps, METHODS, x).items():
+            results.setdefault(key, []).append(val)
+        print(f"run {r + 1}/{runs} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    table = fmt_table(results, overlaps, METHODS)
+    print(table)
+    png = OUT / "accuracy.png"
+    with contextlib.suppress(Exception):
+        if plot(results, overlaps, METHODS, png):
+            print(f"plot: {png.relative_to(ROOT)}", file=sys.stderr)
+    if args.write_docs:
+        cmd = "python -m bench.accuracy" + (" --quick" if args.quick else f" --runs {runs}")
+        write_docs(section_text(cmd, runs, table, time.perf_counter() - t0))
+    return 0
+
+
+def section_text(cmd: str, runs: int, table: str, seconds: float) -> str:
+    return f"""Command: `{cmd} --write-docs` ({seconds:.0f} s; plot in `bench/out/accuracy.png`).
+
+Paper's Table 2 setting: Adult ages (n = 73 distinct ages, 32,561 rows), S = 100, |P| = 100
+ranges drawn uniformly from all contiguous ranges, unpredicted pool = 1,000 Bernoulli(1/2) 0/1
+vectors, epsilon = 1, delta = 1e-3. Each cell: the median over {runs} runs of the stream's mean
+absolute error over the answered queries; in parentheses the median number of refused
+(unanswered) queries when not 0. `paper` = Algorithm 1 as written (basic composition, AGM at
+delta/(S+1), literal Static pacing, T = ceil(log2 S) = 7, no reuse); `default` = the product's
+default (GDP filter, even pacing, answers from stored releases when their variance beats a fresh
+answer, GLS answers; docs/privacy.md). Online Independent Noise: AGM at (eps/S, delta/(S+1)).
+OfflineMM: the Matrix Mechanism on the whole stream known in advance, AGM at (eps, delta/(S+1)).
+
+{table}
+"""
+
+
+Runner = Callable[[], None]

@@ -1,0 +1,1 @@
+"""Rewriter benchmark: classify + reduce latency of typical dashboard queries."""

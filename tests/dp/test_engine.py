@@ -1,0 +1,375 @@
+"""The LAPRAS engine: hand-worked paper-mode traces, default-mode reuse, restart by fold."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dp.accountant import AccountantKind, NoiseKind
+from dp.calibration import SAFETY, agm_sigma, gaussian_sigma_for_mu, gdp_mu
+from dp.domain import Domain, QueryBatch
+from dp.engine import (
+    Answered,
+    Charged,
+    Decision,
+    DecisionKind,
+    EngineConfig,
+    EngineState,
+    Event,
+    Released,
+    ReserveExhaustedError,
+    StreamLengthExhaustedError,
+    apply,
+    decide,
+    fold,
+    release,
+    start,
+    status,
+)
+from dp.errors import BudgetExhaustedError, InternalError, PrivacyParameterError
+from dp.noise import SeededSampler
+from dp.pacing import Pool
+from dp.strategy import identity_strategy
+
+DOM = Domain.of(("cell", 4))
+X = np.array([10.0, 20.0, 30.0, 40.0])
+E0 = [1.0, 0.0, 0.0, 0.0]
+E1 = [0.0, 1.0, 0.0, 0.0]
+PRED = QueryBatch.from_dense(DOM, [E0, E1])
+# distinct unpredicted ("bad") single queries
+BAD = [
+    QueryBatch.from_dense(DOM, [v])
+    for v in (
+        [1, 1, 0, 0],
+        [0, 1, 1, 0],
+        [0, 0, 1, 1],
+        [1, 0, 1, 0],
+        [0, 1, 0, 1],
+        [1, 0, 0, 1],
+        [1, 1, 1, 0],
+        [0, 1, 1, 1],
+        [1, 1, 1, 1],
+        [2, 0, 0, 0],
+    )
+]
+GOOD0 = QueryBatch.from_dense(DOM, [E0])
+
+
+@dataclass
+class Run:
+    """Drives an engine like the proxy does, keeping the ledger of events."""
+
+    state: EngineState
+    ledger: list[Event]
+    sampler: SeededSampler = field(default_factory=lambda: SeededSampler(5))
+
+    @staticmethod
+    def begin(cfg: EngineConfig, predicted: QueryBatch | None = PRED) -> Run:
+        st_, evs = start(cfg, DOM, predicted, X, SeededSampler(1), strategy=identity_strategy(4))
+        return Run(state=st_, ledger=list(evs))
+
+    def ask(self, batch: QueryBatch) -> tuple[Decision, tuple[float, ...]]:
+        d = decide(self.state, batch)
+        for ev in d.events:  # persist + apply before releasing
+            self.ledger.append(ev)
+            self.state = apply(self.state, ev)
+        r = release(self.state, d, X, self.sampler)
+        for ev in r.events:
+            self.ledger.append(ev)
+            self.state = apply(self.state, ev)
+        return d, r.answers
+
+    def charges(self) -> list[Charged]:
+        return [e for e in self.ledger if isinstance(e, Charged)]
+
+
+def paper(**kw: object) -> EngineConfig:
+    base: dict[str, object] = dict(
+        epsilon=1.0, delta=1e-3, stream_length=8, mode="paper", split="equal", eps_min=0.05
+    )
+    base.update(kw)
+    return EngineConfig(**base)  # type: ignore[arg-type]
+
+
+def test_paper_static_literal_trace() -> None:
+    """S = 8, T = 3, equal split (1/4 each), eps_min = 0.05, basic accountant (hand-worked)."""
+    run = Run.begin(paper())
+    cfg = run.state.config
+    assert cfg.t == 3 and cfg.accountant_kind is AccountantKind.BASIC
+    mm = run.charges()[0]
+    assert mm.pool is Pool.MATRIX and mm.amount == pytest.approx(0.25)
+
+    seq = [BAD[0], GOOD0, BAD[1], BAD[2], BAD[3], BAD[4], BAD[5], BAD[6]]
+    kinds = [run.ask(q)[0].kind for q in seq]
+    assert kinds == [DecisionKind.FRESH, DecisionKind.MATRIX] + [DecisionKind.FRESH] * 6
+    ch = run.charges()[1:]
+    assert [c.position for c in ch] == [1, 3, 4, 5, 6, 7, 8]
+    assert [c.b for c in ch] == [1, 2, 3, 4, 5, 6, 7]
+    assert [c.pool for c in ch] == [Pool.WARMUP] * 3 + [Pool.BAD] * 2 + [Pool.RESERVE] * 2
+    # warm-up, literal: eps <- eps - eps/T with T = 3
+    w = [0.25 / 3, 0.25 * 2 / 9, 0.25 * 4 / 27]
+    # b = T = 3 at position 4: B_est = 8 * 2 / 3; k = B_est - T; leftover joins the bad pool
+    est = 8 * 2 / 3
+    k = est - 3
+    pool = 0.25 + 0.25 * 8 / 27
+    bad = [pool / k, pool * (1 - 1 / k) / k]
+    expected = [*w, *bad, 0.125, 0.0625]
+    assert [c.amount for c in ch] == pytest.approx(expected, rel=1e-12)
+    assert run.state.pacing.b_est == pytest.approx(est)
+    # every online answer: AGM at (eps_b, delta / (S + 1)) for sensitivity 1 (0/1 queries)
+    for c in ch:
+        assert c.noise is NoiseKind.GAUSSIAN and c.sensitivity == 1.0
+        assert c.scale >= agm_sigma(c.amount, 1e-3 / 9)
+        assert c.scale == pytest.approx(agm_sigma(c.amount, 1e-3 / 9), rel=1e-8)
+    assert run.state.accountant.spent == pytest.approx(0.25 + sum(expected))
+
+    # b = 8: reserve / 2 = 0.03125 < eps_min = 0.05 -> refused, nothing recorded
+    before = len(run.ledger)
+    with pytest.raises(ReserveExhaustedError) as err:
+        decide(run.state, BAD[7])
+    assert err.value.sqlstate == "42Q01" and "reserve" in err.value.message
+    assert len(run.ledger) == before
+    # stored answers keep being served: an exact repeat, and a good query
+    d, ans = run.ask(BAD[0])
+    assert d.kind is DecisionKind.REPEAT and d.events == ()
+    first = next(e for e in run.ledger if isinstance(e, Released) and e.key == BAD[0].key)
+    assert ans == first.answers
+    assert run.ask(QueryBatch.from_dense(DOM, [E1]))[0].kind is DecisionKind.MATRIX
+
+
+def test_paper_static_even_and_stream_length_cap() -> None:
+    """S = 4, T = 3: after S fresh releases the next bad query hits the S cap."""
+    run = Run.begin(paper(stream_length=4, static_pacing="even", eps_min=1e-6))
+    for q in BAD[:4]:
+        assert run.ask(q)[0].kind is DecisionKind.FRESH
+    ch = run.charges()[1:]
+    # warm-up even: 0.25 / 3 each; B_est = 4 * 2 / 2 = 4, k = 1: b = 4 gets the bad pool
+    assert [c.amount for c in ch] == pytest.approx([0.25 / 3] * 3 + [0.25])
+    assert run.state.pacing.b_est == pytest.approx(4.0)
+    with pytest.raises(StreamLengthExhaustedError) as err:
+        decide(run.state, BAD[4])
+    assert "stream length" in err.value.message
+    assert run.state.accountant.releases == 5  # MM + S online = the basic accountant's cap
+
+
+def test_paper_smooth_trace() -> None:
+    run = Run.begin(paper(allocation="smooth"))
+    for q in [BAD[0], GOOD0, BAD[1], BAD[2], BAD[3], BAD[4], BAD[5]]:
+        run.ask(q)
+    ch = [c for c in run.charges()[1:]]
+    pool = 0.5  # badInit + bad merged
+    expected = []
+    # (b, n): B_hat(1) = S - n + 1; B_hat(b) = S (b - 1) / (n - 1)
+    for b, n in [(1, 1), (2, 3), (3, 4), (4, 5), (5, 6)]:
+        est = 8 - n + 1 if b == 1 else 8 * (b - 1) / (n - 1)
+        a = pool / (max(1.0, est - b) + 1.0)
+        expected.append(a)
+        pool -= a
+    expected.append(0.125)  # b = 6 > B_est = 16/3: the reserve
+    assert [c.amount for c in ch] == pytest.approx(expected, rel=1e-12)
+    assert [c.pool for c in ch][-1] is Pool.RESERVE
+
+
+def test_warmup_options_and_no_prediction() -> None:
+    cfg = paper(warmup="log2_squared", stream_length=100)
+    assert cfg.t == 49
+    assert paper(warmup=1).t == 3
+    # without a predicted set the Matrix Mechanism's share goes to the bad pool
+    run = Run.begin(paper(static_pacing="even"), predicted=None)
+    assert run.charges() == []
+    run.ask(GOOD0)  # not good any more: no P
+    assert run.charges()[0].amount == pytest.approx(0.25 / 3)
+    run.ask(BAD[0])
+    run.ask(BAD[1])
+    assert run.state.pacing.bad_pool == pytest.approx(0.5)
+
+
+def test_group_by_batch_is_one_release_with_batch_sensitivity() -> None:
+    run = Run.begin(paper())
+    gb = QueryBatch.from_dense(DOM, np.eye(4))  # GROUP BY cell: L2 sensitivity 1
+    d, ans = run.ask(gb)
+    assert d.kind is DecisionKind.FRESH and len(ans) == 4
+    assert run.state.fresh == 1 and len(run.charges()) == 2
+    two = QueryBatch.from_dense(DOM, [[1, 1, 0, 0], [1, 0, 0, 0]])
+    run.ask(two)
+    c = run.charges()[-1]
+    assert c.sensitivity == pytest.approx(np.sqrt(2))
+    assert c.scale == pytest.approx(agm_sigma(c.amount, 1e-3 / 9, np.sqrt(2)), rel=1e-8)
+
+
+def test_restart_is_the_fold_of_the_events() -> None:
+    for cfg in (
+        paper(),
+        paper(allocation="smooth"),
+        EngineConfig(epsilon=1.0, delta=1e-3, stream_length=8, split="equal"),
+    ):
+        run = Run.begin(cfg)
+        for q in [BAD[0], GOOD0, BAD[1], BAD[0], BAD[2], BAD[3], BAD[4]]:
+            run.ask(q)
+        again = fold(run.ledger)
+        live = run.state
+        assert again.accountant == live.accountant
+        assert again.pacing == live.pacing
+        assert (again.position, again.bad, again.fresh) == (live.position, live.bad, live.fresh)
+        assert dict(again.answers) == dict(live.answers)
+        d1, d2 = decide(live, BAD[5]), decide(again, BAD[5])
+        assert d1.kind == d2.kind and d1.events == d2.events
+
+
+def test_charge_before_release_and_crash_between() -> None:
+    run = Run.begin(paper())
+    d = decide(run.state, BAD[0])
+    with pytest.raises(InternalError):  # the charge was not applied: no noise may be drawn
+        release(run.state, d, X, SeededSampler(0))
+    # the charge is persisted, then the process dies before releasing
+    ledger = [*run.ledger, *d.events]
+    state = fold(ledger)
+    assert state.accountant.spent == pytest.approx(0.25 + 0.25 / 3)  # the budget is gone
+    assert state.fresh == 1 and BAD[0].key not in state.answers
+    d2 = decide(state, BAD[0])  # asked again: a new charge (conservative), never a free redraw
+    assert d2.kind is DecisionKind.FRESH and d2.charge is not None and d2.charge.b == 2
+
+
+def test_default_mode_reuse_and_exhaustion() -> None:
+    cfg = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=8, split="equal", eps_min=0.2)
+    assert cfg.accountant_kind is AccountantKind.GDP and cfg.reuse_releases
+    run = Run.begin(cfg)
+    mu2 = gdp_mu(1.0, 1e-3) ** 2
+    mm = run.charges()[0]
+    assert mm.scale == pytest.approx(gaussian_sigma_for_mu(np.sqrt(mu2 / 4)), rel=1e-9)
+    # identity strategy: [1,1,0,0] has stored variance 2 sigma_MM^2 = 8/mu2 (= 53);
+    # a fresh warm-up answer would have sigma^2 = 12/mu2 (= 80): answered from the release
+    d, _ans = run.ask(BAD[0])
+    assert d.kind is DecisionKind.STORED
+    assert isinstance(d.events[0], Answered) and d.events[0].b == 1
+    assert run.state.bad == 1 and run.state.fresh == 0 and run.state.position == 1
+    assert run.state.accountant.spent == pytest.approx(mu2 / 4, rel=1e-9)
+    # [1,1,1,1] has stored variance 4 sigma_MM^2 = 16/mu2 > fresh 12/mu2 -> fresh, and its
+    # answer is the GLS combination with the release (smaller std error than the fresh noise)
+    d, _ = run.ask(BAD[8])
+    assert d.kind is DecisionKind.FRESH and d.charge is not None
+    rel = next(e for e in run.ledger if isinstance(e, Released))
+    assert rel.std_errors[0] < np.sqrt(rel.noise_variance)
+
+
+def test_default_mode_serves_stored_answers_when_budget_is_gone() -> None:
+    cfg = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=1, split="equal", eps_min=1e-3)
+    run = Run.begin(cfg)
+    run.ask(BAD[8])  # a fresh release: S = 1 used
+    assert run.state.fresh == 1
+    d, _ = run.ask(BAD[1])  # the S cap: answered from the stored releases instead
+    assert d.kind is DecisionKind.STORED
+    # paper mode: no reuse, so the same situation is a refusal
+    run_p = Run.begin(paper(stream_length=1))
+    run_p.ask(BAD[8])
+    with pytest.raises(BudgetExhaustedError):
+        run_p.ask(BAD[1])
+
+
+def test_pure_accountant_uses_laplace_with_l1_sensitivity() -> None:
+    cfg = EngineConfig(
+        epsilon=1.0, delta=0.0, stream_length=8, accountant="pure", split="equal", reuse=False
+    )
+    run = Run.begin(cfg)
+    two = QueryBatch.from_dense(DOM, [[1, 1, 0, 0], [1, 0, 0, 0]])  # L1 sens 2, L2 sqrt 2
+    run.ask(two)
+    c = run.charges()[-1]
+    assert c.noise is NoiseKind.LAPLACE and c.sensitivity == 2.0
+    assert c.scale == pytest.approx(2.0 / c.amount * (1 + SAFETY))
+    assert status(run.state).unit == "epsilon"
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(epsilon=0.0),
+        dict(epsilon=float("nan")),
+        dict(delta=0.0),
+        dict(delta=1.0),
+        dict(stream_length=0),
+        dict(split="lopsided"),
+        dict(split=(0.5, 0.5, 0.5, 0.0)),
+        dict(split=(0.5, 0.5, -0.5, 0.5)),
+        dict(allocation="greedy"),
+        dict(accountant="rdp"),
+        dict(accountant="pure"),  # pure needs delta = 0
+        dict(warmup=0),
+        dict(warmup="log10"),
+        dict(static_pacing="geometric"),
+        dict(eps_min=0.0),
+        dict(eps_min=2.0),
+        dict(mode="fast"),
+    ],
+)
+def test_config_validation(kw: dict[str, object]) -> None:
+    base: dict[str, object] = dict(epsilon=1.0, delta=1e-3, stream_length=10)
+    base.update(kw)
+    with pytest.raises(PrivacyParameterError):
+        EngineConfig(**base)  # type: ignore[arg-type]
+
+
+def test_mode_defaults() -> None:
+    p = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=100, mode="paper")
+    assert (p.accountant_kind, p.pacing_kind.value, p.reuse_releases, p.t) == (
+        AccountantKind.BASIC,
+        "literal",
+        False,
+        7,
+    )
+    d = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=100)
+    assert (d.accountant_kind, d.pacing_kind.value, d.reuse_releases) == (
+        AccountantKind.GDP,
+        "even",
+        True,
+    )
+    assert d.min_fraction == pytest.approx(1e-3)
+    e = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=10, split=(0.4, 0.2, 0.2, 0.2))
+    assert e.fractions == pytest.approx((0.4, 0.2, 0.2, 0.2))
+
+
+rows = st.lists(st.integers(min_value=0, max_value=2), min_size=4, max_size=4).filter(any)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    mode=st.sampled_from(["paper", "default"]),
+    accountant=st.sampled_from(["basic", "gdp", "pure"]),
+    allocation=st.sampled_from(["static", "smooth"]),
+    pacing=st.sampled_from(["literal", "even"]),
+    split=st.sampled_from(["equal", "matrix-heavy", "query-heavy", "reserve-heavy"]),
+    s=st.integers(min_value=1, max_value=12),
+    stream=st.lists(st.lists(rows, min_size=1, max_size=3), min_size=1, max_size=25),
+)
+def test_no_stream_exceeds_the_budget(
+    mode: str,
+    accountant: str,
+    allocation: str,
+    pacing: str,
+    split: str,
+    s: int,
+    stream: Sequence[Sequence[Sequence[int]]],
+) -> None:
+    cfg = EngineConfig(
+        epsilon=1.0,
+        delta=0.0 if accountant == "pure" else 1e-3,
+        stream_length=s,
+        mode=mode,  # type: ignore[arg-type]
+        accountant=accountant,  # type: ignore[arg-type]
+        allocation=allocation,  # type: ignore[arg-type]
+        static_pacing=pacing,  # type: ignore[arg-type]
+        split=split,
+    )
+    run = Run.begin(cfg)
+    for q in stream:
+        with contextlib.suppress(BudgetExhaustedError):
+            run.ask(QueryBatch.from_dense(DOM, q))
+    acct = run.state.accountant
+    assert acct.spent_exact <= acct.cap
+    assert run.state.fresh <= s
+    assert fold(run.ledger).accountant == acct

@@ -1,0 +1,64 @@
+"""Noise: goodness of fit at the claimed scale, and rejection at wrong scales."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from dp.noise import Sampler, SecureSampler, SeededSampler
+
+N = 3000
+ACCEPT_P = 1e-4  # false alarm probability per test at the claimed scale
+REJECT_P = 1e-6  # at 25% off, n = 3000: the KS p-value is ~1e-20 in expectation
+
+
+@pytest.fixture(scope="module")
+def secure() -> SecureSampler:
+    return SecureSampler()
+
+
+def _samplers(secure: SecureSampler) -> list[Sampler]:
+    return [SeededSampler(20260301), secure]
+
+
+@pytest.mark.parametrize("scale", [0.5, 3.0, 250.0])
+def test_gaussian_fits_claimed_scale_only(secure: SecureSampler, scale: float) -> None:
+    for sampler in _samplers(secure):
+        x = sampler.gaussian(scale, N)
+        assert x.shape == (N,) and x.dtype == np.float64
+        assert stats.kstest(x, stats.norm(0, scale).cdf).pvalue > ACCEPT_P
+        for wrong in (0.75 * scale, 1.25 * scale):
+            assert stats.kstest(x, stats.norm(0, wrong).cdf).pvalue < REJECT_P
+        # and it is not a Laplace of the same variance
+        b = scale / np.sqrt(2.0)
+        assert stats.kstest(x, stats.laplace(0, b).cdf).pvalue < 1e-3
+
+
+@pytest.mark.parametrize("scale", [0.5, 3.0, 250.0])
+def test_laplace_fits_claimed_scale_only(secure: SecureSampler, scale: float) -> None:
+    for sampler in _samplers(secure):
+        x = sampler.laplace(scale, N)
+        assert x.shape == (N,)
+        assert stats.kstest(x, stats.laplace(0, scale).cdf).pvalue > ACCEPT_P
+        # KS is less sharp on the Laplace's peak: 40% off is still rejected at ~1e-15
+        for wrong in (0.7 * scale, 1.4 * scale):
+            assert stats.kstest(x, stats.laplace(0, wrong).cdf).pvalue < REJECT_P
+
+
+def test_secure_sampler_draws_differ_and_validate(secure: SecureSampler) -> None:
+    a, b = secure.gaussian(1.0, 8), secure.gaussian(1.0, 8)
+    assert not np.array_equal(a, b)
+    assert secure.gaussian(1.0, 0).shape == (0,)
+    assert secure.laplace(1.0, 0).shape == (0,)
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            secure.gaussian(bad, 3)
+        with pytest.raises(ValueError):
+            secure.laplace(bad, 3)
+    with pytest.raises(ValueError):
+        secure.gaussian(1.0, -1)
+
+
+def test_seeded_sampler_is_reproducible() -> None:
+    assert np.array_equal(SeededSampler(7).gaussian(2.0, 5), SeededSampler(7).gaussian(2.0, 5))
