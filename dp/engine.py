@@ -71,9 +71,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from dp.accountant import (
     AccountantKind,
@@ -97,7 +98,7 @@ from dp.pacing import (
     skip,
     warmup_length,
 )
-from dp.release import Release, combine, measure
+from dp.release import ROW_SPACE_RTOL, Release, measure
 from dp.strategy import Strategy, optimize_strategy
 
 AnyAccountant = BasicAccountant | GdpAccountant | PureAccountant
@@ -112,8 +113,9 @@ SPLITS: Mapping[str, tuple[float, float, float, float]] = MappingProxyType(
     }
 )
 
-#: Stored-release inference (default mode) is kept only for domains up to this many cells.
-REUSE_MAX_CELLS = 4096
+#: Stored-release inference (default mode) is kept only for domains up to this many cells
+#: (it keeps an n x n information matrix and one eigendecomposition per release).
+REUSE_MAX_CELLS = 512
 
 
 class Mode(StrEnum):
@@ -237,6 +239,74 @@ class EngineConfig:
 
 
 # ------------------------------------------------------------------------------------------
+# inference over all stored releases (default mode)
+
+
+class _Estimator(Protocol):
+    def can_answer(self, matrix: Any) -> npt.NDArray[np.bool_]: ...
+
+    def estimate(self, matrix: Any) -> tuple[FloatArray, FloatArray]: ...
+
+    def variance(self, matrix: Any) -> FloatArray: ...
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StoredInference:
+    """Generalised least squares over every stored release, in information form.
+
+    ``info = sum_i A_i^T A_i / v_i`` and ``h = sum_i A_i^T y_i / v_i`` over the releases
+    ``y_i = A_i x + noise`` (independent noise of variance ``v_i`` per row). A query ``q`` in
+    the range of ``info`` is answered ``q info^+ h`` (unbiased, the best linear unbiased
+    estimate) with variance ``q info^+ q^T``; queries outside it are not answerable. Pure
+    post-processing of released values. Eigenvalues below ``1e-12`` of the largest are treated
+    as zero (a direction that weakly measured is refused, never answered with a bias).
+    """
+
+    info: FloatArray
+    h: FloatArray
+    basis: FloatArray
+    coef: FloatArray
+    x_hat: FloatArray
+
+    @staticmethod
+    def build(info: FloatArray, h: FloatArray) -> StoredInference:
+        lam, vec = np.linalg.eigh((info + info.T) / 2.0)
+        keep = lam > max(float(lam[-1]), 0.0) * 1e-12 if lam.size else np.zeros(0, bool)
+        basis = np.ascontiguousarray(vec[:, keep])
+        coef = basis / np.sqrt(lam[keep])
+        return StoredInference(info=info, h=h, basis=basis, coef=coef, x_hat=coef @ (coef.T @ h))
+
+    @staticmethod
+    def of(a: FloatArray, y: FloatArray, var: FloatArray) -> StoredInference:
+        n = a.shape[1]
+        return StoredInference.build(np.zeros((n, n)), np.zeros(n)).add(a, y, var)
+
+    def add(self, a: FloatArray, y: FloatArray, var: FloatArray) -> StoredInference:
+        aw = a / var[:, None]
+        return StoredInference.build(self.info + aw.T @ a, self.h + aw.T @ y)
+
+    def can_answer(self, matrix: Any) -> npt.NDArray[np.bool_]:
+        q = np.atleast_2d(np.asarray(matrix, dtype=np.float64))
+        resid = q - (q @ self.basis) @ self.basis.T
+        return np.asarray(
+            np.einsum("ij,ij->i", resid, resid) <= ROW_SPACE_RTOL**2 * np.einsum("ij,ij->i", q, q),
+            dtype=np.bool_,
+        )
+
+    def variance(self, matrix: Any) -> FloatArray:
+        q = np.atleast_2d(np.asarray(matrix, dtype=np.float64))
+        t = q @ self.coef
+        return np.where(self.can_answer(q), np.einsum("ij,ij->i", t, t), np.inf)
+
+    def estimate(self, matrix: Any) -> tuple[FloatArray, FloatArray]:
+        q = np.atleast_2d(np.asarray(matrix, dtype=np.float64))
+        if not np.all(self.can_answer(q)):
+            raise InternalError("a query outside the stored releases' row space was estimated")
+        t = q @ self.coef
+        return q @ self.x_hat, np.einsum("ij,ij->i", t, t)
+
+
+# ------------------------------------------------------------------------------------------
 # events
 
 
@@ -344,7 +414,7 @@ class EngineState:
     predicted_rows: frozenset[bytes] = frozenset()
     mm_pending: bool = False
     matrix_release: Release | None = None
-    stored: Release | None = None
+    stored: StoredInference | None = None
     answers: Mapping[str, StoredAnswer] = field(default_factory=dict)
     pending: Charged | None = None
 
@@ -432,10 +502,18 @@ def _with_answer(state: EngineState, key: str, ans: StoredAnswer) -> Mapping[str
     return MappingProxyType(d)
 
 
-def _add_stored(state: EngineState, rel: Release) -> Release | None:
-    if not state.config.reuse_releases or state.domain.size > REUSE_MAX_CELLS:
+def _reuse(state: EngineState) -> bool:
+    return state.config.reuse_releases and state.domain.size <= REUSE_MAX_CELLS
+
+
+def _add_stored(
+    state: EngineState, a: FloatArray, y: FloatArray, var: FloatArray
+) -> StoredInference | None:
+    if not _reuse(state):
         return None
-    return rel if state.stored is None else combine([state.stored, rel])
+    if state.stored is None:
+        return StoredInference.of(a, y, var)
+    return state.stored.add(a, y, var)
 
 
 def apply(state: EngineState | None, event: Event) -> EngineState:
@@ -466,7 +544,7 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
         return replace(
             state,
             matrix_release=rel,
-            stored=_add_stored(state, rel),
+            stored=_add_stored(state, rel.matrix, rel.y, rel.noise_variance),
             mm_pending=False,
             pending=None,
         )
@@ -474,14 +552,15 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
         p = state.pending
         if p is None or p.key != event.key or p.position != event.position:
             raise InternalError("a release must follow its charge")
-        rel = Release(
-            matrix=event.batch.dense(),
-            y=np.asarray(event.measurement, dtype=np.float64),
-            noise_variance=np.full(event.batch.num_queries, event.noise_variance),
+        stored = _add_stored(
+            state,
+            event.batch.dense(),
+            np.asarray(event.measurement, dtype=np.float64),
+            np.full(event.batch.num_queries, event.noise_variance),
         )
         return replace(
             state,
-            stored=_add_stored(state, rel),
+            stored=stored,
             answers=_with_answer(
                 state, event.key, StoredAnswer(answers=event.answers, std_errors=event.std_errors)
             ),
@@ -577,7 +656,7 @@ def _tuple(a: FloatArray) -> tuple[float, ...]:
 def _answered(
     state: EngineState,
     batch: QueryBatch,
-    rel: Release,
+    rel: _Estimator,
     source: Source,
     *,
     b: int | None = None,
@@ -637,8 +716,9 @@ def decide(state: EngineState, batch: QueryBatch) -> Decision:
         )
 
     if _is_good(state, w):
-        rel = state.stored if cfg.reuse_releases and state.stored is not None else None
-        rel = rel or state.matrix_release
+        rel: _Estimator | None = state.stored if cfg.reuse_releases else None
+        if rel is None:
+            rel = state.matrix_release
         if rel is not None and bool(np.all(rel.can_answer(w))):
             return _answered(state, batch, rel, Source.MATRIX)
 
@@ -748,8 +828,7 @@ def release(
     answers = _tuple(y)
     std = tuple(math.sqrt(var) for _ in range(k))
     if state.config.reuse_releases and state.stored is not None:
-        own = Release(matrix=batch.dense(), y=y, noise_variance=np.full(k, var))
-        comb = combine([state.stored, own])
+        comb = state.stored.add(batch.dense(), y, np.full(k, var))
         ans, v = comb.estimate(batch.dense())
         answers, std = _tuple(ans), _tuple(np.sqrt(np.maximum(v, 0.0)))
     ev = Released(

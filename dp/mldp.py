@@ -30,7 +30,10 @@ with the largest column norm, so a set of queries that overlap a lot (are highly
 pays for each overlap on every answer. Disjoint intervals have ``Delta_1 = 1``; a ``b``-ary
 hierarchy of intervals over an ordered domain has ``Delta_1 = `` its number of levels and lets
 the least-squares fit answer every range from ``O(log n)`` noisy nodes (Hay, Rastogi, Miklau &
-Suciu 2010: least squares on a hierarchy is their "constrained inference").
+Suciu 2010: least squares on a hierarchy is their "constrained inference"). Which is best
+depends on the domain size and the workload (under Laplace noise the identity wins on small
+domains, hierarchies on large ones), so the default training set ``"auto"`` compares the
+candidates by their exact expected error on the (public) workload: :func:`choose_training_set`.
 
 >>> import numpy as np
 >>> from dp.noise import SeededSampler
@@ -110,6 +113,8 @@ def _as_csr(matrix: Any, n: int | None = None) -> sp.csr_array:
         out = sp.csr_array(dense)
     if n is not None and out.shape[1] != n:
         raise ValueError("the query matrix must have one column per cell of the histogram")
+    out = out.copy()  # canonicalised below: never touch the caller's arrays
+    out.sum_duplicates()  # duplicate entries must add up before norms are taken
     if out.nnz and not np.all(np.isfinite(out.data)):
         raise ValueError("query weights must be finite numbers")
     return out
@@ -531,7 +536,7 @@ class MLDPModel:
         Given the same training set and noisy answers it returns the same model, bit for bit.
         The privacy fields are recorded as given (they describe how the answers were made).
         """
-        q = _as_csr(training).copy()
+        q = _as_csr(training)
         y = np.array(noisy_answers, dtype=np.float64).reshape(-1)
         if y.shape[0] != q.shape[0]:
             raise ValueError("one noisy answer per training query is needed")

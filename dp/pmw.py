@@ -13,9 +13,12 @@ then move ``p`` towards the data in that direction by a multiplicative-weights u
   as a game: the data player plays Hedge, the query player is the exponential mechanism):
   nothing is measured; Hedge moves ``p`` by ``exp(eta * s * q / Delta)`` in the direction ``s``
   of the selected signed query ``s q``. The answer is read from the **average** of the played
-  distributions ``p_1..p_T``, which is what the regret bound controls: with payoffs in
-  ``[-1, 1]`` and ``eta = sqrt(ln n / T)``, every workload query's error on the average is at
-  most ``Delta * 2 sqrt(ln n / T)`` (in fractions of the total) plus the selection error.
+  distributions ``p_1..p_T``, which is what the regret bound controls: Hedge with gains in
+  ``[-1, 1]`` has regret at most ``ln n / eta + eta T / 2`` (Freund & Schapire 1997; Cesa-Bianchi
+  & Lugosi 2006, Theorem 2.2, rescaled), so if every selection were exact, every workload
+  query's error on the average would be at most ``Delta (ln n / (eta T) + eta / 2)`` (in
+  fractions of the total; ``eta = sqrt(ln n / T)`` by default); the exponential mechanism adds
+  its selection error.
 
 Answers are synthetic counts: ``N_hat * (W @ p)`` with ``N_hat`` the total. The total is either
 **public** (argument ``total``: the caller asserts it is public knowledge; it is used as a
@@ -29,10 +32,10 @@ Privacy (neighbours: add or remove one row, i.e. ``+-1`` in one cell of ``x``).
   ``u(i, s) = s * (W_i x - N_hat W_i p)``. ``N_hat`` and ``p`` are functions of earlier outputs,
   so one row changes a score by at most ``Delta = max_ij |W_ij|`` (the largest absolute
   weight, i.e. the max column absolute weight). The exponential mechanism ``P(i, s) ~ exp(eps0
-  u / (2 Delta))`` is ``eps0``-DP (McSherry & Talwar 2007, Theorem 6; Dwork & Roth 2014,
-  Theorem 3.10). It is sampled *exactly* by the Gumbel-max trick: ``argmax(eps0 u / (2 Delta) +
-  G)`` with i.i.d. standard Gumbel ``G`` has exactly that distribution (Yellott 1977; Durfee &
-  Rogers 2019, Lemma 4.2). ``G = -log E`` with ``E ~ Exp(1)``, and ``E = |L|`` for ``L ~
+  u / (2 Delta))`` is ``eps0``-DP (McSherry & Talwar 2007; Dwork & Roth 2014, Theorem 3.10).
+  It is sampled *exactly* by the Gumbel-max trick: ``argmax(eps0 u / (2 Delta) + G)`` with
+  i.i.d. standard Gumbel ``G`` has exactly that distribution (Yellott 1977; used for private
+  selection by Durfee & Rogers 2019). ``G = -log E`` with ``E ~ Exp(1)``, and ``E = |L|`` for ``L ~
   Laplace(1)``, so only the Sampler's Laplace draws are used. (Report-noisy-max with Laplace
   noise of scale ``2 Delta / eps0`` would also be ``eps0``-DP, Dwork & Roth Claim 3.9 with the
   factor 2 for non-monotone scores, but it is not the exponential mechanism and does not inherit
@@ -40,7 +43,7 @@ Privacy (neighbours: add or remove one row, i.e. ``+-1`` in one cell of ``x``).
 - Measurement (MWEM only). ``W_i x + Laplace(Delta_i / eps_m)`` with ``Delta_i = max_j
   |W_ij|``: ``eps_m``-DP (Dwork & Roth 2014, Theorem 3.6).
 - Composition, ``delta = 0`` (pure): basic composition over the noisy total and the ``T``
-  rounds (Dwork & Roth 2014, Theorem 3.14; adaptive): ``eps_N + T (eps0 + eps_m) <= epsilon``,
+  rounds (Dwork & Roth 2014, Theorem 3.16; it holds for adaptively chosen mechanisms): ``eps_N + T (eps0 + eps_m) <= epsilon``,
   checked in exact rational arithmetic. MWEM splits each round's share equally between selection
   and measurement (as Hardt, Ligett & McSherry do).
 - Composition, ``delta > 0`` (approximate): the noisy total stays pure (``eps_N``) and the rounds
@@ -50,7 +53,7 @@ Privacy (neighbours: add or remove one row, i.e. ``+-1`` in one cell of ``x``).
   k eps0 (e^eps0 - 1), delta)``-DP); or zCDP: the ``eps0``-DP exponential mechanism is
   ``eps0^2/8``-zCDP (Cesar & Rogers 2021, via its ``eps0``-bounded range, Durfee & Rogers 2019),
   the ``eps_m``-DP Laplace measurement is ``eps_m^2/2``-zCDP (Bun & Steinke 2016, Proposition
-  1.4), zCDP adds up under composition (ibid., Lemma 2.3) and ``rho``-zCDP is ``(rho + 2
+  1.4), zCDP adds up under adaptive composition (ibid., Lemma 1.7) and ``rho``-zCDP is ``(rho + 2
   sqrt(rho ln(1/delta)), delta)``-DP (ibid., Proposition 1.3; ``dp.calibration.zcdp_rho``).
 
 Not implemented: the envelope construction of the pure-DP statistical-query-release paper ranges
@@ -143,9 +146,10 @@ def _as_csr(matrix: Any, n: int | None = None) -> sp.csr_array:
         out = sp.csr_array(dense)
     if n is not None and out.shape[1] != n:
         raise ValueError("the query matrix must have one column per cell of the histogram")
+    out = out.copy()  # canonicalised below: never touch the caller's arrays
+    out.sum_duplicates()  # duplicate entries must add up before weights are read
     if out.nnz and not np.all(np.isfinite(out.data)):
         raise ValueError("query weights must be finite numbers")
-    out.sum_duplicates()
     return out
 
 
@@ -174,9 +178,9 @@ def exponential_mechanism(
     """Index drawn with probability ``~ exp(epsilon * u / (2 sensitivity))``: ``epsilon``-DP.
 
     Claim: if each score changes by at most ``sensitivity`` between neighbouring databases, the
-    output is ``epsilon``-DP (McSherry & Talwar 2007, Theorem 6; Dwork & Roth 2014, Theorem
-    3.10) and ``epsilon^2/8``-zCDP (Cesar & Rogers 2021). Sampled exactly by Gumbel-max
-    (Durfee & Rogers 2019, Lemma 4.2) with ``Gumbel = -log |Laplace(1)|`` from the Sampler
+    output is ``epsilon``-DP (McSherry & Talwar 2007; Dwork & Roth 2014, Theorem 3.10) and
+    ``epsilon^2/8``-zCDP (Cesar & Rogers 2021). Sampled exactly by Gumbel-max (Yellott 1977;
+    Durfee & Rogers 2019) with ``Gumbel = -log |Laplace(1)|`` from the Sampler
     (``|Laplace(1)| ~ Exp(1)`` and ``-log Exp(1) ~ Gumbel(0, 1)``).
     """
     _check_selection(epsilon, sensitivity)
@@ -402,6 +406,8 @@ def mwem(
     # Budget: all of it from public parameters.
     eps_total = 0.0 if total is not None else total_fraction * epsilon
     eps_rounds = epsilon - eps_total
+    while Fraction(eps_total) + Fraction(eps_rounds) > Fraction(epsilon):
+        eps_rounds = math.nextafter(eps_rounds, 0.0)  # the float difference may round up
     budget = round_budget(epsilon_rounds=eps_rounds, delta=delta, rounds=rounds, variant=variant)
     sel, meas = budget.select, budget.measure
     if delta == 0:

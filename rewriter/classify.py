@@ -12,7 +12,6 @@ Everything else is relayed verbatim (or with statistics of protected tables hidd
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
@@ -32,8 +31,9 @@ from .reduce import reduce
 from .schema import SYSTEM_SCHEMAS, TYPE_OIDS, Schema, TableDecl
 from .split import Piece, split_statements
 
+# sqlglot logs a warning when it falls back to exp.Command; such statements are refused or
+# relayed here, so the proxy may lower the "sqlglot" logger to ERROR.
 _DIALECT = Postgres()
-logging.getLogger("sqlglot").setLevel(logging.ERROR)  # Command fallbacks are refused or relayed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -264,7 +264,9 @@ def _is_false(node: exp.Expr | None) -> bool:
         if isinstance(n, exp.Parameter | exp.Placeholder | exp.Query | exp.Subquery):
             return False
         if isinstance(n, exp.Boolean) or (
-            isinstance(n, exp.Predicate) and isinstance(n, exp.Binary) and n.find(exp.Column) is None
+            isinstance(n, exp.Predicate)
+            and isinstance(n, exp.Binary)
+            and n.find(exp.Column) is None
         ):
             constant = True
         if isinstance(n, exp.Func) and not isinstance(n, exp.Connector | exp.Predicate | exp.Not):

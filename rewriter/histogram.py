@@ -17,7 +17,7 @@ is the public domain; document such rows as out of scope).
 ... v = ["a"]
 ... ''', "x")
 >>> print(histogram_sql(s, "t", "v"))
-SELECT cell, count(*) AS n FROM (SELECT (CASE WHEN "a" BETWEEN 0 AND 9 THEN ("a" - 0) END)::int8 AS cell FROM "public"."t") AS cells WHERE cell IS NOT NULL GROUP BY cell
+SELECT cell, count(*) AS n FROM (SELECT ((CASE WHEN "a" BETWEEN 0 AND 9 THEN ("a" - 0) END))::int8 AS cell FROM "public"."t") AS cells WHERE cell IS NOT NULL GROUP BY cell
 """
 
 from __future__ import annotations

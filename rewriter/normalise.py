@@ -7,6 +7,11 @@ and ``$n`` parameters, and checks every node against an allowlist. The result, a
 
 >>> import sqlglot
 >>> from rewriter.schema import load_schema
+>>> adult = load_schema("sql_fixtures/adult/lapras.toml").tables["adult"]
+>>> sel = sqlglot.parse_one('SELECT "sex", COUNT(1) AS n FROM adult a WHERE a.age::int > 30 GROUP BY 1', read="postgres")
+>>> q = normalise(sel, adult, sel.args["from_"].this)
+>>> q.group_by, [(c.name, c.type_oid) for c in q.columns], q.template
+(('sex',), [('sex', 25), ('n', 20)], 'SELECT sex, count(*) FROM public.adult WHERE age > $1 GROUP BY sex')
 """
 
 from __future__ import annotations

@@ -443,6 +443,7 @@ class Session:
         except UpstreamUnavailable as e:
             await self._fatal(e)
             return False
+        self.database = up_db or self.cfg.upstream.database
         up = self.upstream
         for ps in up.parameters:
             self.params[ps.name] = ps.value

@@ -331,3 +331,13 @@ def test_error_decreases_with_epsilon_and_beats_independent_laplace() -> None:
         independent = np.mean(np.abs(SeededSampler(99).laplace(m / eps, m)))
         assert mae[eps] < 0.05 * independent
     assert mae[1.0] < 0.3 * mae[0.1]
+
+
+def test_duplicate_sparse_entries_are_added_before_the_sensitivity_is_read() -> None:
+    q = sp.csr_array(
+        (np.array([0.5, 0.5, 1.0]), np.array([0, 0, 1]), np.array([0, 2, 3])), shape=(2, 2)
+    )
+    x = np.array([1.0, 2.0])
+    g = MLDPModel.fit(x, epsilon=1.0, delta=1e-5, sampler=SeededSampler(0), training=q)
+    assert g.sensitivity == 1.0  # sqrt((0.5 + 0.5)^2), not sqrt(0.5^2 + 0.5^2)
+    assert q.data.tolist() == [0.5, 0.5, 1.0]  # the caller's matrix is untouched

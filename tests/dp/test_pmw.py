@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy import stats
 
 from dp.calibration import zcdp_rho
@@ -402,6 +403,7 @@ def test_selection_only_meets_the_hedge_regret_bound_without_noise() -> None:
         total=float(x.sum()),
     )
     eta = r.learning_rate
+    assert eta is not None
     assert eta == pytest.approx(math.sqrt(math.log(n) / rounds))
     bound = math.log(n) / (eta * rounds) + eta / 2
     err = np.max(np.abs(r.answer(w) - w @ x)) / x.sum()
@@ -461,3 +463,13 @@ def test_result_is_frozen_and_answers_are_post_processing() -> None:
     assert r.distribution.sum() == pytest.approx(1.0)
     assert np.all(r.distribution >= 0)
     np.testing.assert_allclose(r.synthetic_histogram.sum(), r.total)
+
+
+def test_duplicate_sparse_entries_are_added_before_the_sensitivity_is_read() -> None:
+    # Two entries of 0.75 on the same cell: the weight is 1.5, not 0.75.
+    w = sp.csr_array(
+        (np.array([0.75, 0.75, 1.0]), np.array([0, 0, 1]), np.array([0, 2, 3])), shape=(2, 3)
+    )
+    r = mwem(np.array([1.0, 2.0, 3.0]), w, epsilon=1.0, rounds=2, sampler=SeededSampler(0))
+    assert r.score_sensitivity == 1.5
+    assert w.data.tolist() == [0.75, 0.75, 1.0]  # the caller's matrix is untouched

@@ -330,3 +330,145 @@ def test_large_result_and_upstream_down(proxy, pg) -> None:  # type: ignore[no-u
         dsn = f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{srv.port}/{pg.database}"
         with pytest.raises(psycopg.OperationalError, match="could not connect to the upstream"):
             psycopg.connect(dsn)
+
+
+# -- node-postgres (optional: needs node and the `pg` package) ------------------------------
+
+_NODE_SCRIPT = r"""
+const { Client } = require('pg');
+(async () => {
+  const c = new Client(JSON.parse(process.argv[1]));
+  await c.connect();
+  const out = {};
+  out.simple = (await c.query('SELECT 1 AS x')).rows;
+  out.params = (await c.query('SELECT $1::int + 1 AS y, $2::text AS s', [41, 'flu'])).rows;
+  out.local = (await c.query('SELECT count(*) FROM adult WHERE age > $1', [30])).rows;
+  out.named = [];
+  for (const n of [1, 2]) {
+    out.named.push((await c.query({ name: 'q1', text: 'SELECT count(*) FROM adult WHERE age > $1',
+                                    values: [n], rowMode: 'array' })).rows);
+  }
+  try { await c.query('SELECT * FROM adult'); } catch (e) { out.code = e.code; }
+  out.after = (await c.query('SELECT 2 AS z')).rows;
+  await c.end();
+  console.log(JSON.stringify(out));
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+
+
+def test_node_postgres(proxy) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    env = dict(os.environ)
+    if os.environ.get("LAPRAS_NODE_PATH"):
+        env["NODE_PATH"] = os.environ["LAPRAS_NODE_PATH"]
+    probe = subprocess.run([node, "-e", "require('pg')"], env=env, capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("node-postgres not installed (npm install pg; set LAPRAS_NODE_PATH)")
+    cfg = json.dumps({k: v for k, v in proxy.kw().items()})
+    r = subprocess.run(
+        [node, "-e", _NODE_SCRIPT, cfg], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["simple"] == [{"x": 1}]
+    assert out["params"] == [{"y": 42, "s": "flu"}]
+    assert out["local"] == [{"count": "1030"}]  # node returns int8 as a string
+    assert out["named"] == [[["1001"]], [["1002"]]]
+    assert out["code"] == "42501"
+    assert out["after"] == [{"z": 2}]
+
+
+# -- pgjdbc (optional: needs a JDK and Debian's libpostgresql-jdbc-java) ---------------------
+
+_JAVA = r"""
+import java.sql.*;
+import java.util.*;
+
+public class JdbcProbe {
+  public static void main(String[] a) throws Exception {
+    Properties p = new Properties();
+    p.setProperty("user", a[1]);
+    p.setProperty("password", a[2]);
+    List<String> out = new ArrayList<>();
+    try (Connection c = DriverManager.getConnection(a[0], p)) {
+      DatabaseMetaData md = c.getMetaData();
+      out.add("version " + md.getDatabaseProductVersion());
+      try (ResultSet rs = md.getTables(null, "public", "%", new String[] {"TABLE"})) {
+        while (rs.next()) out.add("table " + rs.getString("TABLE_NAME"));
+      }
+      try (ResultSet rs = md.getColumns(null, "public", "adult", "%")) {
+        while (rs.next()) out.add("column " + rs.getString("COLUMN_NAME") + " " + rs.getString("TYPE_NAME"));
+      }
+      try (ResultSet rs = md.getPrimaryKeys(null, "public", "adult")) {
+        while (rs.next()) out.add("pk " + rs.getString("COLUMN_NAME"));
+      }
+      if (a.length > 3) {
+        try (PreparedStatement ps = c.prepareStatement("SELECT count(*) FROM adult WHERE age > ?")) {
+          for (int i = 0; i < 7; i++) {
+            ps.setInt(1, i);
+            try (ResultSet rs = ps.executeQuery()) { rs.next(); out.add("local " + rs.getLong(1)); }
+          }
+        }
+        c.setTransactionIsolation(Connection.TRANSACTION_READ_UNCOMMITTED);
+        c.setReadOnly(true);
+        c.setAutoCommit(false);
+        try (Statement st = c.createStatement()) {
+          st.setFetchSize(10);
+          int n = 0;
+          try (ResultSet rs = st.executeQuery("SELECT generate_series(1, 25)")) { while (rs.next()) n++; }
+          out.add("fetched " + n);
+          try (ResultSet rs = st.executeQuery("show timezone")) { rs.next(); out.add("tz " + (rs.getString(1) != null)); }
+          st.execute("SET SESSION TIMEZONE TO 'UTC'");
+        }
+        c.commit();
+        c.setAutoCommit(true);
+        try (Statement st = c.createStatement()) {
+          st.executeQuery("SELECT * FROM adult");
+        } catch (SQLException e) {
+          out.add("sqlstate " + e.getSQLState());
+        }
+      }
+    }
+    for (String s : out) System.out.println(s);
+  }
+}
+"""
+
+
+def test_pgjdbc(proxy, pg, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from urllib.parse import urlsplit
+
+    java = shutil.which("java")
+    jar = Path("/usr/share/java/postgresql.jar")
+    if java is None or not jar.exists():
+        pytest.skip("needs java and /usr/share/java/postgresql.jar (libpostgresql-jdbc-java)")
+    src = tmp_path / "JdbcProbe.java"
+    src.write_text(_JAVA)
+
+    def run(host: str, port: int, db: str, user: str, pw: str, full: bool) -> list[str]:
+        url = f"jdbc:postgresql://{host}:{port}/{db}"
+        args = [java, "-cp", str(jar), str(src), url, user, pw] + (["full"] if full else [])
+        r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.splitlines()
+
+    d = urlsplit(pg.passthrough_dsn)
+    from urllib.parse import unquote
+
+    direct = run(
+        d.hostname or "", d.port or 5432, pg.database, unquote(d.username or ""),
+        unquote(d.password or ""), False,
+    )  # fmt: skip
+    via = run(proxy.host, proxy.port, proxy.database, proxy.user, proxy.password, True)
+    assert via[: len(direct)] == direct
+    assert "table adult" in direct
+    rest = via[len(direct) :]
+    assert rest == [f"local {1000 + i}" for i in range(7)] + [
+        "fetched 25",
+        "tz true",
+        "sqlstate 42501",
+    ]
