@@ -20,6 +20,7 @@ See docs/sql.md, "Statistics catalogue policy".
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -61,16 +62,19 @@ _STAT_WORDS = re.compile(
 _NAMES: dict[re.Pattern[str], tuple[str, ...]] = {}
 
 
-def name_pattern(schema: Schema) -> re.Pattern[str] | None:
-    """A regex matching any protected table name as a whole word (lower case)."""
-    names = tuple(sorted(schema.tables))
-    if not names:
-        return None
+@functools.lru_cache(maxsize=64)
+def _pattern(names: tuple[str, ...]) -> re.Pattern[str]:
     pattern = re.compile(
         r"(?<![a-z0-9_$])(" + "|".join(re.escape(n) for n in names) + r")(?![a-z0-9_$])"
     )
     _NAMES[pattern] = names
     return pattern
+
+
+def name_pattern(schema: Schema) -> re.Pattern[str] | None:
+    """A regex matching any protected table name as a whole word (lower case)."""
+    names = tuple(sorted(schema.tables))
+    return _pattern(names) if names else None
 
 
 _ESCAPES = (

@@ -101,6 +101,11 @@ def coerce(attr: AttributeDecl, value: object) -> object:
             if t in ("f", "false", "n", "no", "off", "0"):
                 return False
         raise InvalidValueError("invalid input syntax for type boolean")
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidValueError("invalid byte sequence for encoding UTF8") from None
     if isinstance(value, str):
         return value
     raise InvalidValueError(f"compare text column {attr.name} with a string")

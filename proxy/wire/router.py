@@ -27,9 +27,13 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+import sqlglot
+from sqlglot import exp
+
 from dp.errors import LaprasError
 from proxy.errors import InsufficientPrivilege
 from proxy.wire.messages import FieldDescription
+from proxy.wire.types import type_size
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,9 +147,6 @@ class ProtectedTablesRouter:
         self._protected = frozenset(t.lower() for t in protected)
 
     def protected_tables(self, sql: str) -> tuple[list[str], object | None]:
-        import sqlglot
-        from sqlglot import exp
-
         try:
             trees = sqlglot.parse(sql, read="postgres")
         except Exception:
@@ -178,8 +179,6 @@ class ProtectedTablesRouter:
 
 
 def _is_zero_row_probe(tree: object) -> bool:
-    from sqlglot import exp
-
     if not isinstance(tree, exp.Select):
         return False
     limit = tree.args.get("limit")
@@ -201,8 +200,6 @@ def _is_zero_row_probe(tree: object) -> bool:
 
 
 def field_from_column(col: Column, fmt: int = 0) -> FieldDescription:
-    from proxy.wire.types import type_size
-
     return FieldDescription(
         name=col.name,
         table_oid=col.table_oid,

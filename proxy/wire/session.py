@@ -125,6 +125,10 @@ FAIL_SQL = '"lapras: statement refused by the proxy"'
 _FAIL_STMT = "__lapras_refused__"
 _DESCRIBE_STMT = "__lapras_describe__"
 _RESET_ALL = re.compile(r"^\s*(DEALLOCATE\s+(PREPARE\s+)?ALL|DISCARD\s+ALL)\s*;?\s*$", re.I)
+_TXN_CONTROL = re.compile(
+    r"^\s*(BEGIN|START|COMMIT|END|ROLLBACK|ABORT|SAVEPOINT|RELEASE|PREPARE\s+TRANSACTION)\b",
+    re.I,
+)
 _DEALLOCATE = re.compile(r'^\s*DEALLOCATE\s+(?:PREPARE\s+)?("?)([^";\s]+)\1\s*;?\s*$', re.I)
 
 
@@ -536,14 +540,13 @@ class Session:
             if await self._settle():
                 self.conn.pending_ready = max(self.conn.pending_ready - 1, 0)
                 return
-            self._send(
-                render_error(
-                    FeatureNotSupported(
-                        "the function call protocol message is not supported by the LAPRAS proxy",
-                        hint="call the function in a SELECT statement instead",
-                    )
-                )
+            # protocol-flow "Function Call": answered like a simple Query, so the error is
+            # followed by ReadyForQuery (and fails an open transaction, as any error does).
+            err = FeatureNotSupported(
+                "the function call protocol message is not supported by the LAPRAS proxy",
+                hint="call the function in a SELECT statement instead",
             )
+            await self._refuse(err, extended=False)
             await self._ready()
         else:
             raise ProtocolViolation(f"unexpected message {type(ev).__name__}")
@@ -773,15 +776,20 @@ class Session:
             self._forward(Query(sql=FAIL_SQL).encode(), Kind.QUERY, forward=False, sink=[])
         await self._quiesce()
 
-    async def _refuse(self, err: LaprasError, *, extended: bool) -> None:
-        """Answer ``err`` for the current statement, keeping the backend in step."""
+    async def _refuse(self, err: LaprasError | ErrorResponse, *, extended: bool) -> None:
+        """Answer ``err`` for the current statement, keeping the backend in step.
+
+        Any ERROR inside a transaction block aborts it, and in the extended protocol an error
+        also rolls back the implicit transaction of the batch (protocol-flow "Extended Query").
+        So when the backend has a transaction open, a statement that fails there too is sent
+        (its own error swallowed): 25P02 and COMMIT -> ROLLBACK then come from PostgreSQL."""
         if await self._settle():
             return
         if self.status == "E":
             err = InFailedTransaction()
         elif self.status == "T" or (extended and self.upstream_open):
             await self._fail_upstream(extended)
-        self._send(render_error(err))
+        self._send(err if isinstance(err, ErrorResponse) else render_error(err))
         self._flush_client()
 
     async def _describe_upstream(
@@ -875,19 +883,17 @@ class Session:
         return out
 
     async def _local_result(
-        self, execution: Execution
+        self, execution: Execution, *, extended: bool
     ) -> tuple[list[tuple[bytes | None, ...]], str, list[NoticeResponse]] | None:
-        """Run a local answer; on error send the ErrorResponse and return None."""
+        """Run a local answer; on error answer it as PostgreSQL would and return None."""
         try:
             result = await self._run_local(execution)
             rows = self._encode_rows(result, execution.fields)
         except LaprasError as e:
-            self._send(render_error(e))
-            self._flush_client()
+            await self._refuse(e, extended=extended)
             return None
         except Exception as e:
-            self._send(render_unexpected(e, where="router.execute"))
-            self._flush_client()
+            await self._refuse(render_unexpected(e, where="router.execute"), extended=extended)
             return None
         return rows, result.command_tag or "", self._notices(result)
 
@@ -917,20 +923,41 @@ class Session:
         if await self._settle():
             self.conn.pending_ready = max(self.conn.pending_ready - 1, 0)
             return
+        # Several statements in one Query run as one implicit transaction (protocol-flow
+        # "Multiple Statements in a Simple Query"). Relayed one by one they would not, so
+        # wrap them in a hidden BEGIN ... COMMIT/ROLLBACK unless they manage transactions
+        # themselves.
+        wrap = (
+            self.status == "I" and len(stmts) > 1 and not any(_TXN_CONTROL.match(s) for s in stmts)
+        )
+        if wrap:
+            await self._hidden_query("BEGIN")
+        ok = True
         for s, r in zip(stmts, routes, strict=True):
             if isinstance(r, Relay):
                 self._on_simple_statement(s)
                 e = self._forward(Query(sql=s).encode(), Kind.QUERY, forward_ready=False)
                 await self._quiesce()
-                if e.failed:
-                    break
+                ok = not e.failed
             elif isinstance(r, Refuse):
                 await self._refuse(r.error, extended=False)
-                break
+                ok = False
             else:
-                if not await self._simple_local(s, r):
-                    break
+                ok = await self._simple_local(s, r)
+            if not ok:
+                break
+        if wrap:
+            end = await self._hidden_query("COMMIT" if ok else "ROLLBACK")
+            for msg in end:
+                if isinstance(msg, ErrorResponse):
+                    self._send(msg)  # e.g. a deferred constraint failing at COMMIT
         await self._ready()
+
+    async def _hidden_query(self, sql: str) -> list[BackendMessage]:
+        sink: list[BackendMessage] = []
+        self._forward(Query(sql=sql).encode(), Kind.QUERY, forward=False, sink=sink)
+        await self._quiesce()
+        return sink
 
     async def _simple_local(self, sql: str, route: AnswerLocally) -> bool:
         if self.status == "E":
@@ -952,7 +979,7 @@ class Session:
             param_formats=(),
             fields=fields,
         )
-        res = await self._local_result(execution)
+        res = await self._local_result(execution, extended=False)
         if res is None:
             return False
         rows, tag, notices = res
@@ -969,10 +996,7 @@ class Session:
     # ---------------------------------------------------------------- extended query
 
     async def _local_error(self, err: LaprasError) -> None:
-        if await self._settle():
-            return
-        self._send(render_error(err))
-        self._flush_client()
+        await self._refuse(err, extended=True)
 
     async def _parse(self, m: Parse) -> None:
         """protocol-flow "Extended Query", Parse."""
@@ -1107,7 +1131,7 @@ class Session:
                 fields=portal.fields,
                 max_rows=m.max_rows,
             )
-            res = await self._local_result(execution)
+            res = await self._local_result(execution, extended=True)
             if res is None:
                 return
             portal.rows, portal.tag, portal.notices = res

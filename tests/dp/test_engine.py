@@ -373,3 +373,28 @@ def test_no_stream_exceeds_the_budget(
     assert acct.spent_exact <= acct.cap
     assert run.state.fresh <= s
     assert fold(run.ledger).accountant == acct
+
+
+def test_stored_inference_matches_release_combine() -> None:
+    """The engine's information-form GLS equals dp.release.combine on the same releases."""
+    from dp.engine import StoredInference
+    from dp.release import Release, combine
+
+    rng = np.random.default_rng(0)
+    n = 20  # 14 measured rows: a proper subspace
+    a = rng.normal(size=(5, n))
+    b = rng.integers(0, 2, (9, n)).astype(float)
+    y1, y2 = rng.normal(size=5), rng.normal(size=9)
+    v1, v2 = np.full(5, 2.0), rng.uniform(1, 5, 9)
+    ref = combine(
+        [Release(matrix=a, y=y1, noise_variance=v1), Release(matrix=b, y=y2, noise_variance=v2)]
+    )
+    ours = StoredInference.of(a, y1, v1).add(b, y2, v2)
+    q = np.vstack([a[:2] + b[:2], b[3:6]])
+    assert np.allclose(ours.estimate(q)[0], ref.estimate(q)[0], rtol=1e-9, atol=1e-9)
+    assert np.allclose(ours.estimate(q)[1], ref.estimate(q)[1], rtol=1e-9)
+    outside = rng.normal(size=(2, n))
+    assert list(ours.can_answer(outside)) == list(ref.can_answer(outside)) == [False, False]
+    assert np.all(np.isinf(ours.variance(outside)))
+    with pytest.raises(InternalError):
+        ours.estimate(outside)

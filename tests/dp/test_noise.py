@@ -30,9 +30,8 @@ def test_gaussian_fits_claimed_scale_only(secure: SecureSampler, scale: float) -
         assert stats.kstest(x, stats.norm(0, scale).cdf).pvalue > ACCEPT_P
         for wrong in (0.75 * scale, 1.25 * scale):
             assert stats.kstest(x, stats.norm(0, wrong).cdf).pvalue < REJECT_P
-        # and it is not a Laplace of the same variance
-        b = scale / np.sqrt(2.0)
-        assert stats.kstest(x, stats.laplace(0, b).cdf).pvalue < 1e-3
+        # and its tails are Gaussian: the excess kurtosis is near 0 (a Laplace's is 3)
+        assert abs(stats.kurtosis(x)) < 0.6
 
 
 @pytest.mark.parametrize("scale", [0.5, 3.0, 250.0])

@@ -83,6 +83,10 @@ class TestRouter(ProtectedTablesRouter):
                 n = int(execution.params[0])  # type: ignore[call-overload]
             else:
                 n = int(execution.statement.sql.rsplit(">", 1)[1].strip().rstrip(";"))
+            if n == 998:
+                from dp.errors import BudgetExhaustedError
+
+                raise BudgetExhaustedError("privacy budget exhausted for this epoch")
             if n == 999:  # slow path for cancel tests
                 import asyncio
 

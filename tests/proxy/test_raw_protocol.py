@@ -363,3 +363,62 @@ async def test_zero_row_probe_answered_with_columns(proxied: Connect, direct: Co
     assert got[0] == want and got[1] == CommandComplete(tag="SELECT 0")
     await c.close()
     await d.close()
+
+
+async def test_local_execution_error_fails_the_transaction(proxied: Connect) -> None:
+    c = await proxied()
+    await c.send(Query(sql="BEGIN"))
+    await c.until_ready()
+    await c.send(Query(sql="SELECT count(*) FROM adult WHERE age > 998"))
+    got = await c.until_ready()
+    assert isinstance(got[0], ErrorResponse) and got[0].sqlstate == "42Q01"
+    assert got[-1] == ReadyForQuery(status="E")
+    await c.send(Query(sql="SELECT 1"))
+    got = await c.until_ready()
+    assert isinstance(got[0], ErrorResponse) and got[0].sqlstate == "25P02"
+    await c.send(Query(sql="COMMIT"))
+    assert await c.until_ready() == [CommandComplete(tag="ROLLBACK"), ReadyForQuery(status="I")]
+    # Extended protocol, outside a transaction block: error, skip to Sync, status I.
+    await c.send(
+        Parse(sql="SELECT count(*) FROM adult WHERE age > $1"),
+        Bind(params=(b"998",)),
+        Execute(),
+        Parse(sql="SELECT 1"),
+        Sync(),
+    )
+    got = await c.until_ready()
+    assert [type(m).__name__ for m in got] == [
+        "ParseComplete", "BindComplete", "ErrorResponse", "ReadyForQuery",
+    ]  # fmt: skip
+    assert got[-1] == ReadyForQuery(status="I")
+    await c.close()
+
+
+async def test_mixed_multi_statement_is_one_implicit_transaction(
+    proxied: Connect, direct: Connect
+) -> None:
+    batches = [
+        (
+            Query(
+                sql="SELECT set_config('application_name', 'changed', false); SELECT * FROM adult"
+            ),
+        ),
+        (Query(sql="SHOW application_name"),),
+        (
+            Query(
+                sql="SELECT set_config('application_name', 'kept', false); "
+                "SELECT count(*) FROM adult WHERE age > 1"
+            ),
+        ),
+        (Query(sql="SHOW application_name"),),
+    ]
+    c = await proxied()
+    got = []
+    for b in batches:
+        await c.send(*b)
+        got.append(await c.until_ready())
+    await c.close()
+    assert isinstance(got[0][-2], ErrorResponse) and got[0][-1] == ReadyForQuery(status="I")
+    assert DataRow(values=(b"",)) in got[1]  # rolled back with the refused statement
+    assert DataRow(values=(b"1001",)) in got[2]
+    assert DataRow(values=(b"kept",)) in got[3]  # committed
