@@ -80,7 +80,7 @@ def _frozen_csr(matrix: Any) -> sp.csr_array:
     return m
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class QueryBatch:
     """Linear queries over one domain: ``answer(x) = W @ x`` with ``W`` sparse ``m x n``.
 
@@ -102,6 +102,12 @@ class QueryBatch:
         for arr in (frozen.indptr.astype(np.int64), frozen.indices.astype(np.int64), frozen.data):
             h.update(np.ascontiguousarray(arr).tobytes())
         object.__setattr__(self, "key", h.hexdigest())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, QueryBatch) and (self.domain, self.key) == (other.domain, other.key)
+
+    def __hash__(self) -> int:
+        return hash(self.key)
 
     @staticmethod
     def from_dense(domain: Domain, rows: Sequence[Sequence[float]] | FloatArray) -> QueryBatch:

@@ -26,6 +26,9 @@ API (the proxy calls exactly these)::
 
     state = fold(events)                       # restart: the fold of the persisted events
 
+Events are frozen values; ``dp.engine_codec.encode_event`` / ``decode_event`` turn them into
+JSON-safe dicts and back (the ledger format). ``status(state)`` gives the public bookkeeping.
+
 ``start`` charges the Matrix Mechanism budget, then measures the strategy (its events are
 ``EpochStarted``, ``Charged`` and ``MatrixReleased``; nothing has been shown to anyone until
 they are persisted). For each statement ``decide`` classifies the batch:
@@ -34,7 +37,8 @@ they are persisted). For each statement ``decide`` classifies the batch:
    no event, no noise (no averaging attack).
 2. ``MATRIX``: every row of the batch is in the predicted set ``P`` (a *good* query): answered
    from the Matrix Mechanism release (paper mode) or from all stored releases combined by
-   generalised least squares (default mode; lower variance, still post-processing). Event
+   generalised least squares (default mode, :class:`StoredInference`; lower variance, still
+   post-processing). Event
    ``Answered``; advances the stream position.
 3. ``STORED`` (default mode only, ``reuse=True``; PRIVACY-NOTES §3 gap #10): the batch lies in
    the row space of the stored releases and their predicted variance (summed over its rows) is
@@ -470,7 +474,7 @@ def _initial(ev: EpochStarted) -> EngineState:
     )
     total = acct.total
     f_mm, f_init, f_bad, f_res = cfg.fractions
-    has_p = ev.predicted is not None and ev.predicted.num_queries > 0
+    has_p = ev.predicted is not None and ev.predicted.num_queries > 0 and f_mm > 0
     if not has_p:  # no prediction: the Matrix Mechanism's share goes to the bad pool
         f_bad, f_mm = f_bad + f_mm, 0.0
     pacing = initial_pacing(
@@ -606,14 +610,17 @@ def start(
 
     ``strategy`` defaults to ``optimize_strategy(predicted.dense())``. Guarantee of the
     measurement: see ``dp.release.measure`` (noise calibrated to the strategy's recomputed
-    sensitivity, PRIVACY-NOTES §3 gap #9). Returns the state and the events to persist.
+    sensitivity, PRIVACY-NOTES §3 gap #9). Returns the state and the events to persist; the
+    proxy persists them together (one transaction) before answering anything. ``MatrixReleased``
+    carries the :class:`~dp.release.Release` (its ``matrix``, ``y`` and ``noise_variance`` are
+    what must be stored to rebuild it).
     """
     if predicted is not None and predicted.num_queries == 0:
         predicted = None
     started = EpochStarted(config=config, domain=domain, predicted=predicted)
     state = apply(None, started)
     events: list[Event] = [started]
-    if predicted is None:
+    if predicted is None or not state.mm_pending:  # no P, or a split with no MM share
         return state, tuple(events)
     x = np.asarray(histogram, dtype=np.float64).reshape(-1)
     if x.shape[0] != domain.size:

@@ -68,12 +68,17 @@ def coerce(attr: AttributeDecl, value: object) -> object:
         if isinstance(value, Fraction | int):
             return Fraction(value)
         if isinstance(value, float | Decimal):
-            return Fraction(value)
-        if isinstance(value, str | bytes):
-            text = value.decode() if isinstance(value, bytes) else value
             try:
+                return Fraction(value)
+            except (ValueError, OverflowError):  # NaN, Infinity
+                raise InvalidValueError(
+                    f"column {attr.name} cannot be compared with NaN or infinity"
+                ) from None
+        if isinstance(value, str | bytes):
+            try:
+                text = value.decode() if isinstance(value, bytes) else value
                 return Fraction(Decimal(text.strip()))
-            except (InvalidOperation, ValueError):
+            except (InvalidOperation, ValueError, OverflowError):  # UnicodeDecodeError too
                 raise InvalidValueError(
                     f"invalid input syntax for the type of column {attr.name}"
                 ) from None
@@ -303,7 +308,7 @@ def _bound_int(v: Value, params: Sequence[object], what: str) -> int | None:
             return None
         try:
             n = Fraction(str(v).strip()) if not isinstance(v, int | Fraction) else Fraction(v)
-        except (ValueError, ZeroDivisionError):
+        except (ValueError, ZeroDivisionError, OverflowError):
             raise InvalidValueError(f"{what} must be a non-negative integer") from None
         if isinstance(v, bool) or n.denominator != 1 or n < 0:
             raise InvalidValueError(f"{what} must be a non-negative integer")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,13 +85,17 @@ def _external(admin_dsn: str) -> Backend:
 
 
 @pytest.fixture(scope="session")
-def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+def pg() -> Iterator[Backend]:
     """The backend PostgreSQL: Adult loaded, aggregator and passthrough roles provisioned."""
     external = os.environ.get("LAPRAS_TEST_DSN")
     if external:
         yield _external(external)
         return
-    server = EmbeddedPostgres(Path(tmp_path_factory.mktemp("embedded-pg")))
+    # Not under pytest's tmp folder: pytest resets its root to mode 0700 when another run
+    # starts, and the server (running as the 'pgserver' system user when we are root) must
+    # keep reaching its data directory.
+    folder = Path(tempfile.mkdtemp(prefix="lapras-test-pg-"))
+    server = EmbeddedPostgres(folder)
     server.start()
     try:
         provision_adult(server, DATABASE)
@@ -103,3 +109,4 @@ def pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
         )
     finally:
         server.stop()
+        shutil.rmtree(folder, ignore_errors=True)

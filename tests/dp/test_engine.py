@@ -398,3 +398,45 @@ def test_stored_inference_matches_release_combine() -> None:
     assert np.all(np.isinf(ours.variance(outside)))
     with pytest.raises(InternalError):
         ours.estimate(outside)
+
+
+def test_split_without_matrix_share_and_status() -> None:
+    cfg = EngineConfig(
+        epsilon=1.0, delta=1e-3, stream_length=8, mode="paper", split=(0.0, 0.5, 0.25, 0.25)
+    )
+    run = Run.begin(cfg)
+    assert run.charges() == [] and run.state.matrix_release is None
+    d, _ = run.ask(GOOD0)  # in P, but there is no release: a fresh answer
+    assert d.kind is DecisionKind.FRESH
+    s = status(run.state)
+    assert (s.unit, s.online_releases, s.position, s.stream_length) == ("epsilon", 1, 1, 8)
+    assert s.spent == pytest.approx(0.5 / 3)
+
+
+def test_events_round_trip_through_json_and_fold() -> None:
+    import json
+
+    from dp.engine_codec import decode_event, encode_event
+
+    for cfg in (
+        EngineConfig(epsilon=1.0, delta=1e-3, stream_length=8, split=(0.4, 0.2, 0.2, 0.2)),
+        paper(),
+    ):
+        run = Run.begin(cfg)
+        for q in [BAD[0], GOOD0, BAD[8], BAD[1], QueryBatch.from_dense(DOM, np.eye(4))]:
+            run.ask(q)
+        text = json.dumps([encode_event(e) for e in run.ledger])
+        decoded = [decode_event(d) for d in json.loads(text)]
+        for a, b in zip(decoded, run.ledger, strict=True):
+            if not hasattr(a, "release"):
+                assert a == b
+        again = fold(decoded)
+        assert again.accountant == run.state.accountant
+        assert again.pacing == run.state.pacing
+        assert dict(again.answers) == dict(run.state.answers)
+        assert decide(again, BAD[5]).events == decide(run.state, BAD[5]).events
+    # a tampered ledger is detected (paper run: every bad query was released fresh)
+    d = encode_event(next(e for e in run.ledger if isinstance(e, Released)))
+    d["batch"]["data"][0] = 5.0
+    with pytest.raises(InternalError):
+        decode_event(d)

@@ -68,3 +68,23 @@ def test_fingerprint_stable_across_spelling(agg: str, source: str, age: int, ws:
     f1, f2 = rewriter.fingerprint(st1), rewriter.fingerprint(st2)
     assert f1.template == f2.template and f1.key == f2.key
     assert f1.bindings == (age,) and f2.bindings == (age + 1,)
+
+
+VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), st.decimals(), st.text(max_size=10),
+    st.binary(max_size=6), st.dates(), st.fractions(),
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(VALUES, min_size=0, max_size=4))
+def test_bind_raises_only_typed_errors(values: list[object]) -> None:
+    [statement] = rewriter.classify(
+        "SELECT sex, count(*) FROM adult WHERE age > $1 AND sex = $2 GROUP BY 1 HAVING count(*) > $3 LIMIT $4",
+        ADULT,
+    )
+    assert isinstance(statement, rewriter.DPStatement)
+    try:
+        rewriter.bind(statement, values)
+    except LaprasError as e:
+        assert e.sqlstate != "XX000"

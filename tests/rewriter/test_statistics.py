@@ -13,7 +13,9 @@ import psycopg
 
 import rewriter
 
-ADULT = rewriter.load_schema(Path(__file__).resolve().parents[2] / "sql_fixtures" / "adult" / "lapras.toml")
+ADULT = rewriter.load_schema(
+    Path(__file__).resolve().parents[2] / "sql_fixtures" / "adult" / "lapras.toml"
+)
 
 
 def _relay(conn: psycopg.Connection[Any], sql: str) -> list[tuple[Any, ...]]:
@@ -28,11 +30,15 @@ def test_statistics_hidden_for_protected_tables(pg: Any) -> None:
     with psycopg.connect(pg.passthrough_dsn, autocommit=True) as conn:
         raw = conn.execute("SELECT reltuples FROM pg_class WHERE relname = 'adult'").fetchone()
         assert raw is not None and raw[0] > 0  # the leak the rewrite closes
-        assert _relay(conn, "SELECT relname, reltuples, relpages FROM pg_class WHERE relname = 'adult'") == [
-            ("adult", None, None)
-        ]
-        assert _relay(conn, "SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'adult'") == []
-        rows = _relay(conn, "SELECT c.relname, pg_table_size(c.oid) FROM pg_class c WHERE c.relname = 'adult'")
+        assert _relay(
+            conn, "SELECT relname, reltuples, relpages FROM pg_class WHERE relname = 'adult'"
+        ) == [("adult", None, None)]
+        assert (
+            _relay(conn, "SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'adult'") == []
+        )
+        rows = _relay(
+            conn, "SELECT c.relname, pg_table_size(c.oid) FROM pg_class c WHERE c.relname = 'adult'"
+        )
         assert rows == [("adult", None)]
         rows = _relay(conn, "SELECT relname, reltuples FROM pg_class WHERE relname = 'pg_class'")
         assert rows[0][1] is not None  # other tables keep their statistics

@@ -1,0 +1,284 @@
+"""Epochs at run time: start, close, and answer DP statements with the LAPRAS engine.
+
+An *epoch* covers one protected table through one declared *view* (its histogram domain). A
+statement planned over a smaller view whose attributes all belong to the epoch's view is lifted
+to the epoch's domain (a linear query over a marginal is a linear query over the joint
+histogram); a statement needing an attribute outside the epoch's view is refused with a hint.
+
+The flow of one answer (ARCHITECTURE.md §3 steps 4-6):
+
+1. an exact repeat is served from the in-memory state: no ledger access at all;
+2. otherwise, holding the epoch exclusively (:meth:`proxy.ledger.PgLedger.exclusive`): fold the
+   events other proxies appended, ``decide``; append and commit the decision's events (a
+   charge commits durably, *before* any noise is drawn); ``release`` (draws the noise, for a
+   fresh answer only); append the released answer (it is stored, so a repeat never draws new
+   noise); apply everything to the state.
+
+Every check that can fail (no epoch, attributes outside the view, budget refusals) happens
+before the data is touched. The engine's work runs in the event loop: it is milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+import scipy.sparse as sp
+
+import rewriter
+from dp import engine
+from dp.domain import Domain, FloatArray, QueryBatch
+from dp.errors import LaprasError
+from dp.noise import Sampler
+from proxy.ledger import EpochLockedError, EpochRow, Ledger
+
+log = logging.getLogger("lapras.epochs")
+
+
+class NoActiveEpochError(LaprasError):
+    """55000 object_not_in_prerequisite_state: no epoch is running for the table."""
+
+    sqlstate = "55000"
+
+
+class OutsideEpochViewError(LaprasError):
+    """0A000: the statement uses attributes the epoch's view does not cover."""
+
+    sqlstate = "0A000"
+
+
+class EpochConflictError(LaprasError):
+    """55006 object_in_use: an epoch is already active for the table."""
+
+    sqlstate = "55006"
+
+
+def lift(batch: QueryBatch, target: Domain) -> QueryBatch:
+    """Express ``batch`` (over a sub-product of ``target``'s attributes) over ``target``.
+
+    Column ``j`` of the lifted matrix is the column of the cell that ``j`` projects to:
+    ``W_target = W[:, proj]``. Exact: the answer on the joint histogram equals the answer on
+    its marginal. Raises ValueError when an attribute is missing or has another size.
+    """
+    if batch.domain == target:
+        return batch
+    sizes = dict(zip(target.names, target.shape, strict=True))
+    for a in batch.domain.attributes:
+        if sizes.get(a.name) != a.size:
+            raise ValueError(f"attribute {a.name} is not in the target domain")
+    coords = np.unravel_index(np.arange(target.size), target.shape)
+    axes = [target.axis(name) for name in batch.domain.names]
+    proj = np.ravel_multi_index([coords[ax] for ax in axes], batch.domain.shape) if axes else np.zeros(target.size, dtype=np.int64)
+    return QueryBatch(target, sp.csr_array(batch.matrix[:, proj]))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answer:
+    """What a client is told: answers, standard errors, how it was answered, what it cost."""
+
+    answers: tuple[float, ...]
+    std_errors: tuple[float, ...]
+    kind: engine.DecisionKind
+    charge: float
+    status: engine.BudgetStatus
+
+
+@dataclass(slots=True)
+class EpochHandle:
+    """One active epoch in this process: its pinned histogram and its folded state."""
+
+    row: EpochRow
+    domain: Domain
+    histogram: FloatArray
+    state: engine.EngineState
+    seq: int
+    lock: asyncio.Lock
+
+
+class EpochService:
+    """Starts, closes and answers through epochs; shared by every session of a proxy."""
+
+    def __init__(
+        self,
+        *,
+        schema: rewriter.Schema,
+        ledger: Ledger,
+        aggregator_dsn: str,
+        sampler: Callable[[], Sampler],
+    ) -> None:
+        self.schema = schema
+        self.ledger = ledger
+        self.aggregator_dsn = aggregator_dsn
+        self._sampler = sampler
+        self._handles: dict[str, EpochHandle] = {}
+        self._loading = asyncio.Lock()
+
+    # -- admin ---------------------------------------------------------------------------------
+
+    def table(self, name: str) -> Any:
+        decl = self.schema.tables.get(name.split(".")[-1].lower())
+        if decl is None:
+            raise NoActiveEpochError(
+                f"table {name} is not a protected table of this proxy",
+                hint=f"protected tables: {', '.join(sorted(self.schema.tables))}",
+            )
+        return decl
+
+    async def exact_histogram(self, table: str, view: str) -> FloatArray:
+        """One pass over the protected table on the backend (the aggregator role)."""
+        decl = self.table(table)
+        sql = rewriter.histogram_sql(self.schema, decl.name, view)
+        async with await psycopg.AsyncConnection.connect(self.aggregator_dsn) as conn:
+            cur = await conn.execute(sql)  # type: ignore[arg-type]
+            rows = await cur.fetchall()
+        return rewriter.histogram_from_rows(self.schema, decl.name, view, rows)
+
+    def predicted_batch(self, table: str, view: str, statements: Sequence[str]) -> QueryBatch | None:
+        """The predicted set P over the view's domain, from SQL statements (one batch each)."""
+        decl = self.table(table)
+        domain = next(v.domain for v in decl.views if v.name == view)
+        batches = []
+        for sql in statements:
+            for st in rewriter.classify(sql, self.schema):
+                if isinstance(st, rewriter.DPStatement) and st.plan is not None and st.plan.table.split(".")[-1] == decl.name:
+                    try:
+                        batches.append(lift(st.plan.batch, domain))
+                    except ValueError:
+                        log.warning("a predicted statement is outside view %s and was skipped", view)
+        return QueryBatch.stack(batches) if batches else None
+
+    async def start_epoch(
+        self,
+        *,
+        table: str,
+        view: str,
+        config: engine.EngineConfig,
+        predicted: Sequence[str] = (),
+        actor: str,
+        reason: str = "",
+    ) -> int:
+        """Start an epoch: pin the histogram, release P through the Matrix Mechanism, persist."""
+        decl = self.table(table)
+        views = {v.name: v for v in decl.views}
+        if view not in views:
+            raise NoActiveEpochError(f"table {decl.name} has no view {view}", hint=f"views: {', '.join(views)}")
+        if await self.ledger.active_epoch(decl.name) is not None:
+            raise EpochConflictError(
+                f"an epoch is already active for table {decl.name}",
+                hint="close it first (lapras epoch close): a budget is never reset silently",
+            )
+        domain = views[view].domain
+        batch = self.predicted_batch(decl.name, view, predicted)
+        histogram = await self.exact_histogram(decl.name, view)
+        _, events = await asyncio.to_thread(engine.start, config, domain, batch, histogram, self._sampler())
+        return await self.ledger.create_epoch(
+            table=decl.name, view=view, config=config, histogram=histogram, events=events, actor=actor, reason=reason
+        )
+
+    async def close_epoch(self, table: str, *, actor: str, reason: str = "") -> EpochRow | None:
+        decl = self.table(table)
+        row = await self.ledger.close_epoch(decl.name, actor=actor, reason=reason)
+        self._handles.pop(decl.name, None)
+        return row
+
+    async def status(self, table: str) -> tuple[EpochRow, engine.BudgetStatus] | None:
+        handle = await self._handle(self.table(table).name, refresh=True)
+        if handle is None:
+            return None
+        return handle.row, engine.status(handle.state)
+
+    # -- answering -----------------------------------------------------------------------------
+
+    async def _handle(self, table: str, *, refresh: bool = False) -> EpochHandle | None:
+        handle = self._handles.get(table)
+        if handle is not None and not refresh:
+            return handle
+        async with self._loading:
+            row = await self.ledger.active_epoch(table)
+            if row is None:
+                self._handles.pop(table, None)
+                return None
+            handle = self._handles.get(table)
+            if handle is not None and handle.row.id == row.id:
+                return handle
+            events = await self.ledger.events(row.id)
+            state = engine.fold(ev for _, ev in events)  # type: ignore[misc]
+            histogram = await self.ledger.histogram(row.id, row.view_name)
+            handle = EpochHandle(
+                row=row,
+                domain=state.domain,
+                histogram=histogram,
+                state=state,
+                seq=events[-1][0] if events else 0,
+                lock=asyncio.Lock(),
+            )
+            self._handles[table] = handle
+            return handle
+
+    async def answer(self, plan: rewriter.Plan) -> Answer:
+        """Answer a bound plan within the table's active epoch (see the module doc)."""
+        table = plan.table.split(".")[-1]
+        handle = await self._handle(table)
+        if handle is None:
+            raise NoActiveEpochError(
+                f"no privacy epoch is active for table {table}",
+                hint=f"an administrator starts one with: lapras epoch start --table {table}",
+            )
+        try:
+            batch = lift(plan.batch, handle.domain)
+        except ValueError:
+            raise OutsideEpochViewError(
+                f"the active epoch on {table} answers questions about {', '.join(handle.domain.names)} only",
+                hint="use only those columns, or ask an administrator for an epoch over a view with the others",
+            ) from None
+        async with handle.lock:
+            stored = handle.state.answers.get(batch.key)
+            if stored is not None:  # exact repeat: no ledger, no noise
+                return Answer(
+                    answers=stored.answers,
+                    std_errors=stored.std_errors,
+                    kind=engine.DecisionKind.REPEAT,
+                    charge=0.0,
+                    status=engine.status(handle.state),
+                )
+            try:
+                return await self._answer_exclusively(handle, batch)
+            except EpochLockedError:
+                self._handles.pop(table, None)
+                raise NoActiveEpochError(
+                    f"the privacy epoch of table {table} was closed",
+                    hint=f"an administrator starts a new one with: lapras epoch start --table {table}",
+                ) from None
+
+    async def _answer_exclusively(self, handle: EpochHandle, batch: QueryBatch) -> Answer:
+        async with self.ledger.exclusive(handle.row.id, handle.seq) as tx:
+            state = handle.state
+            for seq, ev in tx.new_events:
+                state = engine.apply(state, ev)  # type: ignore[arg-type]
+                handle.seq = seq
+            handle.state = state
+            decision = engine.decide(state, batch)  # may refuse: nothing written then
+            fresh = decision.kind is engine.DecisionKind.FRESH
+            await tx.append(decision.events, durable=fresh)
+            for ev in decision.events:
+                state = engine.apply(state, ev)
+            handle.state, handle.seq = state, tx.seq
+            # The charge is committed: only now is the noise drawn.
+            result = engine.release(state, decision, handle.histogram, self._sampler())
+            await tx.append(result.events)
+            for ev in result.events:
+                state = engine.apply(state, ev)
+            handle.state, handle.seq = state, tx.seq
+        charge = decision.charge.amount if decision.charge is not None else 0.0
+        return Answer(
+            answers=result.answers,
+            std_errors=result.std_errors,
+            kind=decision.kind,
+            charge=charge,
+            status=engine.status(handle.state),
+        )

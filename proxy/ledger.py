@@ -1,0 +1,354 @@
+"""The durable privacy ledger: schema ``lapras`` in the backend, owned by the aggregator role.
+
+Tables (created and migrated by :func:`migrate`; versioned, idempotent):
+
+- ``lapras.epochs``: one row per epoch (table, view, configuration, who started it and why);
+  at most one *active* epoch per protected table (a partial unique index), so a budget is never
+  reset silently: a new epoch over the same table is an explicit, logged admin act.
+- ``lapras.ledger``: the epoch's engine events, append-only, numbered ``seq`` = 1, 2, ...
+  (``dp.engine`` events encoded by :mod:`proxy.eventcodec`). The engine's state is the fold of
+  these events. The Matrix Mechanism release and every online answer are events too: they are
+  the stored releases, never re-drawn.
+- ``lapras.histograms``: the exact histogram of the epoch's view, computed once at the start and
+  pinned, so every proxy and every restart answers from the same snapshot.
+- ``lapras.query_log``, ``lapras.predictions``, ``lapras.admin_log``: the query log the
+  predictor reads, its outputs, and the admin acts.
+
+``REVOKE ALL ON SCHEMA lapras FROM PUBLIC``: analysts and the passthrough role never read it.
+
+Charge before release (ARCHITECTURE.md §3 step 5): :meth:`Ledger.exclusive` takes a session
+advisory lock on the epoch (serialising every proxy process sharing it), folds the events other
+processes appended, and lets the caller append the decision's events in a transaction that
+commits *before* any noise is drawn. A crash after that commit loses budget, never overspends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import psycopg
+
+from dp.domain import FloatArray
+from proxy import eventcodec
+
+#: Versioned migrations; each runs once, in order, in one transaction.
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE SCHEMA IF NOT EXISTS lapras;
+    REVOKE ALL ON SCHEMA lapras FROM PUBLIC;
+    CREATE TABLE lapras.epochs (
+        id          bigserial PRIMARY KEY,
+        table_name  text NOT NULL,
+        view_name   text NOT NULL,
+        status      text NOT NULL CHECK (status IN ('active', 'closed')),
+        config      json NOT NULL,
+        started_at  timestamptz NOT NULL DEFAULT now(),
+        started_by  text NOT NULL,
+        reason      text NOT NULL DEFAULT '',
+        closed_at   timestamptz,
+        closed_by   text
+    );
+    CREATE UNIQUE INDEX epochs_one_active ON lapras.epochs (table_name) WHERE status = 'active';
+    CREATE TABLE lapras.ledger (
+        epoch_id    bigint NOT NULL REFERENCES lapras.epochs (id),
+        seq         integer NOT NULL,
+        kind        text NOT NULL,
+        payload     json NOT NULL,
+        created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+        PRIMARY KEY (epoch_id, seq)
+    );
+    CREATE TABLE lapras.histograms (
+        epoch_id    bigint NOT NULL REFERENCES lapras.epochs (id),
+        view_name   text NOT NULL,
+        cells       bytea NOT NULL,
+        PRIMARY KEY (epoch_id, view_name)
+    );
+    CREATE TABLE lapras.query_log (
+        id          bigserial PRIMARY KEY,
+        logged_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+        analyst     text NOT NULL,
+        table_name  text NOT NULL,
+        view_name   text,
+        template    text NOT NULL,
+        bindings    json NOT NULL,
+        query_key   text,
+        outcome     text NOT NULL,
+        sql         text
+    );
+    CREATE INDEX query_log_time ON lapras.query_log (table_name, logged_at);
+    CREATE TABLE lapras.predictions (
+        id          bigserial PRIMARY KEY,
+        created_at  timestamptz NOT NULL DEFAULT now(),
+        table_name  text NOT NULL,
+        source      text NOT NULL,
+        statements  json NOT NULL,
+        report      json NOT NULL
+    );
+    CREATE TABLE lapras.admin_log (
+        id          bigserial PRIMARY KEY,
+        at          timestamptz NOT NULL DEFAULT now(),
+        actor       text NOT NULL,
+        action      text NOT NULL,
+        details     json NOT NULL
+    );
+    """,
+)
+
+
+async def migrate(conn: psycopg.AsyncConnection[Any]) -> int:
+    """Bring schema ``lapras`` to the latest version; return it. Safe to run concurrently."""
+    async with conn.transaction():
+        # Serialise concurrent migrators (several proxies starting at once).
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('lapras.migrate'))")
+        await conn.execute(
+            "CREATE SCHEMA IF NOT EXISTS lapras;"
+            "CREATE TABLE IF NOT EXISTS lapras.migrations ("
+            " version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM lapras.migrations")
+        row = await cur.fetchone()
+        current = int(row[0]) if row else 0
+        for version, script in enumerate(MIGRATIONS, start=1):
+            if version > current:
+                await conn.execute(script)  # type: ignore[arg-type]
+                await conn.execute("INSERT INTO lapras.migrations (version) VALUES (%s)", (version,))
+    return len(MIGRATIONS)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpochRow:
+    id: int
+    table_name: str
+    view_name: str
+    status: str
+    started_by: str
+    reason: str
+    started_at: str
+    closed_at: str | None
+
+
+class Appender(Protocol):
+    async def append(self, events: Sequence[object], *, durable: bool = True) -> None: ...
+
+
+class Ledger(Protocol):
+    """What the epoch service needs from a ledger (PostgreSQL, or in memory for tests)."""
+
+    async def create_epoch(
+        self,
+        *,
+        table: str,
+        view: str,
+        config: object,
+        histogram: FloatArray,
+        events: Sequence[object],
+        actor: str,
+        reason: str,
+    ) -> int: ...
+
+    async def active_epoch(self, table: str) -> EpochRow | None: ...
+
+    async def epochs(self, table: str | None = None) -> list[EpochRow]: ...
+
+    async def close_epoch(self, table: str, *, actor: str, reason: str) -> EpochRow | None: ...
+
+    async def histogram(self, epoch_id: int, view: str) -> FloatArray: ...
+
+    async def events(self, epoch_id: int, after: int = 0) -> list[tuple[int, object]]: ...
+
+    def exclusive(self, epoch_id: int, after: int) -> Any: ...
+
+    async def log_query(self, record: dict[str, Any]) -> None: ...
+
+
+def _histogram_bytes(histogram: FloatArray) -> bytes:
+    return np.ascontiguousarray(np.asarray(histogram, dtype="<f8")).tobytes()
+
+
+def _row(r: Sequence[Any]) -> EpochRow:
+    return EpochRow(
+        id=int(r[0]),
+        table_name=r[1],
+        view_name=r[2],
+        status=r[3],
+        started_by=r[4],
+        reason=r[5],
+        started_at=str(r[6]),
+        closed_at=None if r[7] is None else str(r[7]),
+    )
+
+
+_EPOCH_COLUMNS = "id, table_name, view_name, status, started_by, reason, started_at, closed_at"
+
+
+class EpochLockedError(RuntimeError):
+    """Raised when an epoch's row says closed while a process still uses it."""
+
+
+@dataclass(slots=True)
+class _PgTransaction:
+    conn: psycopg.AsyncConnection[Any]
+    epoch_id: int
+    seq: int
+    new_events: list[tuple[int, object]]
+
+    async def append(self, events: Sequence[object], *, durable: bool = True) -> None:
+        """Append and commit ``events``; ``durable=False`` commits asynchronously (used only
+        for events that charge nothing: losing them in a crash cannot overspend)."""
+        if not events:
+            return
+        async with self.conn.transaction():
+            if not durable:
+                await self.conn.execute("SET LOCAL synchronous_commit = off")
+            rows = []
+            for ev in events:
+                self.seq += 1
+                kind, payload = eventcodec.encode(ev)
+                rows.append((self.epoch_id, self.seq, kind, payload))
+            async with self.conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO lapras.ledger (epoch_id, seq, kind, payload) VALUES (%s, %s, %s, %s)",
+                    rows,
+                )
+
+
+class PgLedger:
+    """The ledger in PostgreSQL, through one connection of the aggregator role.
+
+    One asyncio lock guards the connection; :meth:`exclusive` additionally holds a session
+    advisory lock on the epoch for the whole decide → charge → release → store sequence, so
+    that proxy processes sharing an epoch never interleave.
+    """
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self._conn = conn
+        self._lock = asyncio.Lock()
+
+    @staticmethod
+    async def connect(dsn: str) -> PgLedger:
+        conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        await migrate(conn)
+        return PgLedger(conn)
+
+    async def close(self) -> None:
+        await self._conn.close()
+
+    async def create_epoch(
+        self,
+        *,
+        table: str,
+        view: str,
+        config: object,
+        histogram: FloatArray,
+        events: Sequence[object],
+        actor: str,
+        reason: str,
+    ) -> int:
+        _, config_json = eventcodec.encode(config)
+        async with self._lock, self._conn.transaction():
+            cur = await self._conn.execute(
+                "INSERT INTO lapras.epochs (table_name, view_name, status, config, started_by, reason)"
+                " VALUES (%s, %s, 'active', %s, %s, %s) RETURNING id",
+                (table, view, config_json, actor, reason),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            epoch_id = int(row[0])
+            await self._conn.execute(
+                "INSERT INTO lapras.histograms (epoch_id, view_name, cells) VALUES (%s, %s, %s)",
+                (epoch_id, view, _histogram_bytes(histogram)),
+            )
+            tx = _PgTransaction(self._conn, epoch_id, 0, [])
+            await tx.append(events)
+            await self._admin(actor, "epoch start", {"epoch": epoch_id, "table": table, "view": view, "reason": reason})
+        return epoch_id
+
+    async def _admin(self, actor: str, action: str, details: dict[str, Any]) -> None:
+        await self._conn.execute(
+            "INSERT INTO lapras.admin_log (actor, action, details) VALUES (%s, %s, %s)",
+            (actor, action, json.dumps(details)),
+        )
+
+    async def active_epoch(self, table: str) -> EpochRow | None:
+        async with self._lock:
+            cur = await self._conn.execute(
+                f"SELECT {_EPOCH_COLUMNS} FROM lapras.epochs WHERE table_name = %s AND status = 'active'",
+                (table,),
+            )
+            row = await cur.fetchone()
+        return None if row is None else _row(row)
+
+    async def epochs(self, table: str | None = None) -> list[EpochRow]:
+        async with self._lock:
+            cur = await self._conn.execute(
+                f"SELECT {_EPOCH_COLUMNS} FROM lapras.epochs"
+                " WHERE %s::text IS NULL OR table_name = %s ORDER BY id",
+                (table, table),
+            )
+            rows = await cur.fetchall()
+        return [_row(r) for r in rows]
+
+    async def close_epoch(self, table: str, *, actor: str, reason: str) -> EpochRow | None:
+        async with self._lock, self._conn.transaction():
+            cur = await self._conn.execute(
+                "UPDATE lapras.epochs SET status = 'closed', closed_at = now(), closed_by = %s"
+                f" WHERE table_name = %s AND status = 'active' RETURNING {_EPOCH_COLUMNS}",
+                (actor, table),
+            )
+            row = await cur.fetchone()
+            if row is not None:
+                await self._admin(actor, "epoch close", {"epoch": int(row[0]), "table": table, "reason": reason})
+        return None if row is None else _row(row)
+
+    async def histogram(self, epoch_id: int, view: str) -> FloatArray:
+        async with self._lock:
+            cur = await self._conn.execute(
+                "SELECT cells FROM lapras.histograms WHERE epoch_id = %s AND view_name = %s",
+                (epoch_id, view),
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise LookupError("the epoch has no pinned histogram")
+        return np.frombuffer(bytes(row[0]), dtype="<f8").astype(np.float64)
+
+    async def events(self, epoch_id: int, after: int = 0) -> list[tuple[int, object]]:
+        async with self._lock:
+            return await self._events(epoch_id, after)
+
+    async def _events(self, epoch_id: int, after: int) -> list[tuple[int, object]]:
+        cur = await self._conn.execute(
+            "SELECT seq, payload::text FROM lapras.ledger WHERE epoch_id = %s AND seq > %s ORDER BY seq",
+            (epoch_id, after),
+        )
+        return [(int(seq), eventcodec.decode(payload)) for seq, payload in await cur.fetchall()]
+
+    @asynccontextmanager
+    async def exclusive(self, epoch_id: int, after: int) -> AsyncIterator[_PgTransaction]:
+        """Hold the epoch exclusively; yield the events appended since ``after`` and an appender."""
+        async with self._lock:
+            await self._conn.execute("SELECT pg_advisory_lock(%s)", (epoch_id,))
+            try:
+                cur = await self._conn.execute("SELECT status FROM lapras.epochs WHERE id = %s", (epoch_id,))
+                row = await cur.fetchone()
+                if row is None or row[0] != "active":
+                    raise EpochLockedError("the epoch was closed")
+                new = await self._events(epoch_id, after)
+                yield _PgTransaction(self._conn, epoch_id, new[-1][0] if new else after, new)
+            finally:
+                await self._conn.execute("SELECT pg_advisory_unlock(%s)", (epoch_id,))
+
+    async def log_query(self, record: dict[str, Any]) -> None:
+        async with self._lock:
+            await self._conn.execute(
+                "INSERT INTO lapras.query_log"
+                " (analyst, table_name, view_name, template, bindings, query_key, outcome, sql)"
+                " VALUES (%(analyst)s, %(table)s, %(view)s, %(template)s, %(bindings)s,"
+                " %(key)s, %(outcome)s, %(sql)s)",
+                {**record, "bindings": json.dumps(record["bindings"], default=str)},
+            )

@@ -1,0 +1,1321 @@
+"""Template prediction: which DP statements will come next (the predicted set P of LAPRAS).
+
+Pure: every function takes the log records (and "now") as arguments; no I/O, no clock.
+
+Input. A sequence of :class:`LogRecord` (time, analyst/session, the SQL text or the template
+with its bindings, the plan's ``QueryBatch`` key, view, outcome, a call count). Parsers turn the
+other sources into records: :func:`parse_sql_file` (a file of SQL statements),
+:func:`parse_pg_stat_statements` (``query`` with ``$n`` placeholders + ``calls``) and
+:func:`parse_csvlog` (PostgreSQL's csvlog, ``statement: ...`` messages).
+
+Method (:func:`predict`). Each record is resolved through the rewriter (``classify`` ->
+``fingerprint`` -> plan) to its template, bindings, view and batch key; a statement refused
+because a literal cuts a declared bin is *rounded outwards* to the bin edges (the smallest
+bin-aligned range covering the one asked; :func:`round_binding`) and counted as that query.
+Candidates:
+
+* **exact** queries (same view, same batch key) asked at least ``min_occurrences`` times;
+* **sliding** windows: a template whose date bindings stand at a constant offset from the
+  day the query was asked (``date >= today - 7``), seen at least ``min_occurrences`` times, is
+  predicted with its dates shifted to the day(s) of the next window ``[now, now + horizon)``.
+
+Scores (documented in docs and used for ranking):
+
+* ``score = sum_i calls_i * 2 ** (-(now - t_i) / half_life)`` (recency-decayed frequency);
+* ``probability`` of recurring in the next window: with ``period`` set (default one day),
+  ``active / spanned`` where ``active`` counts the periods in which the query was asked and
+  ``spanned`` the periods from its first occurrence up to ``now``: a daily dashboard seen
+  every day has probability 1; a query seen on 2 of the last 20 days 0.1. Without a period,
+  ``min(1, score / min_occurrences)``. Candidates are ranked by ``probability``, then ``score``.
+
+Cap on ``|P|`` (:func:`choose_cap`): ``max_statements`` / ``max_rows`` always; with
+``epsilon``/``delta`` given, per view the prefix of the ranked candidates minimising the
+*expected total squared error of the epoch* (the model of :func:`expected_epoch_error`: good
+statements answered from the Matrix Mechanism at the error of ``optimize_strategy(W_P)``,
+the others online at the expected pacing) is kept -- adding a query stops paying when its
+probability-weighted gain no longer covers the extra Matrix Mechanism error on every other
+predicted query.
+
+Templates with unknown bindings (``pg_stat_statements`` normalises every constant to ``$n``):
+a template without placeholders *is* a query and is predicted like one; a template with
+placeholders can only be reported (:attr:`Prediction.unbound`: the template, its call count,
+the attributes its placeholders constrain) -- which ranges or values it was called with is not
+in ``pg_stat_statements``.
+
+Backtest (:func:`backtest`): learn on the records before ``split_time``, compare with the
+records after it: overlap ``rho``, false positives, and the expected MAE of the resulting
+epoch vs answering everything online (:func:`expected_epoch_error`).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from decimal import Decimal
+from fractions import Fraction
+from typing import Literal
+
+import numpy as np
+
+from dp.calibration import agm_sigma, gdp_mu
+from dp.domain import Domain, QueryBatch
+from dp.strategy import optimize_strategy
+
+from .classify import DPStatement, Refused, bind, classify
+from .normalise import Param
+from .plan import Plan
+from .reduce import _fingerprint
+from .schema import AttributeDecl, Kind, Schema
+from .split import tokenize
+
+DAY = 86_400.0
+#: Budget splits (MM, badInit, bad, reserve), as in dp.engine.SPLITS (PRIVACY-NOTES §2).
+SPLITS: Mapping[str, tuple[float, float, float, float]] = {
+    "equal": (1 / 4, 1 / 4, 1 / 4, 1 / 4),
+    "matrix-heavy": (1 / 2, 1 / 6, 1 / 6, 1 / 6),
+    "query-heavy": (1 / 6, 1 / 3, 1 / 3, 1 / 6),
+    "reserve-heavy": (1 / 6, 1 / 6, 1 / 6, 1 / 2),
+}
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+TimeLike = dt.datetime | float | int
+
+
+def seconds(t: TimeLike) -> float:
+    """Seconds since the Unix epoch (a naive datetime is taken as UTC)."""
+    if isinstance(t, dt.datetime):
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=dt.UTC)
+        return t.timestamp()
+    return float(t)
+
+
+def _day(t: float) -> dt.date:
+    return dt.datetime.fromtimestamp(t, dt.UTC).date()
+
+
+# --------------------------------------------------------------------------------------------
+# records
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogRecord:
+    """One statement of a query log.
+
+    Give ``sql`` or ``template`` (with ``bindings``; ``None`` bindings = unknown, as from
+    ``pg_stat_statements``). ``key``/``view``/``table`` (the plan's batch key, view and
+    qualified table) are recomputed from the SQL when a schema is given; they are used as given
+    only for records that cannot be resolved. ``calls``: how many times it was asked (>= 1).
+    """
+
+    time: TimeLike
+    analyst: str = ""
+    session: str = ""
+    sql: str | None = None
+    template: str | None = None
+    bindings: tuple[object, ...] | None = None
+    key: str | None = None
+    view: str | None = None
+    table: str | None = None
+    outcome: str = ""
+    calls: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    """A record resolved through the rewriter: a bound DP statement (``plan``) or an unbound
+    template (``plan`` None, ``bindings`` None)."""
+
+    time: float
+    calls: int
+    analyst: str
+    session: str
+    sql: str
+    template: str
+    bindings: tuple[object, ...] | None
+    plan: Plan | None
+    rounded: bool = False
+
+    @property
+    def ident(self) -> tuple[str, str, str] | None:
+        """(table, view, batch key): what the engine matches P against."""
+        if self.plan is None:
+            return None
+        return (self.plan.table, self.plan.view, self.plan.batch.key)
+
+
+# --------------------------------------------------------------------------------------------
+# SQL literals and templates
+
+_PLACEHOLDER = re.compile(r"\$(\d+)")
+_COMPARISON = re.compile(r"\b([a-z_][a-z0-9_]*) (=|<>|<=|>=|<|>) \$(\d+)\b")
+
+
+def sql_literal(value: object) -> str:
+    """A PostgreSQL literal for a binding value."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Fraction):
+        value = (
+            Decimal(value.numerator)
+            if value.denominator == 1
+            else Decimal(value.numerator) / Decimal(value.denominator)
+        )
+    if isinstance(value, Decimal | float):
+        return format(Decimal(repr(value)) if isinstance(value, float) else value, "f")
+    if isinstance(value, dt.date):
+        return "'" + value.isoformat() + "'"
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def render(template: str, bindings: Sequence[object]) -> str:
+    """The template's SQL with ``$n`` replaced by the literals of ``bindings``."""
+
+    def sub(m: re.Match[str]) -> str:
+        i = int(m.group(1)) - 1
+        if not 0 <= i < len(bindings):
+            raise ValueError("a placeholder has no binding")
+        return sql_literal(bindings[i])
+
+    return _PLACEHOLDER.sub(sub, template)
+
+
+def placeholder_attributes(template: str) -> dict[int, tuple[str, str]]:
+    """``{index: (attribute, operator)}`` of the placeholders compared with a column
+    (0-based index), read from the normalised template text."""
+    return {int(m.group(3)) - 1: (m.group(1), m.group(2)) for m in _COMPARISON.finditer(template)}
+
+
+_CLAUSE_ON = {"WHERE", "HAVING"}
+_CLAUSE_OFF = {"GROUP_BY", "ORDER_BY", "LIMIT", "OFFSET", "WINDOW", "FETCH", "UNION"}
+_AFTER_OPERAND = {"VAR", "NUMBER", "STRING", "R_PAREN", "IDENTIFIER", "NULL", "TRUE", "FALSE"}
+
+
+def parametrise(sql: str) -> tuple[str, tuple[object, ...]] | None:
+    """Replace the literals of WHERE and HAVING by ``$n``: (text, values), or None.
+
+    Numbers become ``int``/``Decimal`` (a leading unary minus is folded in), strings ``str``
+    (a ``DATE``/``TIMESTAMP`` keyword before a string is dropped). Used to recover the template
+    of a statement the rewriter refused because a literal cuts a bin.
+    """
+    toks = tokenize(sql)
+    if toks is None or _PLACEHOLDER.search(sql):
+        return None
+    out: list[str] = []
+    values: list[object] = []
+    pos = 0
+    on = False
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        name = tok.token_type.name
+        if name in _CLAUSE_ON:
+            on = True
+        elif name in _CLAUSE_OFF:
+            on = False
+        if on and name in ("NUMBER", "STRING"):
+            start = tok.start
+            if name == "NUMBER":
+                text = tok.text
+                value: object = int(text) if re.fullmatch(r"\d+", text) else Decimal(text)
+                prev = toks[i - 1] if i >= 1 else None
+                before = toks[i - 2] if i >= 2 else None
+                if (
+                    prev is not None
+                    and prev.token_type.name == "DASH"
+                    and (before is None or before.token_type.name not in _AFTER_OPERAND)
+                ):
+                    start = prev.start
+                    value = -value  # type: ignore[operator]
+            else:
+                value = tok.text
+                prev = toks[i - 1] if i >= 1 else None
+                if prev is not None and prev.token_type.name in ("DATE", "TIMESTAMP"):
+                    start = prev.start
+            out.append(sql[pos:start])
+            values.append(value)
+            out.append(f"${len(values)}")
+            pos = tok.end + 1
+        i += 1
+    if not values:
+        return None
+    out.append(sql[pos:])
+    return "".join(out), tuple(values)
+
+
+# --------------------------------------------------------------------------------------------
+# bins
+
+
+def _edges(attr: AttributeDecl) -> list[Fraction] | None:
+    """Cell edges of an ordered attribute: values v such that ``x >= v`` / ``x < v`` never cut
+    a bin (integer and date bins are closed ``[a, b]``: the edges are the ``a`` and ``b + 1``)."""
+    if attr.kind in (Kind.CATEGORICAL, Kind.BOOLEAN) or not attr.bins:
+        return None
+    if attr.kind is Kind.NUMERIC:
+        return [attr.bins[0][0], *(hi for _, hi in attr.bins)]
+    return [attr.bins[0][0], *(hi + 1 for _, hi in attr.bins)]
+
+
+def round_binding(attr: AttributeDecl, op: str, value: object) -> object | None:
+    """``value`` moved outwards to the nearest bin edge for ``attr op value`` (None: cannot).
+
+    Lower bounds (``>=``, ``>``) move down, upper bounds (``<``, ``<=``) move up, so the
+    rounded range is the smallest bin-aligned range that covers the asked one. Equality on a
+    bin wider than one value cannot be rounded. Integer and date bins are closed: ``<= v``
+    becomes ``<= b`` with ``b`` the last value of a bin, ``> v`` becomes ``> b`` likewise.
+    Values outside the domain are clamped to its first / last edge.
+    """
+    edges = _edges(attr)
+    if edges is None or op in ("=", "<>") or value is None:
+        return None
+    try:
+        if attr.kind is Kind.DATE:
+            d = value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value).strip())
+            v = Fraction(d.toordinal())
+        else:
+            v = Fraction(str(value)) if not isinstance(value, int) else Fraction(value)
+    except (ValueError, TypeError, ArithmeticError):
+        return None
+    closed = attr.kind is not Kind.NUMERIC
+    # ">" and "<=" on closed integer bins compare with the last value of a bin: edge - 1
+    shift = 1 if closed and op in (">", "<=") else 0
+    target = v + shift
+    if op in (">=", ">"):
+        cands = [e for e in edges if e <= target]
+        e = cands[-1] if cands else edges[0]
+    else:
+        cands = [e for e in edges if e >= target]
+        e = cands[0] if cands else edges[-1]
+    e -= shift
+    if attr.kind is Kind.DATE:
+        return dt.date.fromordinal(int(e)).isoformat()
+    if e.denominator == 1:
+        return int(e)
+    return Decimal(e.numerator) / Decimal(e.denominator)
+
+
+# --------------------------------------------------------------------------------------------
+# resolution through the rewriter
+
+
+def _table_of(schema: Schema, qualified: str) -> Mapping[str, AttributeDecl] | None:
+    name = qualified.rsplit(".", 1)[-1]
+    t = schema.tables.get(name)
+    return t.attributes if t is not None else None
+
+
+def _bound(st: DPStatement, values: Sequence[object], schema: Schema) -> tuple[Plan, bool] | None:
+    """Bind ``values``; when a literal cuts a bin, round the comparisons outwards once."""
+    try:
+        return bind(st, values), False
+    except Exception:
+        pass
+    attrs = st.prepared.table.attributes
+    rounded = list(values)
+    changed = False
+    for ti, (aname, op) in placeholder_attributes(st.prepared.template).items():
+        attr = attrs.get(aname)
+        b = st.prepared.bindings[ti] if ti < len(st.prepared.bindings) else None
+        if attr is None or not isinstance(b, Param) or not 0 <= b.index < len(values):
+            continue
+        r = round_binding(attr, op, values[b.index])
+        if r is not None and r != values[b.index]:
+            rounded[b.index] = r
+            changed = True
+    if not changed:
+        return None
+    try:
+        return bind(st, rounded), True
+    except Exception:
+        return None
+
+
+class Resolver:
+    """Resolve records through the rewriter, caching by SQL text (pure; deterministic)."""
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        self._cache: dict[str, tuple[str, tuple[object, ...] | None, Plan | None, bool] | None] = {}
+
+    def statement(
+        self, sql: str
+    ) -> tuple[str, tuple[object, ...] | None, Plan | None, bool] | None:
+        """(template, bindings, plan, rounded) of one SQL statement, or None."""
+        if sql in self._cache:
+            return self._cache[sql]
+        res = self._resolve(sql)
+        self._cache[sql] = res
+        return res
+
+    def _resolve(self, sql: str) -> tuple[str, tuple[object, ...] | None, Plan | None, bool] | None:
+        sts = classify(sql, self.schema)
+        if len(sts) != 1:
+            return None
+        st = sts[0]
+        if isinstance(st, DPStatement):
+            if st.plan is not None:
+                fp = st.plan.fingerprint
+                return fp.template, fp.bindings, st.plan, False
+            # placeholders without values: an unbound template
+            return _fingerprint(st.prepared, ()).template, None, None, False
+        if not isinstance(st, Refused):
+            return None
+        par = parametrise(sql)
+        if par is None:
+            return None
+        text, values = par
+        sts = classify(text, self.schema)
+        if len(sts) != 1 or not isinstance(sts[0], DPStatement):
+            return None
+        pst = sts[0]
+        if len(pst.param_types) != len(values):
+            return None
+        got = _bound(pst, values, self.schema)
+        if got is None:
+            return None
+        plan, rounded = got
+        return plan.fingerprint.template, plan.fingerprint.bindings, plan, rounded
+
+    def record(self, rec: LogRecord) -> Resolved | None:
+        sql = rec.sql
+        if sql is None and rec.template is not None:
+            if rec.bindings is None:
+                sql = rec.template
+            else:
+                try:
+                    sql = render(rec.template, rec.bindings)
+                except ValueError:
+                    return None
+        if sql is None:
+            return None
+        got = self.statement(sql)
+        if got is None:
+            return None
+        template, bindings, plan, rounded = got
+        return Resolved(
+            time=seconds(rec.time),
+            calls=max(1, int(rec.calls)),
+            analyst=rec.analyst,
+            session=rec.session,
+            sql=sql,
+            template=template,
+            bindings=bindings,
+            plan=plan,
+            rounded=rounded,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# prediction
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PredictConfig:
+    """Parameters of :func:`predict` (all public; stored with the prediction).
+
+    ``half_life``/``period``/``horizon`` in seconds (``period`` None: no periodicity).
+    ``epsilon``/``delta`` enable the error-aware cap (:func:`choose_cap`); ``stream_length``
+    is the expected number of distinct statements per view in the next window (None: the mean
+    per active period in the log).
+    """
+
+    half_life: float = 7 * DAY
+    period: float | None = DAY
+    horizon: float = DAY
+    min_occurrences: int = 2
+    min_probability: float = 0.0
+    round_to_bins: bool = True
+    slide_dates: bool = True
+    max_statements: int = 512
+    max_rows: int = 8192
+    epsilon: float | None = None
+    delta: float | None = None
+    stream_length: int | None = None
+    split: str = "matrix-heavy"
+    accounting: Literal["basic", "gdp"] = "gdp"
+    strategy_time_limit: float = 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PredictedQuery:
+    """One predicted statement: SQL text, template + bindings, its plan's view and batch."""
+
+    sql: str
+    template: str
+    bindings: tuple[object, ...]
+    table: str
+    view: str
+    key: str
+    batch: QueryBatch = field(repr=False)
+    score: float
+    probability: float
+    occurrences: int
+    reason: str  # exact | rounded | sliding
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewPrediction:
+    """P for one view: its statements and the stacked batch for ``dp.engine.start``."""
+
+    table: str
+    view: str
+    domain: Domain = field(repr=False)
+    queries: tuple[PredictedQuery, ...]
+    batch: QueryBatch = field(repr=False)
+    expected_error: float | None = None  # per-row MSE of the MM release (unit: counts^2)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnboundTemplate:
+    """A template seen without its bindings (``pg_stat_statements``): reported, not in P."""
+
+    template: str
+    calls: int
+    attributes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prediction:
+    now: float
+    config: PredictConfig
+    views: tuple[ViewPrediction, ...]
+    unbound: tuple[UnboundTemplate, ...] = ()
+    candidates: int = 0
+    unresolved: int = 0
+
+    @property
+    def queries(self) -> tuple[PredictedQuery, ...]:
+        return tuple(q for v in self.views for q in v.queries)
+
+    @property
+    def keys(self) -> frozenset[tuple[str, str, str]]:
+        return frozenset((q.table, q.view, q.key) for q in self.queries)
+
+    def batch(self, table: str, view: str) -> QueryBatch | None:
+        """The predicted batch of a view (``table`` qualified or bare), or None."""
+        for v in self.views:
+            if v.view == view and (v.table == table or v.table.rsplit(".", 1)[-1] == table):
+                return v.batch
+        return None
+
+    def sql_script(self) -> str:
+        """P as a SQL script, one statement per line, grouped per view."""
+        lines: list[str] = []
+        for v in self.views:
+            lines.append(f"-- {v.table} view {v.view}: {len(v.queries)} statements")
+            for q in v.queries:
+                lines.append(f"{q.sql};  -- p={q.probability:.2f} score={q.score:.2f} {q.reason}")
+        return "\n".join(lines) + ("\n" if lines else "")
+
+
+@dataclass(slots=True)
+class _Group:
+    ident: tuple[str, str, str]
+    plan: Plan
+    sql: str
+    template: str
+    bindings: tuple[object, ...]
+    times: list[tuple[float, int]]
+    reason: str
+
+
+def _score(times: Sequence[tuple[float, int]], now: float, half_life: float) -> float:
+    return float(sum(c * 2.0 ** (-(now - t) / half_life) for t, c in times))
+
+
+def _probability(
+    times: Sequence[tuple[float, int]], now: float, cfg: PredictConfig, score: float
+) -> float:
+    if cfg.period is None:
+        return min(1.0, score / max(cfg.min_occurrences, 1))
+    p = cfg.period
+    now_period = math.floor(now / p)
+    active = {math.floor(t / p) for t, _ in times if t < now}
+    if not active:
+        return 0.0
+    spanned = max(now_period - min(active), 1)
+    return min(1.0, len(active) / spanned)
+
+
+def _sliding(
+    res: Sequence[Resolved], schema: Schema, resolver: Resolver, now: float, cfg: PredictConfig
+) -> list[tuple[Plan, str, float, int]]:
+    """Sliding date windows: (plan, sql, probability-source time list length, occurrences)."""
+    by_tmpl: dict[str, list[Resolved]] = {}
+    for r in res:
+        if r.plan is not None and r.bindings is not None:
+            by_tmpl.setdefault(r.template, []).append(r)
+    out: list[tuple[Plan, str, float, int]] = []
+    for template, rs in sorted(by_tmpl.items()):
+        attrs = _table_of(schema, rs[0].plan.table if rs[0].plan is not None else "")
+        if attrs is None:
+            continue
+        dates = [
+            i
+            for i, (a, _) in sorted(placeholder_attributes(template).items())
+            if a in attrs and attrs[a].kind is Kind.DATE
+        ]
+        if not dates:
+            continue
+        shapes: dict[tuple[tuple[str, object], ...], list[Resolved]] = {}
+        for r in rs:
+            assert r.bindings is not None
+            try:
+                day = _day(r.time).toordinal()
+                key: tuple[tuple[str, object], ...] = tuple(
+                    (
+                        ("d", dt.date.fromisoformat(str(b)).toordinal() - day)
+                        if i in dates
+                        else ("v", b)
+                    )
+                    for i, b in enumerate(r.bindings)
+                )
+            except ValueError:
+                continue
+            shapes.setdefault(key, []).append(r)
+        for key, group in sorted(shapes.items(), key=lambda kv: repr(kv[0])):
+            if sum(g.calls for g in group) < cfg.min_occurrences:
+                continue
+            if len({_day(g.time) for g in group}) < 2:
+                continue  # the same day twice: not a sliding window
+            step = cfg.period or DAY
+            n_steps = max(1, round(cfg.horizon / step))
+            for k in range(n_steps):
+                target = _day(now + k * step).toordinal()
+                binds = [
+                    dt.date.fromordinal(target + int(str(v))).isoformat() if tag == "d" else v
+                    for tag, v in key
+                ]
+                sql = render(template, binds)
+                got = resolver.statement(sql)
+                if got is None or got[2] is None:
+                    continue
+                out.append((got[2], sql, len(group), sum(g.calls for g in group)))
+    return out
+
+
+def resolve(records: Iterable[LogRecord], schema: Schema) -> tuple[list[Resolved], int]:
+    """Resolve records through the rewriter: (resolved, number that could not be)."""
+    resolver = Resolver(schema)
+    out: list[Resolved] = []
+    bad = 0
+    for rec in records:
+        r = resolver.record(rec)
+        if r is None:
+            bad += 1
+        else:
+            out.append(r)
+    return out, bad
+
+
+def predict(
+    records: Iterable[LogRecord],
+    schema: Schema,
+    *,
+    now: TimeLike,
+    config: PredictConfig | None = None,
+    resolved: Sequence[Resolved] | None = None,
+) -> Prediction:
+    """The predicted set P for the window starting at ``now`` (records after ``now`` are
+    ignored). See the module doc for the method; ``resolved`` skips re-resolving records."""
+    cfg = config or PredictConfig()
+    t_now = seconds(now)
+    if resolved is None:
+        res, unresolved = resolve(records, schema)
+    else:
+        res, unresolved = list(resolved), 0
+    res = [r for r in res if r.time < t_now]
+    resolver = Resolver(schema)
+
+    groups: dict[tuple[str, str, str], _Group] = {}
+    unbound: dict[str, list[Resolved]] = {}
+    for r in sorted(res, key=lambda r: r.time):
+        if r.plan is None:
+            unbound.setdefault(r.template, []).append(r)
+            continue
+        if r.rounded and not cfg.round_to_bins:
+            continue
+        ident = r.ident
+        assert ident is not None and r.bindings is not None
+        g = groups.get(ident)
+        if g is None:
+            g = _Group(
+                ident=ident,
+                plan=r.plan,
+                sql=r.sql,
+                template=r.template,
+                bindings=r.bindings,
+                times=[],
+                reason="rounded" if r.rounded else "exact",
+            )
+            groups[ident] = g
+        g.times.append((r.time, r.calls))
+        if not r.rounded:  # prefer the latest text that was accepted as is
+            g.sql, g.bindings, g.reason = r.sql, r.bindings, "exact"
+
+    cands: dict[tuple[str, str, str], PredictedQuery] = {}
+    for g in groups.values():
+        occ = sum(c for _, c in g.times)
+        if occ < cfg.min_occurrences:
+            continue
+        sc = _score(g.times, t_now, cfg.half_life)
+        pr = _probability(g.times, t_now, cfg, sc)
+        sql = g.sql if g.reason == "exact" else render(g.template, g.bindings)
+        cands[g.ident] = PredictedQuery(
+            sql=sql,
+            template=g.template,
+            bindings=g.bindings,
+            table=g.plan.table,
+            view=g.plan.view,
+            key=g.plan.batch.key,
+            batch=g.plan.batch,
+            score=sc,
+            probability=pr,
+            occurrences=occ,
+            reason=g.reason,
+        )
+    if cfg.slide_dates:
+        # per template: probability from the days on which the sliding shape was seen
+        for plan, sql, n_days, occ in _sliding(res, schema, resolver, t_now, cfg):
+            ident = (plan.table, plan.view, plan.batch.key)
+            if ident in cands:
+                continue
+            span = [r.time for r in res if r.template == plan.fingerprint.template]
+            days = max(1.0, (t_now - min(span)) / (cfg.period or DAY)) if span else 1.0
+            pr = min(1.0, n_days / math.ceil(days))
+            cands[ident] = PredictedQuery(
+                sql=sql,
+                template=plan.fingerprint.template,
+                bindings=plan.fingerprint.bindings,
+                table=plan.table,
+                view=plan.view,
+                key=plan.batch.key,
+                batch=plan.batch,
+                score=float(occ),
+                probability=pr,
+                occurrences=occ,
+                reason="sliding",
+            )
+
+    ranked = sorted(
+        (c for c in cands.values() if c.probability >= cfg.min_probability),
+        key=lambda q: (-q.probability, -q.score, q.view, q.sql),
+    )
+    # global caps, then the error-aware cap per view
+    kept: list[PredictedQuery] = []
+    rows = 0
+    for q in ranked:
+        if len(kept) >= cfg.max_statements or rows + q.batch.num_queries > cfg.max_rows:
+            continue
+        kept.append(q)
+        rows += q.batch.num_queries
+    per_view: dict[tuple[str, str], list[PredictedQuery]] = {}
+    for q in kept:
+        per_view.setdefault((q.table, q.view), []).append(q)
+    stream = _stream_estimate(res, cfg)
+    views: list[ViewPrediction] = []
+    for (table, view), qs in sorted(per_view.items()):
+        err: float | None = None
+        if cfg.epsilon is not None and cfg.delta is not None:
+            s_len = cfg.stream_length or stream.get((table, view), len(qs))
+            k, err = choose_cap(qs, cfg, s_len)
+            qs = qs[:k]
+        if not qs:
+            continue
+        views.append(
+            ViewPrediction(
+                table=table,
+                view=view,
+                domain=qs[0].batch.domain,
+                queries=tuple(qs),
+                batch=stack(q.batch for q in qs),
+                expected_error=err,
+            )
+        )
+    unb = tuple(
+        UnboundTemplate(
+            template=t,
+            calls=sum(r.calls for r in rs),
+            attributes=tuple(sorted({a for a, _ in placeholder_attributes(t).values()})),
+        )
+        for t, rs in sorted(unbound.items(), key=lambda kv: -sum(r.calls for r in kv[1]))
+    )
+    return Prediction(
+        now=t_now,
+        config=cfg,
+        views=tuple(views),
+        unbound=unb,
+        candidates=len(cands),
+        unresolved=unresolved,
+    )
+
+
+def stack(batches: Iterable[QueryBatch]) -> QueryBatch:
+    """The batches stacked, duplicate rows removed (the engine matches rows exactly)."""
+    items = list(batches)
+    dense = np.vstack([b.dense() for b in items])
+    _, idx = np.unique(dense, axis=0, return_index=True)
+    return QueryBatch(items[0].domain, dense[np.sort(idx)])
+
+
+def _stream_estimate(res: Sequence[Resolved], cfg: PredictConfig) -> dict[tuple[str, str], int]:
+    """Distinct statements per view and period, averaged over the periods with activity."""
+    p = cfg.period or DAY
+    per: dict[tuple[str, str], dict[int, set[str]]] = {}
+    for r in res:
+        if r.plan is None:
+            continue
+        per.setdefault((r.plan.table, r.plan.view), {}).setdefault(
+            math.floor(r.time / p), set()
+        ).add(r.plan.batch.key)
+    return {k: max(1, round(sum(len(s) for s in d.values()) / len(d))) for k, d in per.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# the error model
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorModel:
+    """Expected per-row error of one epoch (the noise only; answers are unbiased).
+
+    ``mm_var``: mean variance of a predicted row answered from the Matrix Mechanism;
+    ``online_var``: variance of an online answer at the expected pacing (sensitivity 1);
+    ``mae``: expected mean absolute error over the stream's rows; ``online_only_mae``: the same
+    stream answered with P empty.
+    """
+
+    good: float
+    bad: float
+    mm_var: float
+    online_var: float
+    online_only_var: float
+    mae: float
+    online_only_mae: float
+
+
+def _pool_sigma(
+    fraction: float, releases: float, epsilon: float, delta: float, stream: int, accounting: str
+) -> float:
+    """Noise sd (sensitivity 1) of one of ``releases`` equal releases sharing ``fraction``."""
+    releases = max(releases, 1.0)
+    if fraction <= 0:
+        return math.inf
+    if accounting == "basic":
+        return agm_sigma(epsilon * fraction / releases, delta / (stream + 1))
+    mu = gdp_mu(epsilon, delta)
+    return 1.0 / (mu * math.sqrt(fraction / releases))
+
+
+def expected_epoch_error(
+    *,
+    workload: QueryBatch | None,
+    good: float,
+    bad: float,
+    good_rows: float,
+    bad_rows: float,
+    epsilon: float,
+    delta: float,
+    split: str = "matrix-heavy",
+    accounting: str = "gdp",
+    strategy_time_limit: float = 2.0,
+    mm_total_error: float | None = None,
+) -> ErrorModel:
+    """Expected error of an epoch with ``good`` statements answered from P and ``bad`` online.
+
+    Formulas (S = good + bad distinct statements, fractions (MM, init, bad, reserve) of the
+    split; ``basic``: AGM at ``(eps_i, delta / (S + 1))`` per release, the paper's accounting;
+    ``gdp``: ``mu = gdp_mu(eps, delta)`` shared as ``mu_i^2``):
+
+    * Matrix Mechanism: sigma_MM = the pool's sd for one release of fraction ``MM``; the
+      per-row variance of the predicted rows is ``sigma_MM^2 * E / m`` with
+      ``E = optimize_strategy(W_P).expected_error`` (total squared error for unit noise per
+      unit of L2 sensitivity) and ``m`` the rows of P;
+    * online: each bad statement gets ``(init + bad) / B`` of the budget (static pacing in
+      expectation, the reserve kept), sd ``sigma_on`` at sensitivity 1;
+    * with P empty the MM share joins the online pool: ``(MM + init + bad) / S``;
+    * MAE of a Gaussian answer is ``sqrt(2 / pi) * sd``; the stream's expected MAE is the
+      row-weighted mean ``(g_rows * sqrt(2/pi) * sqrt(mm_var) + b_rows * sqrt(2/pi) *
+      sigma_on) / (g_rows + b_rows)`` (the MM part uses the RMS over P's rows, an upper bound
+      on the mean of the per-row sds by Jensen).
+    """
+    f_mm, f_init, f_bad, _ = SPLITS[split]
+    s = max(round(good + bad), 1)
+    only = _pool_sigma(f_mm + f_init + f_bad, s, epsilon, delta, s, accounting)
+    online_only_var = only * only
+    if workload is None or workload.num_queries == 0 or good <= 0:
+        mm_var = math.inf
+        on = only
+        g = 0.0
+        b = float(good + bad)
+        b_rows_eff = good_rows + bad_rows
+        g_rows = 0.0
+    else:
+        if mm_total_error is None:
+            mm_total_error = optimize_strategy(
+                workload.dense(), time_limit=strategy_time_limit
+            ).expected_error
+        sig_mm = _pool_sigma(f_mm, 1.0, epsilon, delta, s, accounting)
+        mm_var = sig_mm * sig_mm * mm_total_error / workload.num_queries
+        on = _pool_sigma(f_init + f_bad, bad, epsilon, delta, s, accounting)
+        g, b = float(good), float(bad)
+        g_rows, b_rows_eff = good_rows, bad_rows
+    total_rows = g_rows + b_rows_eff
+    mae = (
+        _SQRT_2_OVER_PI
+        * (g_rows * math.sqrt(mm_var if g_rows else 0.0) + b_rows_eff * on)
+        / total_rows
+        if total_rows
+        else 0.0
+    )
+    return ErrorModel(
+        good=g,
+        bad=b,
+        mm_var=mm_var,
+        online_var=on * on,
+        online_only_var=online_only_var,
+        mae=mae,
+        online_only_mae=_SQRT_2_OVER_PI * only,
+    )
+
+
+def choose_cap(
+    ranked: Sequence[PredictedQuery], cfg: PredictConfig, stream_length: int
+) -> tuple[int, float | None]:
+    """How many of the ranked candidates of one view to keep, and the MM per-row variance.
+
+    Evaluates the prefixes k = 1, 2, 4, ..., len (and len) with :func:`expected_epoch_error`:
+    good = sum of the prefix's probabilities (capped at the stream length), bad = the rest of
+    the expected stream; keeps the k with the smallest expected total squared error
+    ``good_rows * mm_var + bad_rows * online_var``. Returns (0, None) when no prefix beats
+    answering everything online.
+    """
+    assert cfg.epsilon is not None and cfg.delta is not None
+    if not ranked:
+        return 0, None
+    s = max(stream_length, 1)
+    mean_rows = float(np.mean([q.batch.num_queries for q in ranked]))
+    sizes = sorted({min(2**i, len(ranked)) for i in range(int(math.log2(len(ranked))) + 2)})
+    base = expected_epoch_error(
+        workload=None,
+        good=0,
+        bad=s,
+        good_rows=0,
+        bad_rows=s * mean_rows,
+        epsilon=cfg.epsilon,
+        delta=cfg.delta,
+        split=cfg.split,
+        accounting=cfg.accounting,
+    )
+    best_k, best_total, best_var = 0, s * mean_rows * base.online_only_var, None
+    for k in sizes:
+        prefix = ranked[:k]
+        good = min(sum(q.probability for q in prefix), float(s))
+        g_rows = sum(q.probability * q.batch.num_queries for q in prefix)
+        g_rows = min(g_rows, s * mean_rows)
+        bad = max(s - good, 0.0)
+        b_rows = bad * mean_rows
+        m = expected_epoch_error(
+            workload=stack(q.batch for q in prefix),
+            good=good,
+            bad=bad,
+            good_rows=g_rows,
+            bad_rows=b_rows,
+            epsilon=cfg.epsilon,
+            delta=cfg.delta,
+            split=cfg.split,
+            accounting=cfg.accounting,
+            strategy_time_limit=cfg.strategy_time_limit,
+        )
+        total = g_rows * m.mm_var + b_rows * m.online_var
+        if total < best_total:
+            best_k, best_total, best_var = k, total, m.mm_var
+    return best_k, best_var
+
+
+# --------------------------------------------------------------------------------------------
+# backtest
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewReport:
+    table: str
+    view: str
+    predicted: int
+    statements: int  # later statements on this view (with repeats)
+    distinct: int
+    hits: int  # later statements whose batch is in P (with repeats)
+    distinct_hits: int
+    false_positives: int
+    error: ErrorModel | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BacktestReport:
+    """``rho``: fraction of the later statements (with repeats) whose batch is in P;
+    ``rho_distinct``: the same over distinct batches (what the stream length counts);
+    ``false_positives``: entries of P never asked later (``false_positive_rate`` = / |P|)."""
+
+    split: float
+    train: int
+    test: int
+    predicted: int
+    rho: float
+    rho_distinct: float
+    false_positives: int
+    false_positive_rate: float
+    mae: float | None
+    online_only_mae: float | None
+    views: tuple[ViewReport, ...]
+    prediction: Prediction = field(repr=False)
+
+    def text(self) -> str:
+        """A terminal-readable report."""
+        lines = [
+            f"backtest at {dt.datetime.fromtimestamp(self.split, dt.UTC).isoformat()}: "
+            f"learned on {self.train} statements, checked on {self.test}",
+            f"|P| = {self.predicted}   overlap rho = {self.rho:.3f} "
+            f"(distinct {self.rho_distinct:.3f})   false positives = {self.false_positives} "
+            f"({self.false_positive_rate:.1%} of P)",
+        ]
+        if self.mae is not None and self.online_only_mae is not None:
+            lines.append(
+                f"expected MAE: with P {self.mae:.2f}   everything online {self.online_only_mae:.2f}"
+            )
+        lines.append("view | |P| | later | distinct | hits | false pos. | MAE (P) | MAE (online)")
+        for v in self.views:
+            e = v.error
+            lines.append(
+                f"{v.table}.{v.view} | {v.predicted} | {v.statements} | {v.distinct} | "
+                f"{v.hits} | {v.false_positives} | "
+                + (f"{e.mae:.2f} | {e.online_only_mae:.2f}" if e is not None else "- | -")
+            )
+        return "\n".join(lines)
+
+
+def evaluate(
+    prediction: Prediction,
+    later: Sequence[Resolved],
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    split: str = "matrix-heavy",
+    accounting: str = "gdp",
+    strategy_time_limit: float = 2.0,
+    split_time: float = 0.0,
+    train: int = 0,
+) -> BacktestReport:
+    """Compare a prediction with the statements that came (see :class:`BacktestReport`)."""
+    p_keys = prediction.keys
+    per_view: dict[tuple[str, str], list[Resolved]] = {}
+    for r in later:
+        if r.plan is not None:
+            per_view.setdefault((r.plan.table, r.plan.view), []).append(r)
+    asked = {r.ident for r in later if r.ident is not None}
+    total = sum(r.calls for rs in per_view.values() for r in rs)
+    hits = sum(r.calls for rs in per_view.values() for r in rs if r.ident in p_keys)
+    distinct = len(asked)
+    dhits = len(asked & p_keys)
+    fps = len(p_keys - asked)
+    views: list[ViewReport] = []
+    names = sorted(set(per_view) | {(v.table, v.view) for v in prediction.views})
+    mae_num = 0.0
+    mae_only = 0.0
+    rows_total = 0.0
+    for tv in names:
+        rs = per_view.get(tv, [])
+        vp = next((v for v in prediction.views if (v.table, v.view) == tv), None)
+        vkeys = {(q.table, q.view, q.key) for q in vp.queries} if vp is not None else set()
+        seen: dict[tuple[str, str, str], int] = {}
+        for r in rs:
+            assert r.ident is not None and r.plan is not None
+            seen.setdefault(r.ident, r.plan.batch.num_queries)
+        good = [k for k in seen if k in vkeys]
+        bad = [k for k in seen if k not in vkeys]
+        err: ErrorModel | None = None
+        if epsilon is not None and delta is not None and seen:
+            err = expected_epoch_error(
+                workload=vp.batch if vp is not None and good else None,
+                good=len(good),
+                bad=len(bad),
+                good_rows=float(sum(seen[k] for k in good)),
+                bad_rows=float(sum(seen[k] for k in bad)),
+                epsilon=epsilon,
+                delta=delta,
+                split=split,
+                accounting=accounting,
+                strategy_time_limit=strategy_time_limit,
+            )
+            rows = float(sum(seen.values()))
+            mae_num += err.mae * rows
+            mae_only += err.online_only_mae * rows
+            rows_total += rows
+        views.append(
+            ViewReport(
+                table=tv[0],
+                view=tv[1],
+                predicted=len(vkeys),
+                statements=sum(r.calls for r in rs),
+                distinct=len(seen),
+                hits=sum(r.calls for r in rs if r.ident in vkeys),
+                distinct_hits=len(good),
+                false_positives=len(vkeys - set(seen)),
+                error=err,
+            )
+        )
+    n_p = len(p_keys)
+    return BacktestReport(
+        split=split_time,
+        train=train,
+        test=total,
+        predicted=n_p,
+        rho=hits / total if total else 0.0,
+        rho_distinct=dhits / distinct if distinct else 0.0,
+        false_positives=fps,
+        false_positive_rate=fps / n_p if n_p else 0.0,
+        mae=mae_num / rows_total if rows_total else None,
+        online_only_mae=mae_only / rows_total if rows_total else None,
+        views=tuple(views),
+        prediction=prediction,
+    )
+
+
+def backtest(
+    records: Iterable[LogRecord],
+    split_time: TimeLike,
+    schema: Schema,
+    *,
+    epsilon: float | None = None,
+    delta: float | None = None,
+    config: PredictConfig | None = None,
+    end_time: TimeLike | None = None,
+) -> BacktestReport:
+    """Learn on the records before ``split_time``, report on those in ``[split, end)``."""
+    cfg = config or PredictConfig()
+    if epsilon is not None and cfg.epsilon is None:
+        cfg = replace(cfg, epsilon=epsilon, delta=delta)
+    t_split = seconds(split_time)
+    t_end = seconds(end_time) if end_time is not None else math.inf
+    res, bad = resolve(records, schema)
+    train = [r for r in res if r.time < t_split]
+    test = [r for r in res if t_split <= r.time < t_end]
+    pred = predict((), schema, now=t_split, config=cfg, resolved=train)
+    pred = replace(pred, unresolved=bad)
+    return evaluate(
+        pred,
+        test,
+        epsilon=epsilon,
+        delta=delta,
+        split=cfg.split,
+        accounting=cfg.accounting,
+        strategy_time_limit=cfg.strategy_time_limit,
+        split_time=t_split,
+        train=sum(r.calls for r in train),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# parsers (pure: text in, records out)
+
+
+def parse_sql_file(text: str, *, time: TimeLike = 0.0, step: float = 1.0) -> list[LogRecord]:
+    """A file of SQL statements (split on ``;`` outside strings/comments): one record each,
+    at ``time``, ``time + step``, ... (a dashboard's queries have no timestamps; give the time
+    of the dashboard's refresh)."""
+    from .split import split_statements
+
+    t0 = seconds(time)
+    return [
+        LogRecord(time=t0 + i * step, sql=p.text)
+        for i, p in enumerate(split_statements(text))
+        if p.text.strip()
+    ]
+
+
+def parse_pg_stat_statements(
+    rows: Iterable[Mapping[str, object]] | str, *, time: TimeLike = 0.0
+) -> list[LogRecord]:
+    """``pg_stat_statements`` rows (mappings with ``query`` and ``calls``, optionally
+    ``userid``/``rolname``) or their CSV export text (header ``query,calls,...``).
+
+    Each row becomes one record with ``template`` = the normalised text and ``bindings`` None
+    (constants were replaced by ``$n``), weighted by ``calls``. What can be predicted from it:
+    statements without placeholders exactly; templates with placeholders only as
+    :class:`UnboundTemplate` (with their call counts and constrained attributes). There are no
+    timestamps: every row gets ``time``.
+    """
+    if isinstance(rows, str):
+        rows = list(csv.DictReader(io.StringIO(rows)))
+    t0 = seconds(time)
+    out: list[LogRecord] = []
+    for row in rows:
+        q = row.get("query")
+        if not isinstance(q, str) or not q.strip():
+            continue
+        try:
+            calls = int(str(row.get("calls", 1)))
+        except ValueError:
+            calls = 1
+        who = row.get("rolname", row.get("userid", ""))
+        tmpl = q.strip().rstrip(";")
+        has_params = bool(_PLACEHOLDER.search(tmpl))
+        out.append(
+            LogRecord(
+                time=t0,
+                analyst=str(who) if who is not None else "",
+                template=tmpl,
+                bindings=None if has_params else (),
+                calls=max(1, calls),
+            )
+        )
+    return out
+
+
+#: The columns of PostgreSQL's csvlog (PostgreSQL 13-17; 14+ adds backend_type, leader_pid,
+#: query_id at the end -- extra columns are ignored, missing ones are empty).
+CSVLOG_COLUMNS = (
+    "log_time",
+    "user_name",
+    "database_name",
+    "process_id",
+    "connection_from",
+    "session_id",
+    "session_line_num",
+    "command_tag",
+    "session_start_time",
+    "virtual_transaction_id",
+    "transaction_id",
+    "error_severity",
+    "sql_state_code",
+    "message",
+    "detail",
+    "hint",
+    "internal_query",
+    "internal_query_pos",
+    "context",
+    "query",
+    "query_pos",
+    "location",
+    "application_name",
+    "backend_type",
+    "leader_pid",
+    "query_id",
+)
+_STATEMENT = re.compile(
+    r"^(?:duration: [0-9.]+ ms\s+)?(?:statement|execute [^:]*): (.*)$", re.DOTALL
+)
+_PARAMS = re.compile(r"\$(\d+) = (NULL|'(?:[^']|'')*')")
+
+
+def _csvlog_time(text: str) -> float | None:
+    # "2026-11-29 16:01:00.123 UTC" (log_timezone abbreviations other than UTC/GMT: offsets)
+    m = re.match(
+        r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)(?: ([A-Za-z]+|[+-]\d\d(?::?\d\d)?))?", text
+    )
+    if m is None:
+        return None
+    base = dt.datetime.fromisoformat(m.group(1))
+    tz = m.group(2)
+    if tz and (tz[0] in "+-"):
+        sign = 1 if tz[0] == "+" else -1
+        digits = tz[1:].replace(":", "")
+        off = dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0))
+        return base.replace(tzinfo=dt.timezone(sign * off)).timestamp()
+    return base.replace(tzinfo=dt.UTC).timestamp()
+
+
+def parse_csvlog(text: str, *, include_errors: bool = False) -> list[LogRecord]:
+    """PostgreSQL csvlog text: one record per ``statement: ...`` (``log_statement``) or
+    ``duration: ... statement/execute ...: ...`` (``log_min_duration_statement``) message.
+
+    Extended-protocol ``execute <name>: <sql with $n>`` lines take their bindings from the
+    ``parameters: $1 = '...'`` detail when present. Rows with severity ERROR/FATAL are skipped
+    unless ``include_errors`` (their statement appears in the ``query`` column anyway).
+    Time = ``log_time``, analyst = ``user_name``, session = ``session_id``.
+    """
+    out: list[LogRecord] = []
+    for row in csv.reader(io.StringIO(text)):
+        if len(row) < 14:
+            continue
+        rec = dict(zip(CSVLOG_COLUMNS, row, strict=False))
+        sev = rec.get("error_severity", "")
+        if sev in ("ERROR", "FATAL", "PANIC") and not include_errors:
+            continue
+        m = _STATEMENT.match(rec.get("message", ""))
+        if m is None:
+            continue
+        t = _csvlog_time(rec.get("log_time", ""))
+        if t is None:
+            continue
+        sql = m.group(1).strip()
+        detail = rec.get("detail", "")
+        params = dict(_PARAMS.findall(detail)) if detail.startswith("parameters:") else {}
+        if _PLACEHOLDER.search(sql) and params:
+            values = [params.get(str(i + 1)) for i in range(len(params))]
+            binds = tuple(
+                None if v is None or v == "NULL" else v[1:-1].replace("''", "'") for v in values
+            )
+            out.append(
+                LogRecord(
+                    time=t,
+                    analyst=rec.get("user_name", ""),
+                    session=rec.get("session_id", ""),
+                    template=sql.rstrip(";"),
+                    bindings=binds,
+                )
+            )
+            continue
+        from .split import split_statements
+
+        for p in split_statements(sql):
+            out.append(
+                LogRecord(
+                    time=t,
+                    analyst=rec.get("user_name", ""),
+                    session=rec.get("session_id", ""),
+                    sql=p.text,
+                )
+            )
+    return out
+
+
+__all__ = [
+    "CSVLOG_COLUMNS",
+    "DAY",
+    "BacktestReport",
+    "ErrorModel",
+    "LogRecord",
+    "PredictConfig",
+    "PredictedQuery",
+    "Prediction",
+    "Resolved",
+    "Resolver",
+    "UnboundTemplate",
+    "ViewPrediction",
+    "ViewReport",
+    "backtest",
+    "choose_cap",
+    "evaluate",
+    "expected_epoch_error",
+    "parametrise",
+    "parse_csvlog",
+    "parse_pg_stat_statements",
+    "parse_sql_file",
+    "placeholder_attributes",
+    "predict",
+    "render",
+    "resolve",
+    "round_binding",
+    "seconds",
+    "sql_literal",
+]

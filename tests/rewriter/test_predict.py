@@ -1,0 +1,279 @@
+"""Template prediction (rewriter.predict): recurring queries, expansion, cap, backtest, parsers."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from rewriter import parse_schema
+from rewriter.predict import (
+    DAY,
+    LogRecord,
+    PredictConfig,
+    backtest,
+    parametrise,
+    parse_csvlog,
+    parse_pg_stat_statements,
+    parse_sql_file,
+    predict,
+    render,
+    resolve,
+    round_binding,
+)
+
+SCHEMA = parse_schema(
+    """
+[tables.flights]
+schema = "public"
+[tables.flights.columns]
+day = "date"
+hour = "integer"
+delay = "integer"
+distance = "double precision"
+origin = "text"
+[tables.flights.attributes.day]
+kind = "date"
+min = "2001-01-01"
+max = "2001-03-31"
+[tables.flights.attributes.hour]
+kind = "integer"
+min = 0
+max = 23
+[tables.flights.attributes.delay]
+kind = "integer"
+edges = [-60, -20, 0, 20, 60, 600]
+[tables.flights.attributes.distance]
+kind = "numeric"
+edges = [0, 200, 400, 600, 800, 1000]
+[tables.flights.attributes.origin]
+kind = "categorical"
+values = ["SFO", "LAX", "JFK"]
+[tables.flights.views]
+times = ["day", "hour", "origin"]
+delays = ["delay", "distance", "origin"]
+""",
+    "test.toml",
+)
+
+T0 = dt.datetime(2001, 1, 1, 9, 0, tzinfo=dt.UTC).timestamp()
+
+
+def rec(day: float, sql: str, who: str = "ana") -> LogRecord:
+    return LogRecord(time=T0 + day * DAY, analyst=who, sql=sql)
+
+
+DASH = "SELECT origin, count(*) FROM flights WHERE hour >= 6 AND hour < 12 GROUP BY origin"
+ONEOFF = "SELECT count(*) FROM flights WHERE origin = 'JFK' AND hour = 3"
+
+
+def test_recurring_predicted_one_off_not() -> None:
+    log = [rec(d, DASH) for d in range(5)] + [rec(2.5, ONEOFF)]
+    p = predict(log, SCHEMA, now=T0 + 5 * DAY)
+    sqls = [q.sql for q in p.queries]
+    assert sqls == [DASH]
+    (q,) = p.queries
+    assert q.view == "times" and q.probability == 1.0 and q.occurrences == 5
+    assert q.reason == "exact"
+    # spacing/case variants are the same query (same batch key)
+    log2 = [rec(0, DASH), rec(1, DASH.lower().replace("  ", " ") + " ")]
+    assert len(predict(log2, SCHEMA, now=T0 + 2 * DAY).queries) == 1
+    # the stacked batch for the engine covers the view's domain
+    (v,) = p.views
+    assert v.batch.num_queries == 3 and v.batch.domain == q.batch.domain
+    assert p.batch("flights", "times") is v.batch
+    assert "GROUP BY origin;" in p.sql_script()
+
+
+def test_recency_and_periodicity() -> None:
+    old = "SELECT count(*) FROM flights WHERE origin = 'SFO'"
+    daily = "SELECT count(*) FROM flights WHERE origin = 'LAX'"
+    # 'old' asked 6 times on one day 20 days ago; 'daily' once a day for the last 4 days
+    log = [rec(0, old) for _ in range(6)] + [rec(d, daily) for d in range(16, 20)]
+    now = T0 + 20 * DAY
+    p = predict(log, SCHEMA, now=now)
+    by = {q.sql: q for q in p.queries}
+    assert by[daily].probability == 1.0
+    assert by[old].probability == pytest.approx(1 / 20)
+    assert by[old].score < by[daily].score  # 6 calls decayed over 20 days (half-life 7) < 4
+    assert next(q.sql for q in p.queries) == daily
+    # a probability threshold drops the stale one
+    cfg = PredictConfig(min_probability=0.2)
+    assert [q.sql for q in predict(log, SCHEMA, now=now, config=cfg).queries] == [daily]
+    # records after "now" are ignored
+    assert predict(log, SCHEMA, now=T0 + 10 * DAY).queries[0].sql == old
+
+
+def test_sliding_date_window_shifted_to_next_day() -> None:
+    def q(d: int) -> str:
+        a = (dt.date(2001, 1, 1) + dt.timedelta(days=d - 7)).isoformat()
+        b = (dt.date(2001, 1, 1) + dt.timedelta(days=d)).isoformat()
+        return f"SELECT hour, count(*) FROM flights WHERE day >= '{a}' AND day < '{b}' GROUP BY 1"
+
+    log = [rec(d, q(d)) for d in range(10, 14)]
+    p = predict(log, SCHEMA, now=T0 + 14 * DAY - 9 * 3600)  # midnight of day 14
+    sliding = [x for x in p.queries if x.reason == "sliding"]
+    assert len(sliding) == 1
+    assert sliding[0].bindings == ("2001-01-08", "2001-01-15")
+    assert sliding[0].probability == 1.0
+    # none of the old windows recurs exactly, so they are not predicted
+    assert all(x.reason == "sliding" for x in p.queries)
+    assert not predict(
+        log, SCHEMA, now=T0 + 14 * DAY, config=PredictConfig(slide_dates=False)
+    ).queries
+
+
+def test_round_binding_to_bins() -> None:
+    t = SCHEMA.tables["flights"].attributes
+    assert round_binding(t["delay"], ">=", -15) == -20
+    assert round_binding(t["delay"], "<", 7) == 20
+    assert round_binding(t["delay"], "<=", 7) == 19  # closed integer bins [0, 19]
+    assert round_binding(t["delay"], ">", 7) == -1  # > -1 is >= 0
+    assert round_binding(t["delay"], ">=", 0) == 0
+    assert round_binding(t["delay"], ">=", -999) == -60  # clamped to the domain
+    assert round_binding(t["distance"], ">=", 1014.28) == 1000
+    assert round_binding(t["distance"], "<", 250.5) == 400
+    assert round_binding(t["delay"], "=", 5) is None
+    assert round_binding(t["origin"], "=", "SFO") is None
+
+
+def test_cut_bins_are_rounded_and_grouped() -> None:
+    # brushing jitter: ranges that cut bins, all inside [200, 600)
+    qs = [
+        "SELECT count(*) FROM flights WHERE distance >= 214.3 AND distance < 590",
+        "SELECT count(*) FROM flights WHERE distance >= 250 AND distance < 571.4",
+        "SELECT count(*) FROM flights WHERE distance >= 200 AND distance < 600",
+    ]
+    log = [rec(i, s) for i, s in enumerate(qs)]
+    res, bad = resolve(log, SCHEMA)
+    assert bad == 0 and len({r.ident for r in res}) == 1
+    assert [r.rounded for r in res] == [True, True, False]
+    (q,) = predict(log, SCHEMA, now=T0 + 3 * DAY).queries
+    assert q.occurrences == 3 and q.sql == qs[2]
+    cfg = PredictConfig(round_to_bins=False)
+    assert not predict(log[:2], SCHEMA, now=T0 + 3 * DAY, config=cfg).queries
+    assert parametrise(
+        "SELECT count(*) FROM flights WHERE delay > -5 AND day = DATE '2001-01-02'"
+    ) == (
+        "SELECT count(*) FROM flights WHERE delay > $1 AND day = $2",
+        (-5, "2001-01-02"),
+    )
+
+
+def test_template_bindings_records_and_render() -> None:
+    tmpl = "SELECT count(*) FROM public.flights WHERE (origin = $1 AND delay >= $2)"
+    assert render(tmpl, ("O'Hare", -20)) == (
+        "SELECT count(*) FROM public.flights WHERE (origin = 'O''Hare' AND delay >= -20)"
+    )
+    log = [LogRecord(time=T0 + d * DAY, template=tmpl, bindings=("SFO", -20)) for d in range(3)]
+    (q,) = predict(log, SCHEMA, now=T0 + 3 * DAY).queries
+    assert q.bindings == ("SFO", -20) and q.template == tmpl
+
+
+def test_cap_on_size() -> None:
+    log = [
+        rec(d, f"SELECT count(*) FROM flights WHERE hour = {h}")
+        for h in range(10)
+        for d in range(2)
+    ]
+    p = predict(log, SCHEMA, now=T0 + 2 * DAY, config=PredictConfig(max_statements=4))
+    assert len(p.queries) == 4
+    p = predict(log, SCHEMA, now=T0 + 2 * DAY, config=PredictConfig(max_rows=6))
+    assert len(p.queries) == 6
+    # error-aware cap: everything recurs with probability 1, so P is kept whole
+    cfg = PredictConfig(epsilon=1.0, delta=1e-6, stream_length=10)
+    p = predict(log, SCHEMA, now=T0 + 2 * DAY, config=cfg)
+    assert len(p.queries) == 10
+    assert p.views[0].expected_error is not None
+    # rare candidates (probability 1/20) in a long stream: the error-aware cap drops them
+    stale = [rec(0, f"SELECT count(*) FROM flights WHERE hour = {h}") for h in range(10)] * 2
+    cfg = PredictConfig(epsilon=1.0, delta=1e-6, stream_length=200)
+    assert len(predict(stale, SCHEMA, now=T0 + 20 * DAY, config=cfg).queries) < 10
+
+
+def test_backtest_arithmetic() -> None:
+    a = "SELECT count(*) FROM flights WHERE hour = 1"
+    b = "SELECT count(*) FROM flights WHERE hour = 2"
+    c = "SELECT count(*) FROM flights WHERE hour = 3"
+    d = "SELECT count(*) FROM flights WHERE hour = 4"
+    train = [rec(0, a), rec(1, a), rec(0, b), rec(1, b), rec(0, c), rec(1, c)]
+    # later: a twice, b once, d three times (unpredicted); c never (a false positive)
+    test = [rec(2.1, a), rec(2.2, a), rec(2.3, b), rec(2.4, d), rec(2.5, d), rec(2.6, d)]
+    r = backtest(train + test, T0 + 2 * DAY, SCHEMA, epsilon=1.0, delta=1e-6)
+    assert r.predicted == 3 and r.test == 6 and r.train == 6
+    assert r.rho == pytest.approx(3 / 6)
+    assert r.rho_distinct == pytest.approx(2 / 3)
+    assert r.false_positives == 1 and r.false_positive_rate == pytest.approx(1 / 3)
+    assert r.mae is not None and r.online_only_mae is not None and r.mae > 0
+    assert "overlap rho = 0.500" in r.text()
+    # the oracle case: P = exactly the later queries beats answering everything online
+    r2 = backtest([*train, rec(2.1, a), rec(2.3, b), rec(2.4, c)], T0 + 2 * DAY, SCHEMA,
+                  epsilon=1.0, delta=1e-6)  # fmt: skip
+    assert r2.rho == 1.0 and r2.false_positives == 0
+    assert r2.mae is not None and r2.online_only_mae is not None
+    assert r2.mae < r2.online_only_mae
+
+
+def test_parse_sql_file() -> None:
+    text = (
+        "-- dashboard\nSELECT origin, count(*) FROM flights GROUP BY 1;\n"
+        "SELECT count(*) FROM flights WHERE origin = 'a;b';\n\n"
+    )
+    recs = parse_sql_file(text, time=T0, step=60)
+    assert [r.sql for r in recs] == [
+        "SELECT origin, count(*) FROM flights GROUP BY 1",
+        "SELECT count(*) FROM flights WHERE origin = 'a;b'",
+    ]
+    assert recs[1].time == T0 + 60
+
+
+def test_parse_pg_stat_statements() -> None:
+    # the shape of `SELECT rolname, calls, query FROM pg_stat_statements JOIN pg_roles ...`
+    rows = [
+        {"rolname": "ana", "calls": 40, "query": "SELECT origin, count(*) FROM flights GROUP BY 1"},
+        {"rolname": "ana", "calls": "12",
+         "query": "SELECT count(*) FROM flights WHERE hour >= $1 AND hour < $2"},
+        {"rolname": "bob", "calls": 1, "query": "SELECT count(*) FROM flights WHERE origin = $1"},
+    ]  # fmt: skip
+    recs = parse_pg_stat_statements(rows, time=T0)
+    assert [r.calls for r in recs] == [40, 12, 1]
+    assert recs[0].bindings == () and recs[1].bindings is None
+    p = predict(recs, SCHEMA, now=T0 + 1)
+    assert [q.sql for q in p.queries] == ["SELECT origin, count(*) FROM flights GROUP BY 1"]
+    assert [(u.calls, u.attributes) for u in p.unbound] == [(12, ("hour",)), (1, ("origin",))]
+    csv_text = 'query,calls\n"SELECT origin, count(*) FROM flights GROUP BY 1",3\n'
+    (r,) = parse_pg_stat_statements(csv_text)
+    assert r.calls == 3 and r.bindings == ()
+
+
+CSVLOG = (
+    '2001-01-03 09:00:01.123 UTC,"ana","flights",4242,"127.0.0.1:50000",6776f0a1.1092,1,"idle",'
+    '2001-01-03 09:00:00 UTC,3/7,0,LOG,00000,"statement: SELECT origin, count(*) FROM flights '
+    'WHERE hour >= 6 AND hour < 12 GROUP BY origin",,,,,,,,,"psql","client backend",,0\n'
+    '2001-01-03 09:00:02.5 UTC,"ana","flights",4242,"127.0.0.1:50000",6776f0a1.1092,2,"SELECT",'
+    '2001-01-03 09:00:00 UTC,3/8,0,LOG,00000,"execute <unnamed>: SELECT count(*) FROM flights '
+    'WHERE origin = $1","parameters: $1 = \'SFO\'",,,,,,,,"psql","client backend",,0\n'
+    '2001-01-03 09:00:03 UTC,"ana","flights",4242,"127.0.0.1:50000",6776f0a1.1092,3,"SELECT",'
+    '2001-01-03 09:00:00 UTC,3/9,0,ERROR,42P01,"relation ""nope"" does not exist",,,,,,'
+    '"SELECT * FROM nope",15,,"psql","client backend",,0\n'
+    '2001-01-03 09:00:04 UTC,"bob","flights",4243,"127.0.0.1:50001",6776f0a2.1093,1,"idle",'
+    '2001-01-03 09:00:00 UTC,4/1,0,LOG,00000,"duration: 0.512 ms  statement: SELECT count(*) '
+    'FROM flights WHERE origin = \'it\'\'s\'; SELECT 1",,,,,,,,,"psql","client backend",,0\n'
+    "2001-01-03 09:00:05 UTC,,,4000,,6776f0a0.fa0,1,,2001-01-03 09:00:00 UTC,,0,LOG,00000,"
+    '"checkpoint starting: time",,,,,,,,,"","checkpointer",,0\n'
+)
+
+
+def test_parse_csvlog() -> None:
+    recs = parse_csvlog(CSVLOG)
+    assert len(recs) == 4
+    t = dt.datetime(2001, 1, 3, 9, 0, 1, 123000, tzinfo=dt.UTC).timestamp()
+    assert recs[0].time == pytest.approx(t) and recs[0].analyst == "ana"
+    assert recs[0].session == "6776f0a1.1092" and recs[0].sql is not None
+    assert recs[1].template == "SELECT count(*) FROM flights WHERE origin = $1"
+    assert recs[1].bindings == ("SFO",)
+    assert recs[2].sql == "SELECT count(*) FROM flights WHERE origin = 'it''s'"
+    assert recs[3].sql == "SELECT 1" and recs[3].analyst == "bob"
+    res, bad = resolve(recs, SCHEMA)
+    assert bad == 1  # SELECT 1 is not a DP statement
+    assert all(r.plan is not None for r in res) and len(res) == 3
