@@ -7,15 +7,16 @@ accountant guards one epoch's budget ``(epsilon, delta)``. It works in its own *
   the Analytic Gaussian Mechanism at ``(epsilon_i, delta_i)`` with ``delta_i = delta /
   max_releases`` (``max_releases = S + 1``: one Matrix Mechanism release and at most ``S``
   online releases). Basic composition (Dwork & Roth 2014, Theorem 3.16; valid for adaptively
-  chosen ``epsilon_i`` as a filter, Rogers, Roth, Ullman & Vadhan 2016, Theorem 5.1) gives
-  ``(sum epsilon_i, sum delta_i)``-DP, so ``sum epsilon_i <= epsilon`` and at most
-  ``max_releases`` releases give ``(epsilon, delta)``-DP.
+  chosen ``epsilon_i`` as a filter: Rogers, Roth, Ullman & Vadhan 2016, "Privacy odometers and
+  filters") gives ``(sum epsilon_i, sum delta_i)``-DP, so ``sum epsilon_i <= epsilon`` and at
+  most ``max_releases`` releases give ``(epsilon, delta)``-DP.
 - ``gdp``: unit = mu^2. Each release is a Gaussian mechanism with L2 sensitivity ``Delta`` and
   standard deviation ``sigma``, i.e. ``mu_i``-GDP with ``mu_i = Delta / sigma`` (Dong, Roth &
-  Su 2022, Theorem 2.7). Fully adaptive composition of GDP (Smith & Thakurta 2022, Theorem 1.2):
-  if ``sum mu_i^2 <= mu^2`` the whole interaction is ``mu``-GDP, even when each ``mu_i`` is
-  chosen from earlier answers. With ``mu = gdp_mu(epsilon, delta)`` this is exactly
-  ``(epsilon, delta)``-DP (ibid. Corollary 2.13). No limit on the number of releases.
+  Su 2022, Theorem 2.7). Fully adaptive composition of GDP (Smith & Thakurta 2022, arXiv
+  2210.17520): if ``sum mu_i^2 <= mu^2`` the whole interaction is ``mu``-GDP, even when each
+  ``mu_i`` is chosen from earlier answers. With ``mu = gdp_mu(epsilon, delta)`` this is exactly
+  ``(epsilon, delta)``-DP (Dong, Roth & Su 2022, Corollary 2.13). No limit on the number of
+  releases.
 - ``pure``: unit = epsilon, ``delta = 0``. Each release is a Laplace mechanism with scale
   ``b = Delta_1 / epsilon_i`` (L1 sensitivity); basic composition of pure DP (also valid as a
   filter) gives ``epsilon``-DP when ``sum epsilon_i <= epsilon``.

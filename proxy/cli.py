@@ -1,82 +1,498 @@
 """The ``lapras`` command line.
 
 ``lapras demo`` brings up the embedded PostgreSQL with Adult loaded and the proxy in front of
-it; ``lapras serve`` runs the proxy from a configuration file. Each subcommand is one function,
-registered in one table.
+it; ``lapras serve`` runs the proxy from a configuration file; the other commands administer
+epochs and budgets. Each subcommand is one function, registered in one table (``COMMANDS``).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
+import json
+import logging
+import os
+import secrets
+import shutil
 import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
+
+from dp.errors import LaprasError
 
 DEFAULT_DEMO_DIR = Path.home() / ".lapras" / "demo"
+DEMO_DATABASE = "lapras_demo"
+DEMO_USER, DEMO_PASSWORD = "analyst", "analyst"
+
+EXAMPLES = (
+    (
+        "predicted: answered from the Matrix Mechanism release, no budget spent",
+        "SELECT sex, count(*) FROM adult GROUP BY sex;",
+    ),
+    (
+        "not predicted: answered online, paced by LAPRAS",
+        "SELECT count(*) FROM adult WHERE age BETWEEN 30 AND 39 AND sex = 'Female';",
+    ),
+    ("refused: row-level access to a protected table", "SELECT * FROM adult LIMIT 5;"),
+)
+
+
+def _statements(path: Path) -> list[str]:
+    """The statements of a .sql file (comment lines dropped, split on ';')."""
+    text = "\n".join(
+        line for line in path.read_text().splitlines() if not line.lstrip().startswith("--")
+    )
+    return [s.strip() for s in text.split(";") if s.strip()]
+
+
+# -- demo ----------------------------------------------------------------------------------------
+
+
+def _demo_config(pg: Any, data_dir: Path, port: int) -> Path:
+    """Write the demo's lapras.toml (a real configuration file the user can read and reuse)."""
+    import sql_fixtures.adult as adult
+    from proxy import provision
+
+    text = (
+        "# The demo's configuration, written by `lapras demo`. `lapras serve --config` reads the same format.\n"
+        "# The protected table's declaration (sql_fixtures/adult/lapras.toml) comes first: its top-level\n"
+        "# keys must precede every [section].\n\n"
+        + adult.DECLARATION.read_text()
+        + "\n[server]\n"
+        f'listen = "127.0.0.1:{port}"\n'
+        'auth = "scram-sha-256"\n\n'
+        "[backend]\n"
+        f'aggregator_dsn = "{pg.dsn(provision.AGGREGATOR, DEMO_DATABASE)}"\n'
+        f'passthrough_dsn = "{pg.dsn(provision.PASSTHROUGH, DEMO_DATABASE)}"\n\n'
+        "[[users]]\n"
+        f'name = "{DEMO_USER}"\n'
+        f'password = "{DEMO_PASSWORD}"\n\n'
+        "[privacy]\n"
+        "epsilon = 1.0\ndelta = 1e-3\nstream_length = 1000\n"
+        'view = "age_sex_income"\n'
+    )
+    path = data_dir / "lapras.toml"
+    path.write_text(text)
+    path.chmod(0o600)
+    return path
 
 
 def _demo(args: argparse.Namespace) -> int:
-    import shutil
-
-    from proxy import provision
+    from proxy.config import load_config
     from proxy.embedded import EmbeddedPostgres, provision_adult
 
-    data_dir = Path(args.data_dir)
+    data_dir = Path(args.data_dir).expanduser()
     if args.reset and data_dir.exists():
+        print(f"Removing {data_dir} (--reset) ...", flush=True)
         EmbeddedPostgres(data_dir).stop()
         shutil.rmtree(data_dir)
-    print(f"Starting the embedded PostgreSQL in {data_dir} ...", flush=True)
+    print(f"[1/5] Starting the embedded PostgreSQL in {data_dir} ...", flush=True)
     pg = EmbeddedPostgres(data_dir).start()
     try:
-        print("Loading UCI Adult (32,561 rows) and provisioning roles ...", flush=True)
-        provision_adult(pg, args.database)
-        print()
-        print("The backend is ready. Connect to it directly (as the aggregator role) with:")
-        print(f"  psql '{pg.dsn(provision.AGGREGATOR, args.database)}'")
-        print()
-        print("Press Ctrl-C to stop.", flush=True)
-        stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
+        print(
+            "[2/5] Loading UCI Adult (32,561 rows) and provisioning the two roles ...", flush=True
+        )
+        provision_adult(pg, DEMO_DATABASE)
+        config = load_config(_demo_config(pg, data_dir, args.port))
+        asyncio.run(_demo_async(args, config))
     finally:
-        print("\nStopping the embedded PostgreSQL ...", flush=True)
+        print("Stopping the embedded PostgreSQL ...", flush=True)
         pg.stop()
     return 0
+
+
+async def _demo_async(args: argparse.Namespace, config: Any) -> None:
+    import sql_fixtures.adult as adult
+    from proxy.app import admin_service, engine_config, running
+
+    async with admin_service(config) as service:
+        status = await service.status("adult")
+        if status is None:
+            dashboard = _statements(adult.FOLDER / "dashboard.sql")
+            print(
+                f"[3/5] Predicted set: the {len(dashboard)} statements of yesterday's dashboard "
+                "(sql_fixtures/adult/dashboard.sql)",
+                flush=True,
+            )
+            cfg = engine_config(
+                config.privacy,
+                epsilon=args.epsilon,
+                delta=args.delta,
+                stream_length=args.stream_length,
+            )
+            print(
+                f"[4/5] Starting an epoch on adult: epsilon={cfg.epsilon}, delta={cfg.delta}, "
+                f"S={cfg.stream_length}, view {config.privacy.get('view', 'age_sex_income')} ...",
+                flush=True,
+            )
+            await service.start_epoch(
+                table="adult",
+                view=str(config.privacy.get("view", "age_sex_income")),
+                config=cfg,
+                predicted=dashboard,
+                actor="lapras demo",
+                reason="demo",
+            )
+        else:
+            print(
+                "[3/5] Reusing the demo's data: an epoch is already active on adult "
+                "(lapras demo --reset starts afresh)",
+                flush=True,
+            )
+            print("[4/5] Epoch kept.", flush=True)
+    async with running(config) as app:
+        port = app.server.port
+        print(f"[5/5] LAPRAS proxy listening on 127.0.0.1:{port}\n")
+        print("Connect with:\n")
+        print(
+            f"  psql 'postgresql://{DEMO_USER}:{DEMO_PASSWORD}@127.0.0.1:{port}/{DEMO_DATABASE}'\n"
+        )
+        print("and try:\n")
+        for what, sql in EXAMPLES:
+            print(f"  -- {what}\n  {sql}\n")
+        print(f"Configuration: {config.source}. Press Ctrl-C to stop.", flush=True)
+        await _wait_for_signal()
+
+
+async def _wait_for_signal() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    print("\nShutting down ...", flush=True)
+
+
+# -- serve and admin ----------------------------------------------------------------------------
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from proxy.config import load_config
+
+    return load_config(Path(args.config))
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from proxy.app import running
+
+    config = _load(args)
+
+    async def serve() -> None:
+        async with running(config) as app:
+            print(f"LAPRAS proxy listening on {config.server.host}:{app.server.port}", flush=True)
+            await _wait_for_signal()
+
+    asyncio.run(serve())
+    return 0
+
+
+def _config_check(args: argparse.Namespace) -> int:
+    config = _load(args)
+    tables = ", ".join(f"{t} ({len(d.views)} views)" for t, d in config.schema.tables.items())
+    print(f"{config.source}: OK")
+    print(
+        f"  listen {config.server.host}:{config.server.port}, auth {config.server.auth}, "
+        f"{len(config.users)} user(s)"
+    )
+    print(f"  protected tables: {tables or 'none'}")
+    return 0
+
+
+def _epoch_start(args: argparse.Namespace) -> int:
+    from proxy.app import admin_service, engine_config
+
+    config = _load(args)
+    decl = config.schema.tables.get(args.table)
+    if decl is None:
+        raise SystemExit(f"lapras: {args.table} is not a protected table of {config.source}")
+    view = args.view or config.privacy.get("view") or decl.views[0].name
+    predicted = _statements(Path(args.predicted)) if args.predicted else []
+    cfg = engine_config(
+        config.privacy,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        stream_length=args.stream_length,
+        mode=args.mode,
+        split=args.split,
+        allocation=args.allocation,
+        accountant=args.accountant,
+    )
+
+    async def start() -> int:
+        async with admin_service(config) as service:
+            return await service.start_epoch(
+                table=args.table,
+                view=view,
+                config=cfg,
+                predicted=predicted,
+                actor=args.actor,
+                reason=args.reason,
+            )
+
+    epoch_id = asyncio.run(start())
+    print(
+        f"epoch {epoch_id} started on {args.table} (view {view}): epsilon={cfg.epsilon}, delta={cfg.delta}, "
+        f"S={cfg.stream_length}, mode={cfg.mode}, accountant={cfg.accountant_kind.value}, "
+        f"{len(predicted)} predicted statement(s)"
+    )
+    return 0
+
+
+def _epoch_close(args: argparse.Namespace) -> int:
+    from proxy.app import admin_service
+
+    config = _load(args)
+
+    async def close() -> Any:
+        async with admin_service(config) as service:
+            return await service.close_epoch(args.table, actor=args.actor, reason=args.reason)
+
+    row = asyncio.run(close())
+    print(f"epoch {row.id} on {args.table} closed" if row else f"no active epoch on {args.table}")
+    return 0
+
+
+def _budget(args: argparse.Namespace) -> int:
+    from proxy.app import admin_service
+
+    config = _load(args)
+    tables = [args.table] if args.table else sorted(config.schema.tables)
+
+    async def show() -> list[dict[str, Any]]:
+        out = []
+        async with admin_service(config) as service:
+            for table in tables:
+                st = await service.status(table)
+                if st is None:
+                    out.append({"table": table, "epoch": None})
+                    continue
+                row, status = st
+                out.append(
+                    {
+                        "table": table,
+                        "epoch": row.id,
+                        "view": row.view_name,
+                        "started_at": row.started_at,
+                        "started_by": row.started_by,
+                        "unit": status.unit,
+                        "total": status.total,
+                        "spent": status.spent,
+                        "online_releases": status.online_releases,
+                        "stream_length": status.stream_length,
+                        "position": status.position,
+                        "b_est": status.b_est,
+                        "reserve": status.reserve,
+                    }
+                )
+        return out
+
+    rows = asyncio.run(show())
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        if r["epoch"] is None:
+            print(f"{r['table']}: no active epoch")
+            continue
+        pct = 100 * r["spent"] / r["total"] if r["total"] else 0.0
+        print(
+            f"{r['table']}: epoch {r['epoch']} (view {r['view']}, started {r['started_at']} by {r['started_by']})"
+        )
+        print(
+            f"  spent {r['spent']:.6g} of {r['total']:.6g} {r['unit']} ({pct:.1f}%), reserve {r['reserve']:.4g}"
+        )
+        print(
+            f"  online releases {r['online_releases']} of {r['stream_length']}, stream position {r['position']}, "
+            f"B_est {'-' if r['b_est'] is None else format(r['b_est'], '.1f')}"
+        )
+    return 0
+
+
+def _provision(args: argparse.Namespace) -> int:
+    import psycopg
+
+    from proxy import provision
+
+    admin_dsn = os.environ[args.admin_dsn_env] if args.admin_dsn_env else args.admin_dsn
+    if not admin_dsn:
+        raise SystemExit("lapras provision: give --admin-dsn or --admin-dsn-env")
+    passwords = {}
+    for role, var in (
+        (provision.AGGREGATOR, "LAPRAS_AGGREGATOR_PASSWORD"),
+        (provision.PASSTHROUGH, "LAPRAS_PASSTHROUGH_PASSWORD"),
+    ):
+        passwords[role] = os.environ.get(var) or secrets.token_urlsafe(18)
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        provision.ensure_database(admin, args.database)
+        for role, pw in passwords.items():
+            provision.ensure_role(admin, role, pw)
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    db_dsn = make_conninfo(admin_dsn, dbname=args.database)
+    with psycopg.connect(db_dsn) as conn:
+        if "adult" in args.load:
+            import sql_fixtures.adult as adult
+
+            print(f"adult: {adult.load(conn)} rows")
+        provision.grant_privileges(conn, args.database, args.protected or ["public.adult"])
+        conn.commit()
+    host = conninfo_to_dict(admin_dsn).get("host", "localhost")
+    for role, pw in passwords.items():
+        shown = (
+            pw
+            if not any(
+                os.environ.get(v)
+                for v in ("LAPRAS_AGGREGATOR_PASSWORD", "LAPRAS_PASSTHROUGH_PASSWORD")
+            )
+            else "(from the environment)"
+        )
+        print(f"role {role} on {host}/{args.database}: password {shown}")
+    return 0
+
+
+# -- the table of commands -----------------------------------------------------------------------
+
+
+def _add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--config",
+        "-c",
+        default="lapras.toml",
+        help="the configuration file (default: %(default)s)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lapras",
-        description="LAPRAS proxy: differentially private answers to aggregate SQL, "
-        "over the PostgreSQL wire protocol.",
+        description="LAPRAS proxy: differentially private answers to aggregate SQL, over the PostgreSQL wire protocol.",
     )
+    parser.add_argument("--verbose", "-v", action="store_true", help="log more")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
     demo = sub.add_parser(
         "demo",
-        help="run the demo on an embedded PostgreSQL with UCI Adult",
-        description="Start an embedded PostgreSQL, load UCI Adult and serve the proxy in front of it.",
+        help="run the demo: embedded PostgreSQL + UCI Adult + the proxy",
+        description="Start an embedded PostgreSQL, load UCI Adult, start an epoch from "
+        "yesterday's dashboard and serve the proxy on 127.0.0.1.",
     )
     demo.add_argument(
-        "--data-dir",
-        default=str(DEFAULT_DEMO_DIR),
-        help="where the demo keeps its data (default: %(default)s)",
+        "--data-dir", default=str(DEFAULT_DEMO_DIR), help="the demo's data (default: %(default)s)"
     )
     demo.add_argument(
-        "--database", default="lapras_demo", help="backend database name (default: %(default)s)"
+        "--reset", action="store_true", help="delete the demo's data first and start afresh"
     )
-    demo.add_argument("--reset", action="store_true", help="delete the demo data directory first")
+    demo.add_argument(
+        "--port", type=int, default=6432, help="the proxy's port (default: %(default)s)"
+    )
+    demo.add_argument(
+        "--epsilon", type=float, default=1.0, help="privacy budget epsilon (default: %(default)s)"
+    )
+    demo.add_argument(
+        "--delta", type=float, default=1e-3, help="privacy budget delta (default: %(default)s)"
+    )
+    demo.add_argument(
+        "--stream-length",
+        type=int,
+        default=1000,
+        help="planned number of online answers S (default: %(default)s)",
+    )
     demo.set_defaults(func=_demo)
+
+    serve = sub.add_parser("serve", help="run the proxy from a configuration file")
+    _add_config(serve)
+    serve.set_defaults(func=_serve)
+
+    config = sub.add_parser("config", help="configuration tools").add_subparsers(
+        dest="sub", required=True, metavar="ACTION"
+    )
+    check = config.add_parser("check", help="validate a configuration file and explain any error")
+    _add_config(check)
+    check.set_defaults(func=_config_check)
+
+    epoch = sub.add_parser("epoch", help="start or close a privacy epoch").add_subparsers(
+        dest="sub", required=True, metavar="ACTION"
+    )
+    start = epoch.add_parser(
+        "start", help="start an epoch over a protected table (an explicit, logged act)"
+    )
+    _add_config(start)
+    start.add_argument("--table", required=True, help="the protected table")
+    start.add_argument(
+        "--view",
+        help="the view (histogram) the epoch covers (default: [privacy].view or the first declared)",
+    )
+    start.add_argument(
+        "--predicted", help="a .sql file of predicted statements (P), e.g. from lapras predict"
+    )
+    start.add_argument("--epsilon", type=float)
+    start.add_argument("--delta", type=float)
+    start.add_argument("--stream-length", type=int, help="S: the planned number of online answers")
+    start.add_argument("--mode", choices=("paper", "default"))
+    start.add_argument("--split", choices=("equal", "matrix-heavy", "query-heavy", "reserve-heavy"))
+    start.add_argument("--allocation", choices=("static", "smooth"))
+    start.add_argument("--accountant", choices=("basic", "gdp", "pure"))
+    start.add_argument(
+        "--actor", default=os.environ.get("USER", "admin"), help="who starts it (logged)"
+    )
+    start.add_argument("--reason", default="", help="why (logged)")
+    start.set_defaults(func=_epoch_start)
+    close = epoch.add_parser("close", help="close the active epoch of a table")
+    _add_config(close)
+    close.add_argument("--table", required=True)
+    close.add_argument("--actor", default=os.environ.get("USER", "admin"))
+    close.add_argument("--reason", default="")
+    close.set_defaults(func=_epoch_close)
+    show = epoch.add_parser(
+        "show", help="the active epochs and their budgets (same as lapras budget)"
+    )
+    _add_config(show)
+    show.add_argument("--table")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=_budget)
+
+    budget = sub.add_parser("budget", help="budget spent and left per protected table")
+    _add_config(budget)
+    budget.add_argument("--table")
+    budget.add_argument("--json", action="store_true", help="machine-readable output")
+    budget.set_defaults(func=_budget)
+
+    prov = sub.add_parser(
+        "provision", help="create the database, load fixtures, create the two roles"
+    )
+    prov.add_argument("--admin-dsn", help="a superuser DSN of the backend")
+    prov.add_argument("--admin-dsn-env", help="read the admin DSN from this environment variable")
+    prov.add_argument("--database", required=True)
+    prov.add_argument(
+        "--load", action="append", default=[], choices=("adult",), help="load a shipped dataset"
+    )
+    prov.add_argument(
+        "--protected", action="append", help="schema.table to protect (default: public.adult)"
+    )
+    prov.set_defaults(func=_provision)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     func: Callable[[argparse.Namespace], int] = args.func
-    return func(args)
+    try:
+        return func(args)
+    except LaprasError as err:
+        print(f"lapras: {err.message}", file=sys.stderr)
+        if err.hint:
+            print(f"hint: {err.hint}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rewriter.errors import ConfigError
-from rewriter.schema import Schema, parse_schema
+from rewriter.schema import Schema, schema_from_mapping
 
 AuthMethod = Literal["scram-sha-256", "md5", "password", "trust"]
 AUTH_METHODS: tuple[AuthMethod, ...] = ("scram-sha-256", "md5", "password", "trust")
@@ -41,6 +41,7 @@ class ServerConfig:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     shutdown_grace: float = 10.0
+    auth: AuthMethod = "scram-sha-256"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,7 +53,6 @@ class BackendConfig:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class User:
     name: str
-    auth: AuthMethod
     password: str | None = field(default=None, repr=False)
     admin: bool = False
 
@@ -88,7 +88,9 @@ class _Section:
         if isinstance(value, bool) and kind in (int, float, (int, float)):
             raise self.error(key, "must be a number, not true/false")
         if not isinstance(value, kind):
-            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            names = (
+                kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            )
             raise self.error(key, f"must be of type {names}")
         return value
 
@@ -108,25 +110,40 @@ class _Section:
     def reject_unknown(self, known: set[str]) -> None:
         unknown = sorted(set(self.data) - known)
         if unknown:
-            raise self.error(unknown[0], f"unknown key; accepted keys are {', '.join(sorted(known))}")
+            raise self.error(
+                unknown[0], f"unknown key; accepted keys are {', '.join(sorted(known))}"
+            )
 
 
 def _server(source: str, data: Any) -> ServerConfig:
     s = _Section(source, "server", data)
     s.reject_unknown(
-        {"listen", "max_connections", "idle_session_timeout", "statement_timeout", "tls_cert", "tls_key", "shutdown_grace"}
+        {
+            "listen",
+            "auth",
+            "max_connections",
+            "idle_session_timeout",
+            "statement_timeout",
+            "tls_cert",
+            "tls_key",
+            "shutdown_grace",
+        }
     )
+    auth = s.get("auth", str, "scram-sha-256")
+    if auth not in AUTH_METHODS:
+        raise s.error("auth", f"must be one of {', '.join(AUTH_METHODS)}")
     listen = s.get("listen", str, "127.0.0.1:6432")
     host, sep, port_text = listen.rpartition(":")
     if not sep or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
         raise s.error("listen", 'must be "host:port", for example "127.0.0.1:6432"')
     host = host.strip("[]")
+    if auth == "trust" and not _is_loopback(host):
+        raise s.error("auth", "trust is only allowed when the server listens on loopback only")
     cert, key = s.get("tls_cert", str), s.get("tls_key", str)
     if (cert is None) != (key is None):
         raise s.error("tls_cert", "tls_cert and tls_key go together: give both or neither")
     numbers = {
-        k: float(s.get(k, (int, float), 0))
-        for k in ("idle_session_timeout", "statement_timeout")
+        k: float(s.get(k, (int, float), 0)) for k in ("idle_session_timeout", "statement_timeout")
     }
     for k, v in numbers.items():
         if v < 0:
@@ -141,18 +158,24 @@ def _server(source: str, data: Any) -> ServerConfig:
         tls_cert=Path(cert) if cert else None,
         tls_key=Path(key) if key else None,
         shutdown_grace=float(s.get("shutdown_grace", (int, float), 10.0)),
+        auth=auth,
         **numbers,
     )
 
 
 def _backend(source: str, data: Any) -> BackendConfig:
     s = _Section(source, "backend", data)
-    s.reject_unknown({"aggregator_dsn", "aggregator_dsn_env", "passthrough_dsn", "passthrough_dsn_env"})
+    s.reject_unknown(
+        {"aggregator_dsn", "aggregator_dsn_env", "passthrough_dsn", "passthrough_dsn_env"}
+    )
     dsns = {}
     for role in ("aggregator_dsn", "passthrough_dsn"):
         value = s.secret(role)
         if not value:
-            raise s.error(role, f'missing: the libpq DSN of the {role.split("_")[0]} role (or {role}_env = "VAR")')
+            raise s.error(
+                role,
+                f'missing: the libpq DSN of the {role.split("_")[0]} role (or {role}_env = "VAR")',
+            )
         dsns[role] = value
     if dsns["aggregator_dsn"] == dsns["passthrough_dsn"]:
         raise s.error(
@@ -162,29 +185,28 @@ def _backend(source: str, data: Any) -> BackendConfig:
     return BackendConfig(**dsns)
 
 
-def _users(source: str, data: Any, host: str) -> tuple[User, ...]:
+def _users(source: str, data: Any, auth: AuthMethod) -> tuple[User, ...]:
     if data is None:
-        raise ConfigError(f'{source}: [[users]]: missing: declare at least one user (name, auth = "scram-sha-256", password)')
+        raise ConfigError(
+            f"{source}: [[users]]: missing: declare at least one user (name, password)"
+        )
     if not isinstance(data, list):
         raise ConfigError(f"{source}: users must be an array of tables: [[users]]")
     users: list[User] = []
     for i, item in enumerate(data):
         s = _Section(source, f"users[{i}]", item)
-        s.reject_unknown({"name", "auth", "password", "password_env", "admin"})
+        s.reject_unknown({"name", "password", "password_env", "admin"})
         name = s.get("name", str)
         if not name:
             raise s.error("name", "missing: the user name clients connect with")
-        auth = s.get("auth", str, "scram-sha-256")
-        if auth not in AUTH_METHODS:
-            raise s.error("auth", f"must be one of {', '.join(AUTH_METHODS)}")
         password = s.secret("password")
         if auth != "trust" and not password:
-            raise s.error("password", f"missing: auth = {auth!r} needs a password (or password_env)")
-        if auth == "trust" and not _is_loopback(host):
-            raise s.error("auth", "trust is only allowed when the server listens on loopback only")
+            raise s.error(
+                "password", f"missing: server.auth = {auth!r} needs a password (or password_env)"
+            )
         if any(u.name == name for u in users):
             raise s.error("name", f"user {name!r} is declared twice")
-        users.append(User(name=name, auth=auth, password=password, admin=bool(s.get("admin", bool, False))))
+        users.append(User(name=name, password=password, admin=bool(s.get("admin", bool, False))))
     return tuple(users)
 
 
@@ -205,13 +227,15 @@ def parse_config(text: str, source: str) -> Config:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from None
     server = _server(source, data.get("server", {}))
     backend = _backend(source, data.get("backend", {}))
-    users = _users(source, data.get("users"), server.host)
+    users = _users(source, data.get("users"), server.auth)
     privacy = data.get("privacy", {})
     if not isinstance(privacy, dict):
         raise ConfigError(f"{source}: [privacy] must be a table")
     tables_text = {k: v for k, v in data.items() if k not in SERVER_SECTIONS}
-    schema = parse_schema(_dump(tables_text), source)
-    return Config(source=source, server=server, backend=backend, users=users, privacy=privacy, schema=schema)
+    schema = schema_from_mapping(tables_text, source)
+    return Config(
+        source=source, server=server, backend=backend, users=users, privacy=privacy, schema=schema
+    )
 
 
 def load_config(path: Path) -> Config:
@@ -220,9 +244,3 @@ def load_config(path: Path) -> Config:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the configuration: {exc.strerror}") from None
     return parse_config(text, str(path))
-
-
-def _dump(data: Mapping[str, Any]) -> str:
-    import tomli_w
-
-    return tomli_w.dumps(dict(data))

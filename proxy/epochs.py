@@ -59,22 +59,36 @@ class EpochConflictError(LaprasError):
 
 
 def lift(batch: QueryBatch, target: Domain) -> QueryBatch:
-    """Express ``batch`` (over a sub-product of ``target``'s attributes) over ``target``.
+    """Express ``batch`` over ``target``'s domain, exactly, or raise ValueError.
 
-    Column ``j`` of the lifted matrix is the column of the cell that ``j`` projects to:
-    ``W_target = W[:, proj]``. Exact: the answer on the joint histogram equals the answer on
-    its marginal. Raises ValueError when an attribute is missing or has another size.
+    An attribute of the batch's domain that ``target`` lacks must be one the queries do not
+    use (their weights are constant along it): it is dropped. An attribute of ``target`` that
+    the batch's domain lacks is summed over: column ``j`` of the lifted matrix is the column of
+    the cell that ``j`` projects to. The answer on the joint histogram then equals the answer on
+    the marginal.
     """
     if batch.domain == target:
         return batch
     sizes = dict(zip(target.names, target.shape, strict=True))
-    for a in batch.domain.attributes:
-        if sizes.get(a.name) != a.size:
-            raise ValueError(f"attribute {a.name} is not in the target domain")
+    source = batch.domain
+    kept = [a for a in source.attributes if a.name in sizes]
+    if any(sizes[a.name] != a.size for a in kept):
+        raise ValueError("an attribute has another number of cells in the target domain")
+    matrix = batch.matrix
+    if len(kept) < len(source.attributes):
+        dense = batch.dense().reshape((batch.num_queries, *source.shape))
+        for axis in reversed(range(len(source.attributes))):
+            if source.attributes[axis].name not in sizes:
+                first = np.take(dense, [0], axis=axis + 1)
+                if not np.array_equal(dense, np.broadcast_to(first, dense.shape)):
+                    raise ValueError("the queries use an attribute outside the target domain")
+                dense = np.take(dense, 0, axis=axis + 1)
+        matrix = sp.csr_array(dense.reshape(batch.num_queries, -1))
+    sub = Domain(tuple(kept))
     coords = np.unravel_index(np.arange(target.size), target.shape)
-    axes = [target.axis(name) for name in batch.domain.names]
-    proj = np.ravel_multi_index([coords[ax] for ax in axes], batch.domain.shape) if axes else np.zeros(target.size, dtype=np.int64)
-    return QueryBatch(target, sp.csr_array(batch.matrix[:, proj]))
+    axes = [target.axis(a.name) for a in kept]
+    proj = np.ravel_multi_index([coords[ax] for ax in axes], sub.shape) if axes else np.zeros(target.size, dtype=np.int64)
+    return QueryBatch(target, sp.csr_array(matrix[:, proj]))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -134,22 +148,30 @@ class EpochService:
         decl = self.table(table)
         sql = rewriter.histogram_sql(self.schema, decl.name, view)
         async with await psycopg.AsyncConnection.connect(self.aggregator_dsn) as conn:
-            cur = await conn.execute(sql)  # type: ignore[arg-type]
+            cur = await conn.execute(sql)
             rows = await cur.fetchall()
         return rewriter.histogram_from_rows(self.schema, decl.name, view, rows)
 
-    def predicted_batch(self, table: str, view: str, statements: Sequence[str]) -> QueryBatch | None:
+    def predicted_batch(
+        self, table: str, view: str, statements: Sequence[str]
+    ) -> QueryBatch | None:
         """The predicted set P over the view's domain, from SQL statements (one batch each)."""
         decl = self.table(table)
         domain = next(v.domain for v in decl.views if v.name == view)
         batches = []
         for sql in statements:
             for st in rewriter.classify(sql, self.schema):
-                if isinstance(st, rewriter.DPStatement) and st.plan is not None and st.plan.table.split(".")[-1] == decl.name:
+                if (
+                    isinstance(st, rewriter.DPStatement)
+                    and st.plan is not None
+                    and st.plan.table.split(".")[-1] == decl.name
+                ):
                     try:
                         batches.append(lift(st.plan.batch, domain))
                     except ValueError:
-                        log.warning("a predicted statement is outside view %s and was skipped", view)
+                        log.warning(
+                            "a predicted statement is outside view %s and was skipped", view
+                        )
         return QueryBatch.stack(batches) if batches else None
 
     async def start_epoch(
@@ -166,7 +188,9 @@ class EpochService:
         decl = self.table(table)
         views = {v.name: v for v in decl.views}
         if view not in views:
-            raise NoActiveEpochError(f"table {decl.name} has no view {view}", hint=f"views: {', '.join(views)}")
+            raise NoActiveEpochError(
+                f"table {decl.name} has no view {view}", hint=f"views: {', '.join(views)}"
+            )
         if await self.ledger.active_epoch(decl.name) is not None:
             raise EpochConflictError(
                 f"an epoch is already active for table {decl.name}",
@@ -175,9 +199,17 @@ class EpochService:
         domain = views[view].domain
         batch = self.predicted_batch(decl.name, view, predicted)
         histogram = await self.exact_histogram(decl.name, view)
-        _, events = await asyncio.to_thread(engine.start, config, domain, batch, histogram, self._sampler())
+        _, events = await asyncio.to_thread(
+            engine.start, config, domain, batch, histogram, self._sampler()
+        )
         return await self.ledger.create_epoch(
-            table=decl.name, view=view, config=config, histogram=histogram, events=events, actor=actor, reason=reason
+            table=decl.name,
+            view=view,
+            config=config,
+            histogram=histogram,
+            events=events,
+            actor=actor,
+            reason=reason,
         )
 
     async def close_epoch(self, table: str, *, actor: str, reason: str = "") -> EpochRow | None:
@@ -259,7 +291,7 @@ class EpochService:
         async with self.ledger.exclusive(handle.row.id, handle.seq) as tx:
             state = handle.state
             for seq, ev in tx.new_events:
-                state = engine.apply(state, ev)  # type: ignore[arg-type]
+                state = engine.apply(state, ev)
                 handle.seq = seq
             handle.state = state
             decision = engine.decide(state, batch)  # may refuse: nothing written then

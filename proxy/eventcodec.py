@@ -93,7 +93,9 @@ def _encode(value: Any) -> Any:
         items = sorted(value, key=repr)
         return {"__frozenset__": [_encode(v) for v in items]}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+        fields = {
+            f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init
+        }
         return {"__dataclass__": _name(type(value)), "fields": fields}
     raise EventCodecError(f"cannot encode a value of type {type(value).__name__}")
 
@@ -109,7 +111,9 @@ def _decode(value: Any) -> Any:
         return _lookup(value["__enum__"])(value["value"])
     if "__ndarray__" in value:
         raw = base64.b64decode(value["data"], validate=True)
-        return np.frombuffer(raw, dtype=np.dtype(value["__ndarray__"])).reshape(value["shape"]).copy()
+        return (
+            np.frombuffer(raw, dtype=np.dtype(value["__ndarray__"])).reshape(value["shape"]).copy()
+        )
     if "__csr__" in value:
         parts = (_decode(value["data"]), _decode(value["indices"]), _decode(value["indptr"]))
         return sp.csr_array(parts, shape=tuple(value["__csr__"]))

@@ -116,8 +116,10 @@ async def migrate(conn: psycopg.AsyncConnection[Any]) -> int:
         current = int(row[0]) if row else 0
         for version, script in enumerate(MIGRATIONS, start=1):
             if version > current:
-                await conn.execute(script)  # type: ignore[arg-type]
-                await conn.execute("INSERT INTO lapras.migrations (version) VALUES (%s)", (version,))
+                await conn.execute(script)
+                await conn.execute(
+                    "INSERT INTO lapras.migrations (version) VALUES (%s)", (version,)
+                )
     return len(MIGRATIONS)
 
 
@@ -266,7 +268,11 @@ class PgLedger:
             )
             tx = _PgTransaction(self._conn, epoch_id, 0, [])
             await tx.append(events)
-            await self._admin(actor, "epoch start", {"epoch": epoch_id, "table": table, "view": view, "reason": reason})
+            await self._admin(
+                actor,
+                "epoch start",
+                {"epoch": epoch_id, "table": table, "view": view, "reason": reason},
+            )
         return epoch_id
 
     async def _admin(self, actor: str, action: str, details: dict[str, Any]) -> None:
@@ -303,7 +309,9 @@ class PgLedger:
             )
             row = await cur.fetchone()
             if row is not None:
-                await self._admin(actor, "epoch close", {"epoch": int(row[0]), "table": table, "reason": reason})
+                await self._admin(
+                    actor, "epoch close", {"epoch": int(row[0]), "table": table, "reason": reason}
+                )
         return None if row is None else _row(row)
 
     async def histogram(self, epoch_id: int, view: str) -> FloatArray:
@@ -334,7 +342,9 @@ class PgLedger:
         async with self._lock:
             await self._conn.execute("SELECT pg_advisory_lock(%s)", (epoch_id,))
             try:
-                cur = await self._conn.execute("SELECT status FROM lapras.epochs WHERE id = %s", (epoch_id,))
+                cur = await self._conn.execute(
+                    "SELECT status FROM lapras.epochs WHERE id = %s", (epoch_id,)
+                )
                 row = await cur.fetchone()
                 if row is None or row[0] != "active":
                     raise EpochLockedError("the epoch was closed")

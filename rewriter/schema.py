@@ -451,6 +451,11 @@ def parse_schema(text: str, source_name: str) -> Schema:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{source_name}: not valid TOML: {e}") from None
+    return schema_from_mapping(raw, source_name)
+
+
+def schema_from_mapping(raw: Mapping[str, Any], source_name: str) -> Schema:
+    """Validate an already-parsed declaration (the top-level keys of the TOML document)."""
     _check_keys(source_name, "(top level)", raw, {"cell_limit", "tables", "passthrough"})
     limit = raw.get("cell_limit", DEFAULT_CELL_LIMIT)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:

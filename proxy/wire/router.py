@@ -56,7 +56,10 @@ class StatementInfo:
 
 @dataclass(frozen=True, slots=True)
 class Relay:
-    """Send the statement to the backend unchanged."""
+    """Send the statement to the backend: unchanged, or as ``sql`` when the router rewrote it
+    (for example to hide the statistics of protected tables)."""
+
+    sql: str | None = None
 
 
 RELAY = Relay()

@@ -918,6 +918,11 @@ class Session:
         if all(isinstance(r, Relay) for r in routes):
             for s in stmts:
                 self._on_simple_statement(s)
+            if any(isinstance(r, Relay) and r.sql is not None for r in routes):
+                sql = ";\n".join(
+                    r.sql if isinstance(r, Relay) and r.sql is not None else s
+                    for s, r in zip(stmts, routes, strict=True)
+                )
             self._forward(Query(sql=sql).encode(), Kind.QUERY, on_fail=self._query_skipped)
             return
         if await self._settle():
@@ -936,7 +941,7 @@ class Session:
         for s, r in zip(stmts, routes, strict=True):
             if isinstance(r, Relay):
                 self._on_simple_statement(s)
-                e = self._forward(Query(sql=s).encode(), Kind.QUERY, forward_ready=False)
+                e = self._forward(Query(sql=r.sql or s).encode(), Kind.QUERY, forward_ready=False)
                 await self._quiesce()
                 ok = not e.failed
             elif isinstance(r, Refuse):
@@ -1007,6 +1012,8 @@ class Session:
         info = self._info(m.sql, "extended", m.name, m.param_oids)
         route = await self._route(info)
         if isinstance(route, Relay):
+            if route.sql is not None:
+                m = Parse(name=m.name, sql=route.sql, param_oids=m.param_oids)
             stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info)
             if m.name and existing is not None:
                 self._forward(m.encode(), Kind.PARSE)  # the backend answers 42P05

@@ -372,7 +372,14 @@ def test_no_stream_exceeds_the_budget(
     acct = run.state.accountant
     assert acct.spent_exact <= acct.cap
     assert run.state.fresh <= s
-    assert fold(run.ledger).accountant == acct
+    again = fold(run.ledger)
+    assert again.accountant == acct and again.pacing == run.state.pacing
+    assert (again.position, again.bad, again.fresh) == (
+        run.state.position,
+        run.state.bad,
+        run.state.fresh,
+    )
+    assert dict(again.answers) == dict(run.state.answers)
 
 
 def test_stored_inference_matches_release_combine() -> None:
@@ -440,3 +447,55 @@ def test_events_round_trip_through_json_and_fold() -> None:
     d["batch"]["data"][0] = 5.0
     with pytest.raises(InternalError):
         decode_event(d)
+
+
+class _NoNoise:
+    """A sampler that must not be used."""
+
+    def gaussian(self, scale: float, size: int) -> np.ndarray:
+        raise AssertionError("noise drawn")
+
+    def laplace(self, scale: float, size: int) -> np.ndarray:
+        raise AssertionError("noise drawn")
+
+
+def test_post_processing_paths_draw_no_noise_and_read_no_data() -> None:
+    for cfg in (paper(), EngineConfig(epsilon=1.0, delta=1e-3, stream_length=8, split="equal")):
+        run = Run.begin(cfg)
+        run.ask(BAD[8])
+        nan = np.full(4, np.nan)
+        for q in (BAD[8], GOOD0, BAD[0]):  # repeat, good, (default) stored
+            d = decide(run.state, q)
+            if d.kind is DecisionKind.FRESH:
+                continue
+            for ev in d.events:
+                run.state = apply(run.state, ev)
+            r = release(run.state, d, nan, _NoNoise())
+            assert r.events == () and all(np.isfinite(r.answers))
+
+
+def test_decisions_do_not_depend_on_the_data() -> None:
+    """Same stream, same seeds, two different histograms: the same decisions and charges."""
+    stream = [BAD[0], GOOD0, BAD[8], BAD[1], BAD[0], BAD[2], BAD[3], BAD[4], BAD[5], BAD[6]]
+    for cfg in (
+        paper(allocation="smooth"),
+        EngineConfig(epsilon=1.0, delta=1e-3, stream_length=8, split="equal"),
+    ):
+        traces = []
+        for x in (X, np.array([1e6, 0.0, 3.0, 7e3])):
+            st_, _ = start(cfg, DOM, PRED, x, SeededSampler(1), strategy=identity_strategy(4))
+            trace = []
+            smp = SeededSampler(9)
+            for q in stream:
+                try:
+                    d = decide(st_, q)
+                except BudgetExhaustedError as e:
+                    trace.append(type(e).__name__)
+                    continue
+                trace.append((d.kind, d.charge))
+                for ev in d.events:
+                    st_ = apply(st_, ev)
+                for ev in release(st_, d, x, smp).events:
+                    st_ = apply(st_, ev)
+            traces.append(trace)
+        assert traces[0] == traces[1]

@@ -1,0 +1,1 @@
+"""Template prediction on the Crossfilter flights traces (see run.py)."""

@@ -1,0 +1,3 @@
+from bench.predict.run import main
+
+raise SystemExit(main())

@@ -1,0 +1,138 @@
+"""Assembling the proxy from a configuration: ledger, epoch service, router, wire server.
+
+>>> # async with running(config) as app:   # doctest: +SKIP
+>>> #     print(app.server.port)
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from dp import engine
+from dp.errors import PrivacyParameterError
+from dp.noise import Sampler, SecureSampler
+from proxy.config import Config
+from proxy.dp_router import DPRouter
+from proxy.epochs import EpochService
+from proxy.ledger import PgLedger
+from proxy.wire.auth import AuthConfig, AuthMethod, UserCredential
+from proxy.wire.server import ProxyServer, ServerConfig
+from proxy.wire.upstream import UpstreamConfig
+
+#: Keys of [privacy] that map onto dp.engine.EngineConfig.
+ENGINE_KEYS = (
+    "epsilon",
+    "delta",
+    "stream_length",
+    "split",
+    "allocation",
+    "mode",
+    "accountant",
+    "warmup",
+    "static_pacing",
+    "eps_min",
+    "reuse",
+    "reallocate",
+)
+PRIVACY_DEFAULTS: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-3, "stream_length": 1000}
+
+
+def engine_config(privacy: dict[str, Any], **overrides: Any) -> engine.EngineConfig:
+    """The EngineConfig of a new epoch: [privacy] defaults, then explicit overrides."""
+    unknown = sorted(set(privacy) - set(ENGINE_KEYS) - {"view", "log_sql"})
+    if unknown:
+        raise PrivacyParameterError(
+            f"[privacy] has an unknown key {unknown[0]!r}",
+            hint=f"accepted keys: {', '.join(ENGINE_KEYS)}, view, log_sql",
+        )
+    values = {**PRIVACY_DEFAULTS, **{k: v for k, v in privacy.items() if k in ENGINE_KEYS}}
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    if isinstance(values.get("split"), list):
+        values["split"] = tuple(values["split"])
+    return engine.EngineConfig(**values)
+
+
+def _auth(config: Config) -> AuthConfig:
+    method = AuthMethod(config.server.auth)
+    if method is AuthMethod.TRUST:
+        return AuthConfig(method=method, users={u.name: UserCredential() for u in config.users})
+    passwords = {u.name: u.password or "" for u in config.users}
+    return AuthConfig.with_passwords(passwords, method)
+
+
+def _ssl(config: Config) -> ssl.SSLContext | None:
+    if config.server.tls_cert is None or config.server.tls_key is None:
+        return None
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(str(config.server.tls_cert), str(config.server.tls_key))
+    return ctx
+
+
+@dataclass(slots=True)
+class App:
+    config: Config
+    ledger: PgLedger
+    service: EpochService
+    router: DPRouter
+    server: ProxyServer
+
+
+@asynccontextmanager
+async def running(
+    config: Config, *, sampler: Callable[[], Sampler] = SecureSampler
+) -> AsyncIterator[App]:
+    """Start everything the configuration describes; stop it all on exit."""
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)  # sqlglot warns on what we refuse
+    ledger = await PgLedger.connect(config.backend.aggregator_dsn)
+    try:
+        service = EpochService(
+            schema=config.schema,
+            ledger=ledger,
+            aggregator_dsn=config.backend.aggregator_dsn,
+            sampler=sampler,
+        )
+        router = DPRouter(service, log_sql=bool(config.privacy.get("log_sql", False)))
+        s = config.server
+        server = ProxyServer(
+            ServerConfig(
+                upstream=UpstreamConfig.from_dsn(config.backend.passthrough_dsn),
+                auth=_auth(config),
+                host=s.host,
+                port=s.port,
+                max_connections=s.max_connections,
+                idle_session_timeout=s.idle_session_timeout or None,
+                statement_timeout=s.statement_timeout or None,
+                ssl_context=_ssl(config),
+                shutdown_grace=s.shutdown_grace,
+            ),
+            router,
+        )
+        await server.start()
+        try:
+            yield App(config=config, ledger=ledger, service=service, router=router, server=server)
+        finally:
+            await server.shutdown(grace=s.shutdown_grace)
+    finally:
+        await ledger.close()
+
+
+@asynccontextmanager
+async def admin_service(
+    config: Config, *, sampler: Callable[[], Sampler] = SecureSampler
+) -> AsyncIterator[EpochService]:
+    """The epoch service alone (for the admin commands): no server is started."""
+    ledger = await PgLedger.connect(config.backend.aggregator_dsn)
+    try:
+        yield EpochService(
+            schema=config.schema,
+            ledger=ledger,
+            aggregator_dsn=config.backend.aggregator_dsn,
+            sampler=sampler,
+        )
+    finally:
+        await ledger.close()

@@ -1,0 +1,159 @@
+"""The statement router of the product: the rewriter decides, the epoch service answers.
+
+It plugs into the wire's one seam (:class:`proxy.wire.router.StatementRouter`):
+
+- catalogue, session and unprotected statements are relayed to the backend's passthrough role
+  (rewritten first when they would read statistics of protected tables);
+- zero-row probes are answered with the columns and no rows;
+- refused statements get the rewriter's typed error (42501, 0A000, 42601, ...);
+- DP aggregates are answered by :class:`proxy.epochs.EpochService`: result types come from the
+  backend's own Describe of the same SQL (exactly what PostgreSQL would return), and a NOTICE
+  says how the answer was made, what it cost and its standard error.
+
+Every statement on a protected table goes to the query log (template, bindings, outcome; the
+raw SQL only when configured), which ``lapras predict`` reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+import rewriter
+from dp import engine
+from dp.errors import LaprasError
+from proxy.epochs import Answer, EpochService
+from proxy.wire.router import (
+    RELAY,
+    AnswerLocally,
+    Execution,
+    LocalResult,
+    Notice,
+    Refuse,
+    Relay,
+    Route,
+    StatementInfo,
+)
+
+log = logging.getLogger("lapras.router")
+
+_HOW = {
+    engine.DecisionKind.REPEAT: "a repeat of an earlier answer (the stored answer; no budget spent)",
+    engine.DecisionKind.MATRIX: "answered from the Matrix Mechanism release of the predicted queries (no budget spent)",
+    engine.DecisionKind.STORED: "answered from earlier releases (no budget spent)",
+    engine.DecisionKind.FRESH: "answered online with fresh noise",
+}
+
+
+def describe_answer(answer: Answer) -> Notice:
+    """The NOTICE sent with a DP answer. Only public values: costs, scales, positions."""
+    st = answer.status
+    errors = np.asarray(answer.std_errors, dtype=np.float64)
+    if errors.size and np.allclose(errors, errors[0], rtol=1e-6):
+        se = f"standard error {errors[0]:.4g}"
+    elif errors.size:
+        se = f"standard errors {errors.min():.4g} to {errors.max():.4g}"
+    else:
+        se = "no values"
+    spent = ""
+    if answer.charge > 0:
+        spent = f"; spent {answer.charge:.4g} {st.unit}"
+    message = f"LAPRAS: {_HOW[answer.kind]}{spent}; {se} per count or sum."
+    detail = (
+        f"Budget spent {st.spent:.4g} of {st.total:.4g} {st.unit} "
+        f"({100 * st.spent / st.total:.1f}%); online releases {st.online_releases} of {st.stream_length}; "
+        f"stream position {st.position}."
+    )
+    return Notice(message=message, detail=detail)
+
+
+class DPRouter:
+    """Routes every statement with the rewriter and answers DP statements through epochs."""
+
+    def __init__(
+        self, service: EpochService, *, log_sql: bool = False, cache_size: int = 512
+    ) -> None:
+        self.service = service
+        self.log_sql = log_sql
+        self._cache: OrderedDict[str, rewriter.Statement] = OrderedDict()
+        self._cache_size = cache_size
+        self._background: set[asyncio.Task[None]] = set()
+
+    def classify(self, sql: str) -> rewriter.Statement:
+        """The classification of one statement (cached by text: classify is pure)."""
+        hit = self._cache.get(sql)
+        if hit is not None:
+            self._cache.move_to_end(sql)
+            return hit
+        statements = rewriter.classify(sql, self.service.schema)
+        if len(statements) == 1:
+            st = statements[0]
+        elif not statements:
+            st = rewriter.Passthrough(sql=sql)  # an empty query: the backend answers it
+        else:
+            st = rewriter.Refused(
+                sql=sql,
+                error=rewriter.UnsupportedError(
+                    "several statements in one prepared statement are not accepted",
+                    hint="send one statement per Parse",
+                ),
+            )
+        self._cache[sql] = st
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return st
+
+    async def route(self, statement: StatementInfo) -> Route:
+        st = self.classify(statement.sql)
+        if isinstance(st, rewriter.Passthrough):
+            return Relay(sql=st.sql) if st.rewritten else RELAY
+        if isinstance(st, rewriter.Refused):
+            self._log(statement, None, "refused")
+            return Refuse(st.error)
+        if isinstance(st, rewriter.ZeroRowProbe):
+            return AnswerLocally(result=LocalResult(rows=()))
+        return AnswerLocally(plan=st)
+
+    async def execute(self, execution: Execution) -> LocalResult:
+        st = execution.route.plan
+        if not isinstance(st, rewriter.DPStatement):
+            return LocalResult(rows=())
+        plan = st.plan if st.plan is not None else rewriter.bind(st, execution.params)
+        try:
+            answer = await self.service.answer(plan)
+        except LaprasError:
+            self._log(execution.statement, (st, plan, execution.params), "refused")
+            raise
+        rows = rewriter.postprocess(plan, np.asarray(answer.answers, dtype=np.float64))
+        self._log(execution.statement, (st, plan, execution.params), answer.kind.value)
+        return LocalResult(rows=tuple(tuple(r) for r in rows), notices=(describe_answer(answer),))
+
+    def _log(self, statement: StatementInfo, dp: tuple[Any, Any, Any] | None, outcome: str) -> None:
+        """Append to the query log without delaying the answer."""
+        if dp is None:
+            return  # refusals before planning name no template
+        st, plan, params = dp
+        fp = rewriter.fingerprint(st, params) if st.plan is None else plan.fingerprint
+        record = {
+            "analyst": statement.session.user,
+            "table": plan.table.split(".")[-1],
+            "view": plan.view,
+            "template": fp.template,
+            "bindings": list(fp.bindings),
+            "key": plan.batch.key,
+            "outcome": outcome,
+            "sql": statement.sql if self.log_sql else None,
+        }
+        task = asyncio.get_running_loop().create_task(self._write_log(record))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _write_log(self, record: dict[str, Any]) -> None:
+        try:
+            await self.service.ledger.log_query(record)
+        except Exception:  # the log must never break an answer
+            log.exception("could not write the query log")
