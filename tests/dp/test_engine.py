@@ -499,3 +499,16 @@ def test_decisions_do_not_depend_on_the_data() -> None:
                     st_ = apply(st_, ev)
             traces.append(trace)
         assert traces[0] == traces[1]
+
+
+def test_production_sampler_end_to_end() -> None:
+    from dp.noise import SecureSampler
+
+    secure = SecureSampler()
+    for cfg in (paper(), EngineConfig(epsilon=1.0, delta=1e-3, stream_length=8)):
+        st_, _ = start(cfg, DOM, PRED, X, secure, strategy=identity_strategy(4))
+        d = decide(st_, BAD[8])
+        for ev in d.events:
+            st_ = apply(st_, ev)
+        r = release(st_, d, X, secure)
+        assert len(r.answers) == 1 and np.isfinite(r.answers[0])
