@@ -101,6 +101,11 @@ def _config(c: EngineConfig) -> dict[str, Any]:
     return out
 
 
+def encode_config(config: EngineConfig) -> dict[str, Any]:
+    """The configuration options of an epoch as a JSON-safe dict (what an admin reads)."""
+    return _config(config)
+
+
 def encode_event(ev: Event) -> dict[str, Any]:
     """A JSON-safe dict for one engine event (``type`` names the event)."""
     if isinstance(ev, EpochStarted):

@@ -6,7 +6,7 @@ Tables (created and migrated by :func:`migrate`; versioned, idempotent):
   at most one *active* epoch per protected table (a partial unique index), so a budget is never
   reset silently: a new epoch over the same table is an explicit, logged admin act.
 - ``lapras.ledger``: the epoch's engine events, append-only, numbered ``seq`` = 1, 2, ...
-  (``dp.engine`` events encoded by :mod:`proxy.eventcodec`). The engine's state is the fold of
+  (``dp.engine`` events encoded by :mod:`dp.engine_codec` as JSON). The engine's state is the fold of
   these events. The Matrix Mechanism release and every online answer are events too: they are
   the stored releases, never re-drawn.
 - ``lapras.histograms``: the exact histogram of the epoch's view, computed once at the start and
@@ -35,7 +35,8 @@ import numpy as np
 import psycopg
 
 from dp.domain import FloatArray
-from proxy import eventcodec
+from dp.engine import EngineConfig
+from dp import engine_codec
 
 #: Versioned migrations; each runs once, in order, in one transaction.
 MIGRATIONS: tuple[str, ...] = (
@@ -147,7 +148,7 @@ class Ledger(Protocol):
         *,
         table: str,
         view: str,
-        config: object,
+        config: EngineConfig,
         histogram: FloatArray,
         events: Sequence[object],
         actor: str,
@@ -167,6 +168,16 @@ class Ledger(Protocol):
     def exclusive(self, epoch_id: int, after: int) -> Any: ...
 
     async def log_query(self, record: dict[str, Any]) -> None: ...
+
+
+def encode(event: Any) -> tuple[str, str]:
+    """``(kind, payload)`` of a ledger row: the event's class name and its JSON text."""
+    return type(event).__name__, json.dumps(engine_codec.encode_event(event), allow_nan=False)
+
+
+def decode(payload: str) -> Any:
+    """The event of a ledger row (the codec checks every batch key: edits are detected)."""
+    return engine_codec.decode_event(json.loads(payload))
 
 
 def _histogram_bytes(histogram: FloatArray) -> bytes:
@@ -211,7 +222,7 @@ class _PgTransaction:
             rows = []
             for ev in events:
                 self.seq += 1
-                kind, payload = eventcodec.encode(ev)
+                kind, payload = encode(ev)
                 rows.append((self.epoch_id, self.seq, kind, payload))
             async with self.conn.cursor() as cur:
                 await cur.executemany(
@@ -246,13 +257,13 @@ class PgLedger:
         *,
         table: str,
         view: str,
-        config: object,
+        config: EngineConfig,
         histogram: FloatArray,
         events: Sequence[object],
         actor: str,
         reason: str,
     ) -> int:
-        _, config_json = eventcodec.encode(config)
+        config_json = json.dumps(engine_codec.encode_config(config), allow_nan=False)
         async with self._lock, self._conn.transaction():
             cur = await self._conn.execute(
                 "INSERT INTO lapras.epochs (table_name, view_name, status, config, started_by, reason)"
@@ -334,7 +345,7 @@ class PgLedger:
             "SELECT seq, payload::text FROM lapras.ledger WHERE epoch_id = %s AND seq > %s ORDER BY seq",
             (epoch_id, after),
         )
-        return [(int(seq), eventcodec.decode(payload)) for seq, payload in await cur.fetchall()]
+        return [(int(seq), decode(payload)) for seq, payload in await cur.fetchall()]
 
     @asynccontextmanager
     async def exclusive(self, epoch_id: int, after: int) -> AsyncIterator[_PgTransaction]:

@@ -19,7 +19,7 @@ import pytest
 
 import sql_fixtures.adult as adult
 from dp.noise import SeededSampler
-from proxy import eventcodec
+from proxy.ledger import decode
 from proxy.app import App, admin_service, engine_config, running
 from proxy.config import Config, parse_config
 
@@ -191,7 +191,7 @@ def test_every_answer_has_a_committed_charge(config: Config, pg: Any) -> None:
             conn.execute(f"SELECT count(*) FROM adult WHERE age BETWEEN {low} AND {low + 3}").fetchone()
     with psycopg.connect(pg.aggregator_dsn) as conn:
         rows = conn.execute("SELECT seq, kind, payload::text FROM lapras.ledger ORDER BY seq").fetchall()
-    events = [(seq, kind, eventcodec.decode(payload)) for seq, kind, payload in rows]
+    events = [(seq, kind, decode(payload)) for seq, kind, payload in rows]
     charged = {ev.position for _, kind, ev in events if kind == "Charged" and ev.position > 0}
     released = [ev for _, kind, ev in events if kind == "Released"]
     assert len(released) == 8
