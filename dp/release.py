@@ -28,16 +28,22 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+import scipy.linalg as sla
 import scipy.sparse as sp
 
 from dp.domain import FloatArray
 from dp.errors import InternalError
 from dp.noise import Sampler
-from dp.strategy import Strategy, unique_columns
+from dp.strategy import Strategy, thin_svd, unique_columns
 
 # A query is in the row space when its residual after projection is at most this fraction of
 # its norm (both in the group-constant part and in the reduced coordinates).
 ROW_SPACE_RTOL = 1e-8
+# Above this many distinct columns the per-query work follows the queries' support instead of
+# the domain (docs/mm.md §4b): O(nnz * (r + SKETCH)) per batch instead of O(k n_r r).
+LARGE_DOMAIN = 4096
+# Columns of the random sketch that certifies the part of a residual outside a query's support.
+SKETCH = 8
 
 
 class NotInRowSpaceError(InternalError):
@@ -66,6 +72,12 @@ class _Factor:
     stacked: FloatArray
     num_check: int  # c
     complement: bool  # whether the first c columns span the complement of the row space
+    # Large domains (n_r > LARGE_DOMAIN), docs/mm.md §4b; ``stacked`` is then
+    # ``n_r x (r + SKETCH)``: an orthonormal basis ``Q`` of the row space, then the sketch ``S``.
+    large: bool = False
+    beta: FloatArray | None = None  # answer of q_r = z Q^T is z @ beta
+    var_map: FloatArray | None = None  # r x r: Var = ||z var_map||^2
+    sketch_proj: FloatArray | None = None  # r x SKETCH: Q^T S
 
 
 def _sq_norms(m: FloatArray) -> FloatArray:
@@ -126,8 +138,10 @@ class Release:
 
     def _solve(self, matrix: Any) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
         """Answers, variances, and whether each query row lies in the row space."""
-        q = _as_rows(matrix, self.num_cells)
         f = self._factor
+        if f.large:
+            return _solve_large(f, matrix, self.num_cells)
+        q = _as_rows(matrix, self.num_cells)
         if f.merged:
             # A query in the row space is constant on every group of identical columns.
             if q.shape[0] == 1:
@@ -176,6 +190,85 @@ class Release:
         return np.where(ok, variances, np.inf)
 
 
+def _as_triplets(
+    matrix: Any, n: int
+) -> tuple[int, npt.NDArray[np.intp], npt.NDArray[np.intp], FloatArray]:
+    """``(k, rows, cols, values)`` of the nonzero query weights, sorted by row (then column
+    for dense input), duplicates summed; O(nnz) for sparse input, one scan for dense input."""
+    if sp.issparse(matrix):
+        q = sp.csr_matrix(matrix, dtype=np.float64)
+        if q.ndim != 2 or q.shape[1] != n:
+            raise ValueError("queries must be a k x n matrix over the release's domain")
+        q.sum_duplicates()
+        k = int(q.shape[0])
+        rows = np.repeat(np.arange(k, dtype=np.intp), np.diff(q.indptr))
+        cols, vals = q.indices.astype(np.intp), np.asarray(q.data, dtype=np.float64)
+    else:
+        dense = np.asarray(matrix, dtype=np.float64)
+        if dense.ndim == 1:
+            dense = dense.reshape(1, -1)
+        if dense.ndim != 2 or dense.shape[1] != n:
+            raise ValueError("queries must be a k x n matrix over the release's domain")
+        k = int(dense.shape[0])
+        rows, cols = np.nonzero(dense)
+        rows, cols = rows.astype(np.intp), cols.astype(np.intp)
+        vals = dense[rows, cols]
+    if not np.all(np.isfinite(vals)):
+        raise ValueError("query weights must be finite")
+    keep = vals != 0.0
+    if not np.all(keep):
+        rows, cols, vals = rows[keep], cols[keep], vals[keep]
+    return k, rows, cols, vals
+
+
+def _row_sums(values: FloatArray, rows: npt.NDArray[np.intp], k: int) -> FloatArray:
+    out: FloatArray = np.bincount(rows, weights=values, minlength=k)
+    return out
+
+
+def _solve_large(f: _Factor, matrix: Any, n: int) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+    """The support-proportional path (docs/mm.md §4b)."""
+    assert f.beta is not None and f.var_map is not None and f.sketch_proj is not None
+    k, rows, cols, vals = _as_triplets(matrix, n)
+    n_r = f.counts.shape[0]
+    ok = np.ones(k, dtype=bool)
+    grp = f.groups[cols]
+    if f.merged:
+        # Group means, and the exact within-group residual as a sum of nonnegative terms:
+        # sum_{j in S} (q_j - mean_g)^2 + sum_g (n_g - |S cap g|) mean_g^2.
+        pair, inv = np.unique(rows * n_r + grp, return_inverse=True)
+        inv = inv.reshape(-1)
+        sums = np.bincount(inv, weights=vals, minlength=pair.shape[0])
+        hits = np.bincount(inv, minlength=pair.shape[0]).astype(np.float64)
+        q_rows, q_idx = pair // n_r, pair % n_r
+        q_val = sums / f.counts[q_idx]
+        inside = _row_sums((vals - q_val[inv]) ** 2, rows, k)
+        outside = _row_sums((f.counts[q_idx] - hits) * q_val * q_val, q_rows, k)
+        ok &= inside + outside <= ROW_SPACE_RTOL**2 * _row_sums(vals * vals, rows, k)
+    else:
+        q_rows, q_idx, q_val = rows, grp, vals
+    r = f.var_map.shape[0]
+    zs = np.zeros((k, f.stacked.shape[1]))
+    resid_on = np.zeros(k)
+    # One gather of the stacked rows per query row; then z = q_S [Q_S | S_S] and the exact
+    # on-support residual q_S - z Q_S^T (no cancellation).
+    bounds = np.searchsorted(q_rows, np.arange(k + 1))
+    for i in range(k):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
+        if lo == hi:
+            continue
+        gathered = f.stacked[q_idx[lo:hi]]
+        zs[i] = q_val[lo:hi] @ gathered
+        on_support = q_val[lo:hi] - gathered[:, :r] @ zs[i, :r]
+        resid_on[i] = float(on_support @ on_support)
+    z, sk = zs[:, :r], zs[:, r:]
+    # Off the support, through the sketch S: E ||(q_r - z Q^T) S||^2 = SKETCH ||q_r - z Q^T||^2.
+    lim = ROW_SPACE_RTOL**2 * _row_sums(q_val * q_val, q_rows, k)
+    ok &= resid_on <= lim
+    ok &= _sq_norms(sk - z @ f.sketch_proj) / SKETCH <= lim
+    return z @ f.beta, _sq_norms(z @ f.var_map), ok
+
+
 def _factorise(a: FloatArray, y: FloatArray, v: FloatArray) -> _Factor:
     """Merge identical columns, whiten the rows, and take one SVD (docs/mm.md §4)."""
     cols, groups = unique_columns(a)
@@ -185,6 +278,8 @@ def _factorise(a: FloatArray, y: FloatArray, v: FloatArray) -> _Factor:
     starts = np.concatenate(([0], np.cumsum(counts[:-1]))).astype(np.intp)
     scale = 1.0 / np.sqrt(v)
     aw = cols.T * scale[:, None]
+    if n_r > LARGE_DOMAIN:
+        return _factorise_large(aw, y * scale, groups, counts, order, starts)
     # The complement of the row space costs n_r - r columns, the row space itself 2r (project
     # and subtract): keep whichever is smaller.
     complement = n_r - min(aw.shape) < 2 * min(aw.shape)
@@ -205,6 +300,55 @@ def _factorise(a: FloatArray, y: FloatArray, v: FloatArray) -> _Factor:
         stacked=np.ascontiguousarray(np.hstack([check, coef, x_hat[:, None]])),
         num_check=check.shape[1],
         complement=complement,
+    )
+
+
+def _factorise_large(
+    aw: FloatArray,
+    yw: FloatArray,
+    groups: npt.NDArray[np.intp],
+    counts: FloatArray,
+    order: npt.NDArray[np.intp],
+    starts: npt.NDArray[np.intp],
+) -> _Factor:
+    """docs/mm.md §4b: an orthonormal basis ``Q`` (n_r x r) of the row space of the whitened
+    reduced matrix ``A~ = B Q^T`` (``B = A~ Q``, p x r), and ``B^+`` through the SVD of ``B``:
+    for ``q_r = z Q^T`` the GLS answer is ``z B^+ y~`` and its variance ``||z B^+||^2``."""
+    p, n_r = aw.shape
+    _, sv, vt = thin_svd(aw)
+    r = int(np.sum(sv > sv[0] * max(aw.shape) * np.finfo(np.float64).eps)) if sv[0] > 0 else 0
+    basis = vt[:r].T
+    for _ in range(2):  # re-orthonormalise (CholeskyQR2): exact to rounding, same span
+        chol = np.linalg.cholesky(basis.T @ basis)
+        basis = sla.solve_triangular(chol, basis.T, lower=True, check_finite=False).T
+    b = aw @ basis
+    # The basis must span every row of A~ to rounding (thin_svd's Gram route could drop a
+    # direction with a tiny singular value): verify, else take the exact QR route.
+    tol = 1e3 * np.finfo(np.float64).eps * max(aw.shape) * float(np.max(np.abs(aw)))
+    if not float(np.max(np.abs(aw - b @ basis.T))) <= tol:
+        _, sv, vt = thin_svd(aw, exact=True)
+        r = int(np.sum(sv > sv[0] * max(aw.shape) * np.finfo(np.float64).eps))
+        basis = vt[:r].T
+        b = aw @ basis
+    ub, sb, zbt = np.linalg.svd(b, full_matrices=False)
+    var_map = zbt.T / sb
+    beta = var_map @ (ub.T @ yw)
+    n = groups.shape[0]
+    seed = int(np.sum(np.ascontiguousarray(yw).view(np.uint64) % np.uint64(1 << 31)))
+    sketch = np.random.default_rng(seed).standard_normal((n_r, SKETCH))
+    return _Factor(
+        groups=groups,
+        counts=counts,
+        merged=n_r < n,
+        order=order,
+        starts=starts,
+        stacked=np.ascontiguousarray(np.hstack([basis, sketch])),
+        num_check=0,
+        complement=False,
+        large=True,
+        beta=beta,
+        var_map=var_map,
+        sketch_proj=basis.T @ sketch,
     )
 
 

@@ -52,6 +52,13 @@ _D_FLOOR = 1e-13
 # Without a clock (the pure default), ``time_limit`` is converted into a deterministic work
 # budget at this nominal rate: one solver step costs ~ 4 k^2 n_r + 6 k^3 flops.
 NOMINAL_FLOPS_PER_SECOND = 1e10
+# The symmetry-class phase (docs/mm.md §3b) is used when the k x k Gram matrices of the classes
+# take no more memory than the factor F itself (n_c k <= n_r), and classes are actually merged.
+_CLASS_ROUNDS = 32  # at most this many colour-refinement rounds
+# _thin_svd's Gram shortcut: kept eigenvalues at least this fraction of the largest, the rest
+# at most this many p * eps of it (else the exact QR route).
+_GRAM_KEEP = 1e-8
+_GRAM_NOISE = 1e3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,9 +151,73 @@ def unique_columns(matrix: FloatArray) -> tuple[FloatArray, IntArray]:
     t = np.ascontiguousarray(matrix.T, dtype=np.float64) + 0.0
     if t.shape[1] == 0:
         return t[:1], np.zeros(t.shape[0], dtype=np.intp)
-    keys = t.view(np.dtype((np.void, t.dtype.itemsize * t.shape[1]))).reshape(-1)
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    return t[first], inverse.reshape(-1).astype(np.intp)
+    # Hash every column's bit pattern, group by hash, and verify bit for bit that each column
+    # equals its group's first column; on a (vanishingly unlikely) collision, sort exactly.
+    bits = t.view(np.uint64)
+    with np.errstate(over="ignore"):
+        salt = _mix(np.arange(t.shape[1], dtype=np.uint64))
+        h = np.sum(_mix(bits ^ salt), axis=1, dtype=np.uint64)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1).astype(np.intp)
+    if not np.array_equal(bits, bits[first[inverse]]):
+        keys = t.view(np.dtype((np.void, t.dtype.itemsize * t.shape[1]))).reshape(-1)
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1).astype(np.intp)
+    return t[first], inverse
+
+
+def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """SplitMix64 finaliser, elementwise (wrapping uint64 arithmetic): a fixed hash."""
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        out: npt.NDArray[np.uint64] = x ^ (x >> np.uint64(31))
+    return out
+
+
+def symmetry_classes(workload: FloatArray) -> tuple[IntArray, int]:
+    """Colour refinement of the weighted bipartite graph (queries x cells) of ``workload``.
+
+    Returns ``(classes, n_c)``: cells get the same class when refinement cannot tell them apart
+    (same multiset of (query class, weight) and vice versa). Cells in one orbit of a
+    permutation symmetry of ``W`` (``W P = Q W``, ``Q`` a row permutation) always share a
+    class; the converse is not guaranteed, and multiset hashes can collide, so callers treat the
+    classes as a *guess*, verified by the certificate (docs/mm.md §3b). Deterministic.
+    """
+    m, n = workload.shape
+    bits = (np.ascontiguousarray(workload, dtype=np.float64) + 0.0).view(np.uint64)
+    # Nonzero entries, once in column-major and once in row-major order, so that the multiset
+    # hashes are segment sums (uint64 sums wrap, so the hash is order-independent).
+    cj, ci = np.nonzero(workload.T)
+    ri, rj = np.nonzero(workload)
+    cv, rv = _mix(bits[ci, cj]), _mix(bits[ri, rj])
+    col_seg = np.flatnonzero(np.concatenate(([True], cj[1:] != cj[:-1])))
+    row_seg = np.flatnonzero(np.concatenate(([True], ri[1:] != ri[:-1])))
+    col_has, row_has = cj[col_seg], ri[row_seg]
+    row = np.zeros(m, dtype=np.uint64)
+    col = np.zeros(n, dtype=np.uint64)
+    n_row, n_col = 1, 1
+    col_ids = np.zeros(n, dtype=np.intp)
+    mult = np.uint64(0x2545F4914F6CDD1D)
+    for _ in range(_CLASS_ROUNDS):
+        with np.errstate(over="ignore"):
+            col_sum = np.zeros(n, dtype=np.uint64)
+            col_sum[col_has] = np.add.reduceat(_mix(_mix(row)[ci] ^ cv), col_seg)
+            _, col_inv = np.unique(_mix(col * mult + col_sum), return_inverse=True)
+            col_ids = col_inv.reshape(-1).astype(np.intp)
+            row_sum = np.zeros(m, dtype=np.uint64)
+            row_sum[row_has] = np.add.reduceat(
+                _mix(_mix(col_ids.astype(np.uint64))[rj] ^ rv), row_seg
+            )
+            _, row_inv = np.unique(_mix(row * mult + row_sum), return_inverse=True)
+        new_col, new_row = int(np.max(col_ids)) + 1, int(np.max(row_inv)) + 1
+        if new_col == n_col and new_row == n_row:
+            break
+        n_col, n_row = new_col, new_row
+        col = col_ids.astype(np.uint64)
+        row = row_inv.reshape(-1).astype(np.uint64)
+    return col_ids, int(np.max(col_ids)) + 1
 
 
 def lift(reduced: FloatArray, groups: IntArray) -> FloatArray:
@@ -157,9 +228,44 @@ def lift(reduced: FloatArray, groups: IntArray) -> FloatArray:
     return full
 
 
+def thin_svd(
+    a: FloatArray, *, exact: bool = False
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Thin SVD ``a = u diag(sv) vt`` (``sv`` descending), fast for a wide ``p x n`` matrix.
+
+    For ``n > 2p`` the ``p x p`` Gram matrix is used when its spectrum has a clean gap (see
+    below), singular values under the gap returned as exact zeros (their ``vt`` rows zero);
+    otherwise, or with ``exact=True``, a QR of ``a^T`` then the SVD of the small factor.
+    """
+    p, n = a.shape
+    if n <= 2 * p or p == 0:
+        u, sv, vt = np.linalg.svd(a, full_matrices=False)
+        return u, sv, vt
+    if exact:
+        q, r = sla.qr(a.T, mode="economic", check_finite=False)
+        ur, sv, zt = np.linalg.svd(r, full_matrices=False)
+        return zt.T, sv, (q @ ur).T
+    # The p x p Gram matrix is much cheaper; it is accurate enough when its spectrum splits
+    # cleanly into "kept" eigenvalues (>= _GRAM_KEEP * max, so that V = U^T a / sigma is
+    # orthonormal to ~eps / _GRAM_KEEP) and rounding noise (<= _GRAM_NOISE * p * eps * max,
+    # returned as exact zeros). Otherwise: QR of a^T, then the SVD of the small factor.
+    lam, u = np.linalg.eigh(a @ a.T)
+    lam, u = lam[::-1], u[:, ::-1]
+    top = float(lam[0])
+    keep = lam >= _GRAM_KEEP * top
+    noise = lam <= _GRAM_NOISE * p * np.finfo(np.float64).eps * top
+    if top > 0.0 and np.all(keep | noise):
+        sv = np.where(keep, np.sqrt(np.maximum(lam, 0.0)), 0.0)
+        vt = np.zeros((p, n))
+        kk = int(np.sum(keep))
+        vt[:kk] = (u[:, :kk].T @ a) / sv[:kk, None]
+        return np.ascontiguousarray(u), sv, vt
+    return thin_svd(a, exact=True)
+
+
 def _row_factor(w: FloatArray) -> FloatArray:
     """A full-row-rank ``k x n`` factor ``F`` with ``F^T F = W^T W`` (``k = rank W``)."""
-    _, sv, vt = np.linalg.svd(w, full_matrices=False)
+    _, sv, vt = thin_svd(w)
     tol = sv[0] * max(w.shape) * np.finfo(np.float64).eps
     k = int(np.sum(sv > tol))
     factor: FloatArray = sv[:k, None] * vt[:k]
@@ -195,7 +301,7 @@ def dual_bound(workload: npt.ArrayLike, weights: npt.ArrayLike) -> float:
 
 def _error_and_residual(w: FloatArray, a: FloatArray) -> tuple[float, float]:
     """``(||W A^+||_F^2, max|W A^+ A - W|)`` via the SVD of ``A``; inf if W is not in the span."""
-    _, sv, qt = np.linalg.svd(a, full_matrices=False)
+    _, sv, qt = thin_svd(a)
     if sv.size == 0 or sv[0] == 0.0:
         return math.inf, float(np.max(np.abs(w)))
     r = int(np.sum(sv > sv[0] * max(a.shape) * np.finfo(np.float64).eps))
@@ -274,13 +380,21 @@ def optimize_strategy(
     budget = time_limit * NOMINAL_FLOPS_PER_SECOND
 
     d = np.full(n_r, 1.0 / n_r)
+    spent = 0.0
+    classes, n_c = symmetry_classes(w_r) if n_r > 1 else (np.zeros(n_r, dtype=np.intp), 1)
+    class_lb = 0.0
+    if n_c < n_r and n_c * k <= n_r:
+        # Symmetry phase (docs/mm.md §3b): iterate on weights constant on each class, at
+        # O(n_c k^2) per step; the result is only a starting point, certified below.
+        d, class_lb, steps = _class_phase(f, classes, n_c, tol, max_iter, budget, clock, start)
+        spent = steps * (float(k * (k + 1)) * n_c + 6.0 * float(k) ** 3) + 2.0 * k * k * n_r
     s, c, lam, u = _dual_eval(f, d)
-    best_lb = s * s
+    best_lb = max(s * s, class_lb)
     best_ub, best_eig = s * float(np.max(c)), (lam, u)
     first_eig = best_eig
     omega = 1.0
     for it in range(1, max_iter + 1):
-        if best_ub <= best_lb * (1.0 + tol) or (it + 1) * step_flops > budget:
+        if best_ub <= best_lb * (1.0 + tol) or spent + (it + 1) * step_flops > budget:
             break
         if clock is not None and clock() - start > time_limit:
             break
@@ -308,6 +422,76 @@ def optimize_strategy(
     return strategy
 
 
+def _class_phase(
+    f: FloatArray,
+    classes: IntArray,
+    n_c: int,
+    tol: float,
+    max_iter: int,
+    budget: float,
+    clock: Callable[[], float] | None,
+    start: float,
+) -> tuple[FloatArray, float, int]:
+    """The fixed point restricted to weights constant on each class (docs/mm.md §3b).
+
+    With ``d_j = delta_g`` on class ``g`` (``n_g`` cells), ``F D F^T = sum_g delta_g C_g``
+    with ``C_g = F_g F_g^T`` (k x k), and the class-average squared column norm is
+    ``cbar_g = <C_g, U Lam^{-1/2} U^T> / n_g`` (the gradient of ``s`` in ``delta_g``, over
+    ``n_g``). Returns the full-domain weights, the best lower bound ``s^2`` seen (valid for any
+    weights), and the number of steps taken. Stops at ``s max cbar <= (1 + tol/2) s^2``: that
+    is the true upper bound only when every cell of a class has the same column norm (exact
+    orbits), which the caller checks with one full evaluation.
+    """
+    k, n_r = f.shape
+    order = np.argsort(classes, kind="stable")
+    sizes = np.bincount(classes, minlength=n_c)
+    # C_g = F_g F_g^T, one small product per class (classes are contiguous after sorting);
+    # only the packed upper triangle is kept.
+    iu = np.triu_indices(k)
+    fs = f[:, order]
+    bounds = np.concatenate(([0], np.cumsum(sizes)))
+    packed = np.empty((n_c, iu[0].shape[0]))
+    for g in range(n_c):
+        block = fs[:, bounds[g] : bounds[g + 1]]
+        packed[g] = (block @ block.T)[iu]
+    twice = np.where(iu[0] == iu[1], 1.0, 2.0)
+    nsz = sizes.astype(np.float64)
+    step_flops = float(k * (k + 1)) * n_c + 6.0 * float(k) ** 3
+
+    def evaluate(delta: FloatArray) -> tuple[float, FloatArray]:
+        kmat = np.zeros((k, k))
+        kmat[iu] = np.einsum("g,gp->p", delta, packed)
+        lam, u = sla.eigh(kmat, lower=False, driver="evr", overwrite_a=True, check_finite=False)
+        lam = np.maximum(lam, np.finfo(np.float64).tiny)
+        mmat = np.einsum("ia,a,ja->ij", u, 1.0 / np.sqrt(lam), u)
+        cbar: FloatArray = np.einsum("gp,p->g", packed, mmat[iu] * twice) / nsz
+        return float(np.sum(np.sqrt(lam))), cbar
+
+    delta = np.full(n_c, 1.0 / n_r)
+    s, cbar = evaluate(delta)
+    best_lb, best_delta = s * s, delta
+    omega = 1.0
+    it = 0
+    for it in range(1, max_iter + 1):
+        if s * float(np.max(cbar)) <= s * s * (1.0 + tol) or (it + 1) * step_flops > budget:
+            break
+        if clock is not None and clock() - start > budget / NOMINAL_FLOPS_PER_SECOND:
+            break
+        step = delta * (cbar / s) ** omega
+        step = np.maximum(step, _D_FLOOR * float(np.max(step)))
+        step /= float(step @ nsz)
+        s_new, c_new = evaluate(step)
+        if s_new * s_new > best_lb:
+            best_lb, best_delta = s_new * s_new, step
+        if s_new >= s or omega <= 1.0:
+            omega = min(omega * _OMEGA_GROW, _OMEGA_MAX) if s_new >= s else 1.0
+            delta, s, cbar = step, s_new, c_new
+        else:
+            omega = max(1.0, omega / 2.0)
+    d: FloatArray = best_delta[classes]
+    return d / float(np.sum(d)), best_lb, it
+
+
 def _finish(
     w: FloatArray,
     w_r: FloatArray,
@@ -325,7 +509,7 @@ def _finish(
     l2, l1 = sensitivities(matrix)
     # Error and unbiasedness from one SVD of the returned (reduced) strategy: R = W_r A_r^+.
     # Lifting copies columns, so R A = W on the full domain iff R A_r = W_r (docs/mm.md §3).
-    ua, sa, qa = np.linalg.svd(a_r, full_matrices=False)
+    ua, sa, qa = thin_svd(a_r)
     r = int(np.sum(sa > sa[0] * max(a_r.shape) * np.finfo(np.float64).eps))
     wq = (w_r @ qa[:r].T) / sa[:r]
     dev = float(np.max(np.abs((wq @ ua[:, :r].T) @ a_r - w_r)))

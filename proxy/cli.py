@@ -191,14 +191,42 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _config_check(args: argparse.Namespace) -> int:
+    from dp.errors import PrivacyParameterError
+    from proxy.app import engine_config
+    from rewriter.errors import ConfigError
+
     config = _load(args)
+    # [privacy] holds the defaults of a new epoch: check them now, not at `lapras epoch start`.
+    try:
+        cfg = engine_config(dict(config.privacy))
+    except PrivacyParameterError as err:
+        raise ConfigError(f"{config.source}: [privacy]: {err.message}", hint=err.hint) from None
+    except TypeError:
+        raise ConfigError(
+            f"{config.source}: [privacy]: a value has the wrong type",
+            hint="see docs/configuration.md, section [privacy]",
+        ) from None
+    views = {v.name for d in config.schema.tables.values() for v in d.views}
+    view = config.privacy.get("view")
+    if view is not None and view not in views:
+        raise ConfigError(
+            f"{config.source}: privacy.view: {view!r} is not a view of any protected table",
+            hint=f"declared views: {', '.join(sorted(views)) or 'none'}",
+        )
+    if not isinstance(config.privacy.get("log_sql", False), bool):
+        raise ConfigError(f"{config.source}: privacy.log_sql: must be true or false")
     tables = ", ".join(f"{t} ({len(d.views)} views)" for t, d in config.schema.tables.items())
     print(f"{config.source}: OK")
     print(
         f"  listen {config.server.host}:{config.server.port}, auth {config.server.auth}, "
-        f"{len(config.users)} user(s)"
+        f"{len(config.users)} user(s)" + (", TLS" if config.server.tls_cert else "")
     )
     print(f"  protected tables: {tables or 'none'}")
+    print(
+        f"  epoch defaults: epsilon={cfg.epsilon}, delta={cfg.delta}, S={cfg.stream_length}, "
+        f"mode={cfg.mode}, accountant={cfg.accountant_kind.value}, split={cfg.split}, "
+        f"allocation={cfg.allocation}" + (f", view {view}" if view else "")
+    )
     return 0
 
 
@@ -354,6 +382,30 @@ def _provision(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from proxy import report
+
+    config = _load(args)
+    decl = config.schema.tables.get(args.table)
+    if decl is None:
+        raise SystemExit(f"lapras: {args.table} is not a protected table of {config.source}")
+    which = "the active epoch" if args.epoch is None else f"epoch {args.epoch}"
+    print(f"[1/3] Reading {which} of {decl.name} from the ledger ...", flush=True)
+    row, events = asyncio.run(
+        report.load_epoch(config.backend.aggregator_dsn, decl.name, args.epoch)
+    )
+    print(f"[2/3] Replaying {len(events)} events of epoch {row.id} ...", flush=True)
+    out, html_out = Path(args.out), Path(args.html) if args.html else None
+    print(f"[3/3] Drawing {out}" + (f" and {html_out}" if html_out else "") + " ...", flush=True)
+    tl = report.write_report(row, events, out, html_out)
+    st = tl.status
+    print(
+        f"epoch {row.id} on {decl.name}: spent {st.spent:.6g} of {st.total:.6g} {st.unit}, "
+        f"{len(tl.answers)} answered statement(s), {st.online_releases} online release(s)"
+    )
+    return 0
+
+
 # -- the table of commands -----------------------------------------------------------------------
 
 
@@ -460,6 +512,20 @@ def _parser() -> argparse.ArgumentParser:
     budget.add_argument("--table")
     budget.add_argument("--json", action="store_true", help="machine-readable output")
     budget.set_defaults(func=_budget)
+
+    rep = sub.add_parser(
+        "report",
+        help="draw an epoch: budget over the stream, the estimator, standard errors (PNG, HTML)",
+        description="Read an epoch's events from the ledger and draw its budget over the stream "
+        "(Matrix Mechanism, online, reserve), the estimator's B_hat and B_est, and every answer's "
+        "standard error. Public values only. Needs matplotlib: pip install 'lapras-proxy[report]'.",
+    )
+    _add_config(rep)
+    rep.add_argument("--table", required=True, help="the protected table")
+    rep.add_argument("--epoch", type=int, help="the epoch id (default: the table's active epoch)")
+    rep.add_argument("--out", default="epoch.png", help="the PNG to write (default: %(default)s)")
+    rep.add_argument("--html", help="also write a self-contained HTML page here")
+    rep.set_defaults(func=_report)
 
     prov = sub.add_parser(
         "provision", help="create the database, load fixtures, create the two roles"

@@ -35,7 +35,7 @@ from dp import engine
 from dp.domain import Domain, FloatArray, QueryBatch
 from dp.errors import LaprasError
 from dp.noise import Sampler
-from proxy.ledger import EpochLockedError, EpochRow, Ledger
+from proxy.ledger import EpochConflictError, EpochLockedError, EpochRow, Ledger
 
 log = logging.getLogger("lapras.epochs")
 
@@ -50,12 +50,6 @@ class OutsideEpochViewError(LaprasError):
     """0A000: the statement uses attributes the epoch's view does not cover."""
 
     sqlstate = "0A000"
-
-
-class EpochConflictError(LaprasError):
-    """55006 object_in_use: an epoch is already active for the table."""
-
-    sqlstate = "55006"
 
 
 def lift(batch: QueryBatch, target: Domain) -> QueryBatch:

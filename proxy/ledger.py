@@ -34,9 +34,10 @@ from typing import Any, Protocol
 import numpy as np
 import psycopg
 
+from dp import engine_codec
 from dp.domain import FloatArray
 from dp.engine import EngineConfig
-from dp import engine_codec
+from dp.errors import LaprasError
 
 #: Versioned migrations; each runs once, in order, in one transaction.
 MIGRATIONS: tuple[str, ...] = (
@@ -136,6 +137,32 @@ class EpochRow:
     closed_at: str | None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LedgerEntry:
+    """One ledger row for the admin views: its number, kind, commit time and decoded event."""
+
+    seq: int
+    kind: str
+    at: str
+    event: object
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdminEntry:
+    """One row of the admin log (epoch start / close: who, when, why)."""
+
+    at: str
+    actor: str
+    action: str
+    details: dict[str, Any]
+
+
+class EpochConflictError(LaprasError):
+    """55006 object_in_use: an epoch is already active for the table."""
+
+    sqlstate = "55006"
+
+
 class Appender(Protocol):
     async def append(self, events: Sequence[object], *, durable: bool = True) -> None: ...
 
@@ -168,6 +195,10 @@ class Ledger(Protocol):
     def exclusive(self, epoch_id: int, after: int) -> Any: ...
 
     async def log_query(self, record: dict[str, Any]) -> None: ...
+
+    async def history(self, epoch_id: int, limit: int) -> list[LedgerEntry]: ...
+
+    async def admin_log(self, limit: int) -> list[AdminEntry]: ...
 
 
 def encode(event: Any) -> tuple[str, str]:
@@ -265,11 +296,14 @@ class PgLedger:
     ) -> int:
         config_json = json.dumps(engine_codec.encode_config(config), allow_nan=False)
         async with self._lock, self._conn.transaction():
-            cur = await self._conn.execute(
-                "INSERT INTO lapras.epochs (table_name, view_name, status, config, started_by, reason)"
-                " VALUES (%s, %s, 'active', %s, %s, %s) RETURNING id",
-                (table, view, config_json, actor, reason),
-            )
+            try:
+                cur = await self._conn.execute(
+                    "INSERT INTO lapras.epochs (table_name, view_name, status, config, started_by, reason)"
+                    " VALUES (%s, %s, 'active', %s, %s, %s) RETURNING id",
+                    (table, view, config_json, actor, reason),
+                )
+            except psycopg.errors.UniqueViolation:
+                raise _conflict(table) from None
             row = await cur.fetchone()
             assert row is not None
             epoch_id = int(row[0])
@@ -314,9 +348,18 @@ class PgLedger:
     async def close_epoch(self, table: str, *, actor: str, reason: str) -> EpochRow | None:
         async with self._lock, self._conn.transaction():
             cur = await self._conn.execute(
+                "SELECT id FROM lapras.epochs WHERE table_name = %s AND status = 'active'", (table,)
+            )
+            active = await cur.fetchone()
+            if active is None:
+                return None
+            # Wait for any answer in flight (it holds the epoch's advisory lock): no event is
+            # ever appended to an epoch after it was closed.
+            await self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (int(active[0]),))
+            cur = await self._conn.execute(
                 "UPDATE lapras.epochs SET status = 'closed', closed_at = now(), closed_by = %s"
-                f" WHERE table_name = %s AND status = 'active' RETURNING {_EPOCH_COLUMNS}",
-                (actor, table),
+                f" WHERE id = %s AND status = 'active' RETURNING {_EPOCH_COLUMNS}",
+                (actor, int(active[0])),
             )
             row = await cur.fetchone()
             if row is not None:
@@ -373,3 +416,34 @@ class PgLedger:
                 " %(key)s, %(outcome)s, %(sql)s)",
                 {**record, "bindings": json.dumps(record["bindings"], default=str)},
             )
+
+    async def history(self, epoch_id: int, limit: int) -> list[LedgerEntry]:
+        """The epoch's last ``limit`` ledger rows, newest first."""
+        async with self._lock:
+            cur = await self._conn.execute(
+                "SELECT seq, kind, created_at, payload::text FROM lapras.ledger"
+                " WHERE epoch_id = %s ORDER BY seq DESC LIMIT %s",
+                (epoch_id, limit),
+            )
+            rows = await cur.fetchall()
+        return [LedgerEntry(seq=int(r[0]), kind=r[1], at=str(r[2]), event=decode(r[3])) for r in rows]
+
+    async def admin_log(self, limit: int) -> list[AdminEntry]:
+        """The last ``limit`` admin acts, newest first."""
+        async with self._lock:
+            cur = await self._conn.execute(
+                "SELECT at, actor, action, details::text FROM lapras.admin_log"
+                " ORDER BY id DESC LIMIT %s",
+                (limit,),
+            )
+            rows = await cur.fetchall()
+        return [
+            AdminEntry(at=str(r[0]), actor=r[1], action=r[2], details=json.loads(r[3])) for r in rows
+        ]
+
+
+def _conflict(table: str) -> EpochConflictError:
+    return EpochConflictError(
+        f"an epoch is already active for table {table}",
+        hint="close it first (lapras epoch close): a budget is never reset silently",
+    )

@@ -24,7 +24,14 @@ from sqlglot.errors import ParseError
 from dp.errors import InternalError, LaprasError
 
 from .errors import RowAccessError, SqlSyntaxError, UndefinedColumnError, UnsupportedError
-from .guard import dangerous_literal, guard_statistics, mentions, mentions_statistics, name_pattern
+from .guard import (
+    dangerous_literal,
+    grant_select_visibility,
+    guard_statistics,
+    mentions,
+    mentions_statistics,
+    name_pattern,
+)
 from .normalise import Logical, _output_name, _unalias, cast_type, has_aggregate, ident, normalise
 from .plan import OutputColumn, Plan
 from .reduce import reduce
@@ -188,7 +195,8 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
                 "statement reads statistics and could not be checked",
                 hint="statistics of protected tables are hidden",
             ) from None
-        return Passthrough(sql=piece.text)
+        visible = grant_select_visibility(piece.text, schema)
+        return Passthrough(sql=visible or piece.text, rewritten=visible is not None)
     except Exception:  # tokenizer errors and sqlglot bugs
         if named or mentions_statistics(texts):
             raise SqlSyntaxError(
@@ -226,9 +234,9 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
     if not refs:
         _check_passthrough_tables(tree, schema)
         rewritten = guard_statistics(tree, schema)
-        if rewritten is not None:
-            return Passthrough(sql=rewritten.sql(dialect="postgres"), rewritten=True)
-        return Passthrough(sql=piece.text)
+        text = rewritten.sql(dialect="postgres") if rewritten is not None else piece.text
+        text = grant_select_visibility(text, schema) or text
+        return Passthrough(sql=text, rewritten=text != piece.text)
     return _protected(piece, tree, refs, schema)
 
 

@@ -251,6 +251,75 @@ def guard_statistics(tree: exp.Expr, schema: Schema) -> exp.Expr | None:
     return tree if changed else None
 
 
+_PRIVILEGE_CALL = re.compile(
+    r"\b(?:pg_catalog\s*\.\s*)?(has_table_privilege|has_any_column_privilege)\s*\(", re.I
+)
+
+
+def _call_args(text: str, open_paren: int) -> tuple[list[str], int] | None:
+    """Top-level arguments of the call whose '(' is at ``open_paren``, and the index after ')'.
+
+    A small scanner over quotes ('...', "...") and parentheses; None if it is unbalanced.
+    """
+    args, depth, start, i = [], 0, open_paren + 1, open_paren
+    while i < len(text):
+        c = text[i]
+        if c in "'\"":
+            j = text.find(c, i + 1)
+            while j != -1 and text[j + 1 : j + 2] == c:  # doubled quote
+                j = text.find(c, j + 2)
+            if j == -1:
+                return None
+            i = j
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                args.append(text[start:i])
+                return args, i + 1
+        elif c == "," and depth == 1:
+            args.append(text[start:i])
+            start = i + 1
+        i += 1
+    return None
+
+
+def grant_select_visibility(sql: str, schema: Schema) -> str | None:
+    """Report SELECT privilege on protected tables as granted; None when nothing changed.
+
+    BI tools (Metabase's sync) list only tables for which ``has_table_privilege`` /
+    ``has_any_column_privilege(..., 'select')`` is true, and the passthrough role has no SELECT
+    on protected tables. Through the proxy the analyst *can* select from them (aggregates), so
+    such calls answer true for protected relations; every other call is left to PostgreSQL.
+    Works on the text (Metabase's query uses reserved words as aliases, which sqlglot does not
+    parse); a call it cannot scan is left unchanged, for PostgreSQL to answer. Reveals nothing
+    about the data.
+    """
+    if not schema.tables or not _PRIVILEGE_CALL.search(sql):
+        return None
+    oids = _protected_oids(schema)
+    out, pos, changed = [], 0, False
+    for m in _PRIVILEGE_CALL.finditer(sql):
+        if m.start() < pos:
+            continue
+        scanned = _call_args(sql, m.end() - 1)
+        if scanned is None:
+            continue
+        args, end = scanned
+        if len(args) not in (2, 3) or args[-1].strip().lower() != "'select'":
+            continue
+        call = sql[m.start() : end]
+        out.append(sql[pos : m.start()])
+        out.append(
+            f"(CASE WHEN pg_catalog.to_regclass(({args[-2].strip()})::text)::oid IN ({oids}) "
+            f"THEN true ELSE {call} END)"
+        )
+        pos, changed = end, True
+    out.append(sql[pos:])
+    return "".join(out) if changed else None
+
+
 def dangerous_literal(node: exp.Expr) -> bool:
     """Whether a string naming a protected table is used as more than a catalogue filter."""
     cur: exp.Expr | None = node.parent

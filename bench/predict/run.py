@@ -202,28 +202,26 @@ def exact_histogram(schema: Schema) -> np.ndarray:
 
 @dataclass(slots=True)
 class Stream:
-    """The distinct histogram statements of a test window, in order."""
+    """The distinct statements of a test window, in order (exact repeats are free)."""
 
     batches: list[QueryBatch] = field(default_factory=list)
-    sqls: list[tuple[str, ...]] = field(default_factory=list)
+    sqls: list[str] = field(default_factory=list)
 
 
 def stream_of(refreshes: Sequence[tuple[float, tuple[str, ...]]], resolver: Resolver) -> Stream:
     s = Stream()
     seen: set[str] = set()
     for _, sqls in refreshes:
-        plans = []
         for q in sqls:
             got = resolver.statement(q)
             if got is None or got[2] is None:
                 raise RuntimeError("the rewriter refused a replayed statement")
-            plans.append(got[2])
-        batch = QueryBatch.stack(p.batch for p in plans)
-        if batch.key in seen:
-            continue
-        seen.add(batch.key)
-        s.batches.append(batch)
-        s.sqls.append(sqls)
+            batch = got[2].batch
+            if batch.key in seen:
+                continue
+            seen.add(batch.key)
+            s.batches.append(batch)
+            s.sqls.append(q)
     return s
 
 
@@ -245,7 +243,7 @@ def run_engine(
     if predicted is not None and predicted.num_queries:
         strategy = optimize_strategy(predicted.dense(), time_limit=tl)
     sampler = SeededSampler(seed)
-    state, events = start(cfg, domain, predicted, x, sampler, strategy=strategy)
+    state, _events = start(cfg, domain, predicted, x, sampler, strategy=strategy)
     errs: list[float] = []
     refused = good = 0
     for batch in stream.batches:
@@ -282,7 +280,7 @@ class Row:
     distinct: int  # distinct histogram statements (S)
     p_size: int  # |P| in SQL statements
     rho: float  # SQL statements of the test window whose batch is in P (with repeats)
-    rho_hist: float  # distinct histogram statements wholly in P (what the engine sees)
+    rho_distinct: float  # distinct statements of the test window in P (what S counts)
     false_pos: int
     expected_mae: float | None
     expected_online: float | None
@@ -333,8 +331,6 @@ def experiment(
     report = evaluate(pred, later, epsilon=EPS, delta=DELTA, strategy_time_limit=tl)
     stream = stream_of(test_refreshes, resolver)
     p_batch = pred.views[0].batch if pred.views else None
-    p_rows = {r.tobytes() for r in p_batch.dense()} if p_batch is not None else set()
-    hits = sum(all(r.tobytes() in p_rows for r in b.dense()) for b in stream.batches)
     oracle = QueryBatch.stack(stream.batches)
     return Row(
         scenario=scenario,
@@ -344,7 +340,7 @@ def experiment(
         distinct=len(stream.batches),
         p_size=report.predicted,
         rho=report.rho,
-        rho_hist=hits / len(stream.batches),
+        rho_distinct=report.rho_distinct,
         false_pos=report.false_positives,
         expected_mae=report.mae,
         expected_online=report.online_only_mae,
@@ -361,7 +357,7 @@ def _median(v: Sequence[float]) -> float:
 
 def table(rows: Sequence[Row]) -> str:
     lines = [
-        "| scenario | sessions | SQL stmts (median) | S = distinct histograms | P (SQL stmts) | rho | rho (histograms) | false pos. | MAE none | MAE LAPRAS | MAE oracle | expected MAE LAPRAS / online | refused none / LAPRAS / oracle |",
+        "| scenario | sessions | SQL stmts (median) | S = distinct statements | P (SQL stmts) | rho | rho (distinct) | false pos. | MAE none | MAE LAPRAS | MAE oracle | expected MAE LAPRAS / online | refused none / LAPRAS / oracle |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for sc in sorted({r.scenario for r in rows}):
@@ -373,7 +369,7 @@ def table(rows: Sequence[Row]) -> str:
         lines.append(
             f"| {sc} | {len(rs)} | {_median([r.statements for r in rs]):.0f} "
             f"| {_median([r.distinct for r in rs]):.0f} | {_median([r.p_size for r in rs]):.0f} "
-            f"| {_median([r.rho for r in rs]):.2f} | {_median([r.rho_hist for r in rs]):.2f} "
+            f"| {_median([r.rho for r in rs]):.2f} | {_median([r.rho_distinct for r in rs]):.2f} "
             f"| {_median([r.false_pos for r in rs]):.0f} "
             f"| {_median([r.none.mae for r in rs]):.1f} | {_median([r.lapras.mae for r in rs]):.1f} "
             f"| {_median([r.oracle.mae for r in rs]):.1f} | {exp_l:.1f} / {exp_o:.1f} "
@@ -385,7 +381,7 @@ def table(rows: Sequence[Row]) -> str:
 
 def per_task(rows: Sequence[Row]) -> str:
     lines = [
-        "| scenario | task | sessions | rho | rho (histograms) | MAE none | MAE LAPRAS | MAE oracle |",
+        "| scenario | task | sessions | rho | rho (distinct) | MAE none | MAE LAPRAS | MAE oracle |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for sc in sorted({r.scenario for r in rows}):
@@ -395,7 +391,7 @@ def per_task(rows: Sequence[Row]) -> str:
                 continue
             lines.append(
                 f"| {sc} | {task} | {len(rs)} | {_median([r.rho for r in rs]):.2f} "
-                f"| {_median([r.rho_hist for r in rs]):.2f} | {_median([r.none.mae for r in rs]):.1f} "
+                f"| {_median([r.rho_distinct for r in rs]):.2f} | {_median([r.none.mae for r in rs]):.1f} "
                 f"| {_median([r.lapras.mae for r in rs]):.1f} | {_median([r.oracle.mae for r in rs]):.1f} |"
             )
     return "\n".join(lines)
@@ -460,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     x,
                     args.seed + i,
                     args.time_limit,
-                )  # fmt: skip
+                )
             )
             print(f"other users task {task} user {test.user[:8]}: {rows[-1].rho:.2f} "
                   f"{rows[-1].none.mae:.1f} {rows[-1].lapras.mae:.1f} {rows[-1].oracle.mae:.1f}",
@@ -495,7 +491,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     x,
                     args.seed + 100 + i,
                     args.time_limit,
-                )  # fmt: skip
+                )
             )
     elapsed = time.perf_counter() - t0
     cmd = "python -m bench.predict" + (" --quick" if args.quick else "")

@@ -42,3 +42,50 @@ def test_statistics_hidden_for_protected_tables(pg: Any) -> None:
         assert rows == [("adult", None)]
         rows = _relay(conn, "SELECT relname, reltuples FROM pg_class WHERE relname = 'pg_class'")
         assert rows[0][1] is not None  # other tables keep their statistics
+
+
+METABASE_PRIVILEGES = """
+with table_privileges as (
+ select
+   NULL as role,
+   t.schemaname as schema,
+   t.objectname as table,
+   pg_catalog.has_any_column_privilege(current_user, '"' || replace(t.schemaname, '"', '""') || '"' || '.' || '"' || replace(t.objectname, '"', '""') || '"',  'update') as update,
+   pg_catalog.has_any_column_privilege(current_user, '"' || replace(t.schemaname, '"', '""') || '"' || '.' || '"' || replace(t.objectname, '"', '""') || '"',  'select') as select,
+   pg_catalog.has_any_column_privilege(current_user, '"' || replace(t.schemaname, '"', '""') || '"' || '.' || '"' || replace(t.objectname, '"', '""') || '"',  'insert') as insert,
+   pg_catalog.has_table_privilege(     current_user, '"' || replace(t.schemaname, '"', '""') || '"' || '.' || '"' || replace(t.objectname, '"', '""') || '"',  'delete') as delete
+ from (
+   select schemaname, tablename as objectname from pg_catalog.pg_tables
+   union
+   select schemaname, viewname as objectname from pg_catalog.pg_views
+   union
+   select schemaname, matviewname as objectname from pg_catalog.pg_matviews
+ ) t
+ where t.schemaname !~ '^pg_'
+   and t.schemaname <> 'information_schema'
+   and pg_catalog.has_schema_privilege(current_user, t.schemaname, 'usage')
+)
+select t.*
+from table_privileges t
+"""
+
+
+def test_metabase_sees_select_privilege_on_protected_tables(pg) -> None:  # type: ignore[no-untyped-def]
+    """Metabase syncs only tables whose 'select' privilege is true: through the proxy the
+    analyst may select aggregates, so the rewritten query says true for protected tables,
+    and leaves every other privilege to PostgreSQL."""
+    import psycopg
+
+    from rewriter import Passthrough, classify
+
+    schema = ADULT
+    with psycopg.connect(pg.passthrough_dsn) as conn:
+        raw = {r[2]: r for r in conn.execute(METABASE_PRIVILEGES).fetchall()}
+        [st] = classify(METABASE_PRIVILEGES, schema)
+        assert isinstance(st, Passthrough) and st.rewritten
+        rewritten = {r[2]: r for r in conn.execute(st.sql).fetchall()}
+    assert raw["adult"][4] is False  # PostgreSQL alone hides the table from Metabase
+    assert rewritten["adult"][4] is True  # select
+    assert (
+        rewritten["adult"][3] is False and rewritten["adult"][6] is False
+    )  # update, delete unchanged

@@ -1,0 +1,285 @@
+"""Proxy latency and throughput over loopback (issue 5).
+
+    python -m bench.proxy            # Adult + a 10-million-row synthetic table
+    python -m bench.proxy --quick    # Adult + a 1-million-row synthetic table, fewer requests
+
+Starts the embedded PostgreSQL in a temporary folder, provisions Adult and a synthetic protected
+table ``synth`` (``a`` in 0..99, ``b`` in 0..9), runs ``lapras serve`` as its own process (the
+real deployment shape) with an epoch per table, and measures with asyncpg clients (1 and 50
+concurrent connections, each its own connection):
+
+- passthrough ``SELECT 1`` through the proxy vs directly on PostgreSQL;
+- a DP COUNT answered from the Matrix Mechanism release (first ask of a predicted query), from a
+  stored answer (a repeat), and online with fresh noise (a durable charge per answer);
+- the exact COUNT run directly on PostgreSQL, for scale.
+
+Prints a table (p50 / p99 latency in ms, throughput in requests/s) and, with --write-docs,
+replaces the body of the "Proxy latency and throughput" section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SYNTH_DECLARATION = """
+[tables.synth.columns]
+a = "integer"
+b = "integer"
+
+[tables.synth.attributes.a]
+kind = "integer"
+min = 0
+max = 99
+
+[tables.synth.attributes.b]
+kind = "integer"
+min = 0
+max = 9
+
+[tables.synth.views]
+ab = ["a", "b"]
+"""
+
+
+def percentile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+async def measure(dsn: str, queries: list[str], clients: int) -> tuple[float, float, float]:
+    """Run ``queries`` round-robin over ``clients`` connections; (p50 ms, p99 ms, req/s)."""
+    conns = [await asyncpg.connect(dsn) for _ in range(clients)]
+    latencies: list[float] = []
+    chunks = [queries[i::clients] for i in range(clients)]
+
+    async def worker(conn: asyncpg.Connection, qs: list[str]) -> None:
+        for q in qs:
+            t = time.perf_counter()
+            await conn.fetch(q)
+            latencies.append(time.perf_counter() - t)
+
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(c, qs) for c, qs in zip(conns, chunks, strict=True)))
+    elapsed = time.perf_counter() - start
+    for c in conns:
+        await c.close()
+    return (
+        1000 * percentile(latencies, 0.5),
+        1000 * percentile(latencies, 0.99),
+        len(queries) / elapsed,
+    )
+
+
+def provision(pg: Any, rows: int) -> None:
+    from proxy.embedded import provision_adult
+
+    provision_adult(pg, "bench")
+    with psycopg.connect(pg.dsn(database="bench"), autocommit=True) as conn:
+        have = conn.execute("SELECT to_regclass('public.synth') IS NOT NULL").fetchone()
+        if not (have and have[0]):
+            print(f"loading synth: {rows:,} rows ...", flush=True)
+            conn.execute("CREATE TABLE synth (a integer NOT NULL, b integer NOT NULL)")
+            conn.execute(
+                "INSERT INTO synth SELECT (random() * 99)::int, (random() * 9)::int FROM generate_series(1, %s)",
+                (rows,),
+            )
+            conn.execute("ANALYZE synth")
+        conn.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
+    with psycopg.connect(pg.dsn(database="bench")) as conn:
+        from proxy import provision as prov
+
+        prov.grant_privileges(conn, "bench", ["public.adult", "public.synth"])
+        conn.commit()
+
+
+def write_config(pg: Any, folder: Path, port: int) -> Path:
+    import sql_fixtures.adult as adult
+    from proxy import provision as prov
+
+    text = (
+        adult.DECLARATION.read_text()
+        + SYNTH_DECLARATION
+        + f"""
+[server]
+listen = "127.0.0.1:{port}"
+max_connections = 200
+
+[backend]
+aggregator_dsn = "{pg.dsn(prov.AGGREGATOR, "bench")}"
+passthrough_dsn = "{pg.dsn(prov.PASSTHROUGH, "bench")}"
+
+[[users]]
+name = "bench"
+password = "bench"
+
+[privacy]
+epsilon = 10.0
+delta = 1e-6
+stream_length = 100000
+"""
+    )
+    path = folder / "lapras.toml"
+    path.write_text(text)
+    return path
+
+
+def lapras(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "proxy.cli", *args], check=True, cwd=ROOT)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--write-docs", action="store_true")
+    args = ap.parse_args()
+    rows = 1_000_000 if args.quick else 10_000_000
+    n_req = 2_000 if args.quick else 10_000
+
+    from proxy.embedded import EmbeddedPostgres, _free_port
+
+    folder = Path(tempfile.mkdtemp(prefix="lapras-bench-proxy-"))
+    pg = EmbeddedPostgres(folder / "pg").start()
+    server: subprocess.Popen[bytes] | None = None
+    results: list[tuple[str, int, float, float, float]] = []
+    try:
+        provision(pg, rows)
+        port = _free_port()
+        config = write_config(pg, folder, port)
+        predicted_adult = [
+            f"SELECT count(*) FROM adult WHERE age BETWEEN {a} AND {a + k}"
+            for a in range(17, 80)
+            for k in (0, 4, 9)
+        ]
+        predicted_synth = [
+            f"SELECT count(*) FROM synth WHERE a BETWEEN {a} AND {a + 9}" for a in range(0, 90)
+        ]
+        for table, view, predicted in (
+            ("adult", "age_sex_income", predicted_adult),
+            ("synth", "ab", predicted_synth),
+        ):
+            pfile = folder / f"{table}.sql"
+            pfile.write_text(";\n".join(predicted) + ";\n")
+            t = time.perf_counter()
+            lapras(
+                "epoch",
+                "start",
+                "--config",
+                str(config),
+                "--table",
+                table,
+                "--view",
+                view,
+                "--predicted",
+                str(pfile),
+            )
+            print(
+                f"  epoch start on {table} ({len(predicted)} predicted): {time.perf_counter() - t:.1f} s",
+                flush=True,
+            )
+        server = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli", "serve", "--config", str(config)], cwd=ROOT
+        )
+        proxy_dsn = f"postgresql://bench:bench@127.0.0.1:{port}/bench"
+        direct_dsn = pg.dsn(database="bench")
+        for _ in range(100):
+            try:
+                asyncio.run(measure(proxy_dsn, ["SELECT 1"], 1))
+                break
+            except OSError:
+                time.sleep(0.2)
+
+        def run(name: str, dsn: str, queries: list[str], clients: int) -> None:
+            p50, p99, rps = asyncio.run(measure(dsn, queries, clients))
+            results.append((name, clients, p50, p99, rps))
+            print(
+                f"  {name:<46} {clients:>3} clients  p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  {rps:8.0f}/s",
+                flush=True,
+            )
+
+        for clients in (1, 50):
+            run("SELECT 1, direct", direct_dsn, ["SELECT 1"] * n_req, clients)
+            run(
+                "SELECT 1, through the proxy (passthrough)",
+                proxy_dsn,
+                ["SELECT 1"] * n_req,
+                clients,
+            )
+        for table, predicted in (("adult", predicted_adult), ("synth", predicted_synth)):
+            run(f"{table}: DP COUNT from the MM release (first ask)", proxy_dsn, predicted, 1)
+            run(
+                f"{table}: DP COUNT, stored answer (repeat)",
+                proxy_dsn,
+                predicted * (n_req // len(predicted)),
+                50,
+            )
+            run(
+                f"{table}: DP COUNT, stored answer (repeat)", proxy_dsn, predicted[: n_req // 10], 1
+            )
+            col = "age" if table == "adult" else "a"
+            lo = 17 if table == "adult" else 0
+            # Distinct linear queries (a repeat would be answered from storage): ranges of
+            # widths 2..7 for one client, 11..16 for fifty.
+            fresh = [
+                f"SELECT count(*) FROM {table} WHERE {col} BETWEEN {lo + i % 50} AND {lo + i % 50 + 1 + i // 50}"
+                for i in range(300)
+            ]
+            run(f"{table}: DP COUNT online (fresh noise, durable charge)", proxy_dsn, fresh, 1)
+            fresh = [
+                f"SELECT count(*) FROM {table} WHERE {col} BETWEEN {lo + i % 50} AND {lo + i % 50 + 10 + i // 50}"
+                for i in range(300)
+            ]
+            run(f"{table}: DP COUNT online (fresh noise, durable charge)", proxy_dsn, fresh, 50)
+            exact = [f"SELECT count(*) FROM {table} WHERE {col} BETWEEN {lo + 3} AND {lo + 12}"] * (
+                50 if table == "synth" else 500
+            )
+            agg = pg.dsn("lapras_aggregator", "bench")
+            run(f"{table}: exact COUNT, direct on PostgreSQL", agg, exact, 1)
+    finally:
+        if server is not None:
+            server.send_signal(signal.SIGINT)
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        pg.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+    table = ["| scenario | clients | p50 ms | p99 ms | requests/s |", "|---|---|---|---|---|"]
+    table += [
+        f"| {n} | {c} | {p50:.2f} | {p99:.2f} | {rps:,.0f} |" for n, c, p50, p99, rps in results
+    ]
+    text = "\n".join(table)
+    print("\n" + text)
+    if args.write_docs:
+        docs = ROOT / "docs" / "benchmarks.md"
+        body = docs.read_text()
+        head = "## Proxy latency and throughput (`bench/proxy`)"
+        start = body.index(head)
+        nxt = body.find("\n## ", start + len(head))
+        cmd = "python -m bench.proxy" + (" --quick" if args.quick else "") + " --write-docs"
+        section = (
+            f"{head}\n\nCommand: `{cmd}` ({rows:,}-row synthetic table; proxy as its own process, "
+            f"clients asyncpg over loopback, {os.cpu_count()} cores shared by PostgreSQL, the proxy and the clients).\n\n{text}\n"
+        )
+        docs.write_text(body[:start] + section + (body[nxt:] if nxt != -1 else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""An in-memory ledger with the interface and the semantics of :class:`proxy.ledger.PgLedger`.
+
+For tests and for the ledger contract test (``tests/ledger/test_contract.py``), which runs the
+same checks against both. It keeps what PostgreSQL keeps, in the same form: events are stored
+as the JSON text of :func:`proxy.ledger.encode` and decoded on every read (so an event that does
+not round-trip fails here exactly as it would in PostgreSQL), histograms as little-endian
+float64 bytes. Several :class:`MemLedger` handles may share one :class:`MemStore`, like several
+proxy processes sharing one backend; :meth:`MemLedger.exclusive` then serialises them on the
+epoch (an :class:`asyncio.Lock` per epoch, the analogue of the epoch's advisory lock).
+
+Nothing here is durable: a process that dies loses it all. Never use it in production.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from dp import engine_codec
+from dp.domain import FloatArray
+from dp.engine import EngineConfig
+from proxy.ledger import (
+    AdminEntry,
+    EpochConflictError,
+    EpochLockedError,
+    EpochRow,
+    LedgerEntry,
+    decode,
+    encode,
+)
+
+
+def _now() -> str:
+    return str(datetime.now(UTC))
+
+
+@dataclass(slots=True)
+class _Epoch:
+    row: EpochRow
+    config: str
+    histograms: dict[str, bytes]
+    rows: list[tuple[int, str, str, str]]  # seq, kind, payload (JSON text), committed at
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+@dataclass(slots=True)
+class MemStore:
+    """What a backend holds: shared by every :class:`MemLedger` handle made on it."""
+
+    epochs: dict[int, _Epoch] = field(default_factory=dict)
+    admin: list[AdminEntry] = field(default_factory=list)
+    queries: list[dict[str, Any]] = field(default_factory=list)
+    next_id: int = 1
+
+
+@dataclass(slots=True)
+class _MemTransaction:
+    epoch: _Epoch
+    epoch_id: int
+    seq: int
+    new_events: list[tuple[int, object]]
+
+    async def append(self, events: Sequence[object], *, durable: bool = True) -> None:
+        """Append ``events`` atomically (all encoded first); ``durable`` is meaningless here."""
+        if not events:
+            return
+        encoded = [encode(ev) for ev in events]
+        if self.epoch.rows and self.epoch.rows[-1][0] != self.seq:
+            raise RuntimeError("the ledger was appended to outside the exclusive section")
+        at = _now()
+        for kind, payload in encoded:
+            self.seq += 1
+            self.epoch.rows.append((self.seq, kind, payload, at))
+        await asyncio.sleep(0)  # a commit is a suspension point, as in PostgreSQL
+
+
+class MemLedger:
+    """A ledger in memory (see the module doc). ``MemLedger(store)`` shares ``store``."""
+
+    def __init__(self, store: MemStore | None = None) -> None:
+        self.store = store if store is not None else MemStore()
+
+    async def close(self) -> None:
+        return None
+
+    def _active(self, table: str) -> _Epoch | None:
+        return next(
+            (
+                e
+                for e in self.store.epochs.values()
+                if e.row.table_name == table and e.row.status == "active"
+            ),
+            None,
+        )
+
+    async def create_epoch(
+        self,
+        *,
+        table: str,
+        view: str,
+        config: EngineConfig,
+        histogram: FloatArray,
+        events: Sequence[object],
+        actor: str,
+        reason: str,
+    ) -> int:
+        config_json = json.dumps(engine_codec.encode_config(config), allow_nan=False)
+        encoded = [encode(ev) for ev in events]  # fail before anything is written
+        cells = np.ascontiguousarray(np.asarray(histogram, dtype="<f8")).tobytes()
+        if self._active(table) is not None:
+            raise EpochConflictError(
+                f"an epoch is already active for table {table}",
+                hint="close it first (lapras epoch close): a budget is never reset silently",
+            )
+        epoch_id = self.store.next_id
+        self.store.next_id += 1
+        at = _now()
+        row = EpochRow(
+            id=epoch_id,
+            table_name=table,
+            view_name=view,
+            status="active",
+            started_by=actor,
+            reason=reason,
+            started_at=at,
+            closed_at=None,
+        )
+        rows = [(i, kind, payload, at) for i, (kind, payload) in enumerate(encoded, start=1)]
+        self.store.epochs[epoch_id] = _Epoch(
+            row=row, config=config_json, histograms={view: cells}, rows=rows
+        )
+        self.store.admin.append(
+            AdminEntry(
+                at=at,
+                actor=actor,
+                action="epoch start",
+                details={"epoch": epoch_id, "table": table, "view": view, "reason": reason},
+            )
+        )
+        return epoch_id
+
+    async def active_epoch(self, table: str) -> EpochRow | None:
+        e = self._active(table)
+        return None if e is None else e.row
+
+    async def epochs(self, table: str | None = None) -> list[EpochRow]:
+        return [
+            e.row
+            for _, e in sorted(self.store.epochs.items())
+            if table is None or e.row.table_name == table
+        ]
+
+    async def close_epoch(self, table: str, *, actor: str, reason: str) -> EpochRow | None:
+        e = self._active(table)
+        if e is None:
+            return None
+        async with e.lock:  # wait for an answer in flight, as the advisory lock does
+            if e.row.status != "active":
+                return None
+            at = _now()
+            e.row = EpochRow(
+                id=e.row.id,
+                table_name=e.row.table_name,
+                view_name=e.row.view_name,
+                status="closed",
+                started_by=e.row.started_by,
+                reason=e.row.reason,
+                started_at=e.row.started_at,
+                closed_at=at,
+            )
+            self.store.admin.append(
+                AdminEntry(
+                    at=at,
+                    actor=actor,
+                    action="epoch close",
+                    details={"epoch": e.row.id, "table": table, "reason": reason},
+                )
+            )
+            return e.row
+
+    async def histogram(self, epoch_id: int, view: str) -> FloatArray:
+        e = self.store.epochs.get(epoch_id)
+        if e is None or view not in e.histograms:
+            raise LookupError("the epoch has no pinned histogram")
+        return np.frombuffer(e.histograms[view], dtype="<f8").astype(np.float64)
+
+    async def events(self, epoch_id: int, after: int = 0) -> list[tuple[int, object]]:
+        e = self.store.epochs.get(epoch_id)
+        if e is None:
+            return []
+        return [(seq, decode(payload)) for seq, _, payload, _ in e.rows if seq > after]
+
+    @asynccontextmanager
+    async def exclusive(self, epoch_id: int, after: int) -> AsyncIterator[_MemTransaction]:
+        """Hold the epoch exclusively; yield the events appended since ``after`` and an appender."""
+        e = self.store.epochs.get(epoch_id)
+        if e is None:
+            raise EpochLockedError("the epoch was closed")
+        async with e.lock:
+            if e.row.status != "active":
+                raise EpochLockedError("the epoch was closed")
+            new = await self.events(epoch_id, after)
+            yield _MemTransaction(e, epoch_id, new[-1][0] if new else after, new)
+
+    async def log_query(self, record: dict[str, Any]) -> None:
+        self.store.queries.append(
+            {**record, "bindings": json.loads(json.dumps(record["bindings"], default=str))}
+        )
+
+    async def history(self, epoch_id: int, limit: int) -> list[LedgerEntry]:
+        e = self.store.epochs.get(epoch_id)
+        if e is None:
+            return []
+        return [
+            LedgerEntry(seq=seq, kind=kind, at=at, event=decode(payload))
+            for seq, kind, payload, at in reversed(e.rows[-limit:] if limit > 0 else [])
+        ]
+
+    async def admin_log(self, limit: int) -> list[AdminEntry]:
+        return list(reversed(self.store.admin[-limit:] if limit > 0 else []))

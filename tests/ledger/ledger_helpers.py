@@ -1,0 +1,203 @@
+"""Helpers of the ledger tests: configuration files, ledger reset, epochs, proxy processes.
+
+Proxies run as real processes: ``python -m proxy.cli serve`` (:func:`serve`), or forked from a
+warm helper (``tests/ledger/forkserver.py``, :class:`ForkServer`) when a test restarts the proxy
+many times (an import of the proxy costs seconds on a loaded machine; a fork costs nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+import sql_fixtures.adult as adult
+from dp.noise import SeededSampler
+from proxy.app import admin_service, engine_config
+from proxy.config import Config, parse_config
+from proxy.ledger import decode
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+ANALYST = ("analyst", "secret")
+ADMIN = ("root", "admin-secret")
+DASHBOARD = [
+    "SELECT sex, count(*) FROM adult GROUP BY sex",
+    "SELECT count(*) FROM adult WHERE age BETWEEN 30 AND 39",
+    "SELECT income, count(*) FROM adult GROUP BY income",
+]
+
+
+def config_text(pg: Any, **privacy: Any) -> str:
+    settings = {"epsilon": 1.0, "delta": 1e-3, "stream_length": 50, "view": "age_sex_income", **privacy}
+    lines = "\n".join(
+        f'{k} = "{v}"' if isinstance(v, str) else f"{k} = {str(v).lower() if isinstance(v, bool) else v!r}"
+        for k, v in settings.items()
+    )
+    return (
+        adult.DECLARATION.read_text()
+        + f"""
+[server]
+listen = "127.0.0.1:0"
+shutdown_grace = 1
+
+[backend]
+aggregator_dsn = "{pg.aggregator_dsn}"
+passthrough_dsn = "{pg.passthrough_dsn}"
+
+[[users]]
+name = "{ANALYST[0]}"
+password = "{ANALYST[1]}"
+
+[[users]]
+name = "{ADMIN[0]}"
+password = "{ADMIN[1]}"
+admin = true
+
+[privacy]
+{lines}
+"""
+    )
+
+
+def write_config(folder: Path, pg: Any, **privacy: Any) -> tuple[Path, Config]:
+    text = config_text(pg, **privacy)
+    path = folder / "lapras.toml"
+    path.write_text(text)
+    return path, parse_config(text, str(path))
+
+
+def reset_ledger(pg: Any) -> None:
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
+
+
+def start_epoch(config: Config, predicted: list[str], seed: int = 1, **overrides: Any) -> int:
+    async def go() -> int:
+        async with admin_service(config, sampler=lambda: SeededSampler(seed)) as service:
+            return await service.start_epoch(
+                table="adult",
+                view="age_sex_income",
+                config=engine_config(config.privacy, **overrides),
+                predicted=predicted,
+                actor="pytest",
+                reason="ledger tests",
+            )
+
+    return asyncio.run(go())
+
+
+def ledger_rows(pg: Any, epoch: int) -> list[tuple[int, str, Any]]:
+    """The epoch's committed ledger: (seq, kind, decoded event), in order."""
+    with psycopg.connect(pg.aggregator_dsn) as conn:
+        rows = conn.execute(
+            "SELECT seq, kind, payload::text FROM lapras.ledger WHERE epoch_id = %s ORDER BY seq",
+            (epoch,),
+        ).fetchall()
+    return [(int(seq), kind, decode(payload)) for seq, kind, payload in rows]
+
+
+def dsn(port: int, user: tuple[str, str] = ANALYST, database: str = "lapras_test") -> str:
+    return f"postgresql://{user[0]}:{user[1]}@127.0.0.1:{port}/{database}"
+
+
+def cell_queries() -> list[str]:
+    """296 distinct single-cell counts over the view age_sex_income: linearly independent,
+    so each needs a fresh release (none is answerable from the others)."""
+    return [
+        f"SELECT count(*) FROM adult WHERE age = {age} AND sex = '{sex}' AND income = '{inc}'"
+        for age in range(17, 91)
+        for sex in ("Female", "Male")
+        for inc in ("<=50K", ">50K")
+    ]
+
+
+@contextmanager
+def serve(config_path: Path, timeout: float = 60.0) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """``python -m proxy.cli serve --config PATH`` as a process; yields it and its port."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "serve", "--config", str(config_path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        line = ""
+        while time.monotonic() < deadline and "listening" not in line:
+            line = proc.stdout.readline()
+            if not line and proc.poll() is not None:
+                raise AssertionError(f"the proxy exited: {proc.stderr.read() if proc.stderr else ''}")
+        assert "listening" in line, "the proxy did not start in time"
+        yield proc, int(line.rsplit(":", 1)[1])
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+class ForkServer:
+    """``tests/ledger/forkserver.py CONFIG``: imports the proxy once, forks one proxy process
+    (``proxy.app.running``, production SecureSampler) per :meth:`spawn`."""
+
+    def __init__(self, config_path: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "forkserver.py"), str(config_path)],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.children: list[int] = []
+
+    def spawn(self) -> tuple[int, int]:
+        """Fork a proxy; return (pid, port) once it listens."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("spawn\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line.startswith("ready "), f"the proxy did not start: {line!r}"
+        _, pid, port = line.split()
+        self.children.append(int(pid))
+        return int(pid), int(port)
+
+    def kill(self, pid: int) -> None:
+        """SIGKILL one proxy and wait until it is gone (its sockets closed)."""
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.01)
+        raise AssertionError("a killed proxy did not go away")
+
+    def close(self) -> None:
+        for pid in self.children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)

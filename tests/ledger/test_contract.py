@@ -1,0 +1,239 @@
+"""The ledger contract: one set of checks, run against the in-memory and the PostgreSQL ledger.
+
+Each implementation provides two *handles* on one store (two MemLedgers sharing a MemStore; two
+PgLedgers on two connections to one database), as two proxy processes sharing one backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from dp import engine, engine_codec
+from dp.domain import Domain, QueryBatch
+from dp.noise import SeededSampler
+from proxy.ledger import EpochConflictError, EpochLockedError, PgLedger
+from proxy.memledger import MemLedger
+
+DOM = Domain.of(("a", 3), ("b", 2))
+X = np.array([5.0, 7.0, 11.0, 13.0, 17.0, 19.0])
+PRED = QueryBatch.from_dense(DOM, [[1, 1, 0, 0, 0, 0], [0, 0, 1, 1, 0, 0]])
+BAD = [QueryBatch.from_dense(DOM, [np.eye(6)[i]]) for i in range(6)]
+CONFIG = engine.EngineConfig(epsilon=1.0, delta=1e-3, stream_length=20)
+
+
+def _started() -> tuple[engine.EngineState, tuple[engine.Event, ...]]:
+    return engine.start(CONFIG, DOM, PRED, X, SeededSampler(1))
+
+
+def _answer(state: engine.EngineState, batch: QueryBatch, seed: int) -> tuple[engine.EngineState, list[engine.Event]]:
+    """One decide -> apply -> release -> apply step; the events to persist."""
+    d = engine.decide(state, batch)
+    for ev in d.events:
+        state = engine.apply(state, ev)
+    r = engine.release(state, d, X, SeededSampler(seed))
+    for ev in r.events:
+        state = engine.apply(state, ev)
+    return state, [*d.events, *r.events]
+
+
+async def _create(ledger: Any, table: str = "adult", events: Any = None) -> int:
+    if events is None:
+        events = _started()[1]
+    return int(
+        await ledger.create_epoch(
+            table=table,
+            view="v",
+            config=CONFIG,
+            histogram=X,
+            events=events,
+            actor="alice",
+            reason="contract",
+        )
+    )
+
+
+def _encoded(events: Any) -> list[str]:
+    return [json.dumps(engine_codec.encode_event(ev), sort_keys=True) for ev in events]
+
+
+class LedgerContract:
+    """The checks; subclasses provide the ``pair`` fixture (two handles on one store)."""
+
+    async def test_one_active_epoch_per_table_and_explicit_restart(self, pair: Any) -> None:
+        a, b = pair
+        first = await _create(a)
+        with pytest.raises(EpochConflictError):
+            await _create(b)  # from another handle too: a budget is never reset silently
+        other = await _create(b, table="census")
+        row = await b.active_epoch("adult")
+        assert row is not None and row.id == first and row.status == "active"
+        assert row.started_by == "alice" and row.reason == "contract"
+        closed = await b.close_epoch("adult", actor="bob", reason="new quarter")
+        assert closed is not None and closed.id == first and closed.status == "closed"
+        assert closed.closed_at is not None
+        assert await a.active_epoch("adult") is None
+        assert await a.close_epoch("adult", actor="bob", reason="again") is None
+        second = await _create(a)  # after the close: an explicit new epoch
+        assert second > max(first, other)
+        assert [r.id for r in await a.epochs("adult")] == [first, second]
+        assert [r.status for r in await b.epochs("adult")] == ["closed", "active"]
+        assert {r.id for r in await a.epochs()} == {first, second, other}
+        log = await b.admin_log(10)  # newest first; the close is logged with who and why
+        assert [e.action for e in log] == ["epoch start", "epoch close", "epoch start", "epoch start"]
+        assert log[1].actor == "bob" and log[1].details == {"epoch": first, "table": "adult", "reason": "new quarter"}
+        assert log[0].details["epoch"] == second
+
+    async def test_append_only_numbering(self, pair: Any) -> None:
+        a, _ = pair
+        state, started = _started()
+        epoch = await _create(a, events=started)
+        got = await a.events(epoch)
+        assert [s for s, _ in got] == [1, 2, 3]
+        state, evs = _answer(state, BAD[0], 10)
+        async with a.exclusive(epoch, 3) as tx:
+            assert tx.new_events == []
+            await tx.append(evs[:1])  # the charge, durably
+            await tx.append(evs[1:], durable=False)
+            await tx.append([])  # nothing: no row
+            assert tx.seq == 5
+        assert [s for s, _ in await a.events(epoch)] == [1, 2, 3, 4, 5]
+        assert [s for s, _ in await a.events(epoch, after=3)] == [4, 5]
+        assert await a.events(epoch, after=5) == []
+        hist = await a.history(epoch, 2)
+        assert [(h.seq, h.kind) for h in hist] == [(5, "Released"), (4, "Charged")]
+        assert hist[0].at >= hist[1].at
+
+    async def test_exclusive_yields_events_of_another_handle(self, pair: Any) -> None:
+        a, b = pair
+        state, started = _started()
+        epoch = await _create(a, events=started)
+        state, evs1 = _answer(state, BAD[0], 11)
+        async with a.exclusive(epoch, 3) as tx:
+            await tx.append(evs1)
+        state, evs2 = _answer(state, BAD[1], 12)
+        async with b.exclusive(epoch, 3) as tx:  # b last saw seq 3
+            assert [s for s, _ in tx.new_events] == [4, 5]
+            assert _encoded(ev for _, ev in tx.new_events) == _encoded(evs1)
+            assert tx.seq == 5
+            await tx.append(evs2)
+        async with a.exclusive(epoch, 5) as tx:
+            assert [s for s, _ in tx.new_events] == [6, 7]
+        assert _encoded(ev for _, ev in await a.events(epoch)) == _encoded([*started, *evs1, *evs2])
+
+    async def test_exclusive_serialises_handles(self, pair: Any) -> None:
+        a, b = pair
+        epoch = await _create(a)
+        trace: list[str] = []
+
+        async def hold(ledger: Any, name: str) -> None:
+            async with ledger.exclusive(epoch, 3):
+                trace.append(f"{name} in")
+                await asyncio.sleep(0.2)
+                trace.append(f"{name} out")
+
+        first = asyncio.create_task(hold(a, "a"))
+        while not trace:
+            await asyncio.sleep(0.01)
+        await asyncio.gather(first, hold(b, "b"))
+        assert trace == ["a in", "a out", "b in", "b out"]
+
+    async def test_histogram_is_pinned_byte_exact(self, pair: Any) -> None:
+        a, b = pair
+        tricky = np.array([0.1, -0.0, 5e-324, 1e308, 32561.0, 1 / 3], dtype=np.float64)
+        epoch = await a.create_epoch(
+            table="adult",
+            view="v",
+            config=CONFIG,
+            histogram=tricky,
+            events=_started()[1],
+            actor="alice",
+            reason="",
+        )
+        got = await b.histogram(epoch, "v")
+        assert got.dtype == np.float64
+        assert got.tobytes() == tricky.astype("<f8").tobytes()
+        with pytest.raises(LookupError):
+            await b.histogram(epoch, "other view")
+
+    async def test_closed_epoch_refuses_exclusive(self, pair: Any) -> None:
+        a, b = pair
+        epoch = await _create(a)
+        await b.close_epoch("adult", actor="bob", reason="")
+        with pytest.raises(EpochLockedError):
+            async with a.exclusive(epoch, 3):
+                pass
+        assert [s for s, _ in await a.events(epoch)] == [1, 2, 3]  # nothing appended
+
+    async def test_close_waits_for_the_answer_in_flight(self, pair: Any) -> None:
+        a, b = pair
+        state, started = _started()
+        epoch = await _create(a, events=started)
+        state, evs = _answer(state, BAD[2], 13)
+        entered = asyncio.Event()
+
+        async def answer() -> None:
+            async with a.exclusive(epoch, 3) as tx:
+                entered.set()
+                await asyncio.sleep(0.3)
+                await tx.append(evs)
+
+        task = asyncio.create_task(answer())
+        await entered.wait()
+        closed = await b.close_epoch("adult", actor="bob", reason="")
+        assert task.done()  # the close waited for the charge and its release
+        await task
+        assert closed is not None
+        assert [s for s, _ in await b.events(epoch)] == [1, 2, 3, 4, 5]
+
+    async def test_events_round_trip_and_fold_to_the_same_state(self, pair: Any) -> None:
+        a, b = pair
+        state, started = _started()
+        epoch = await _create(a, events=started)
+        written = list(started)
+        seq = 3
+        queries = [PRED, *BAD[:4], QueryBatch.from_dense(DOM, [[1, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0]])]
+        for i, q in enumerate(queries):
+            state, evs = _answer(state, q, 100 + i)
+            async with (a if i % 2 else b).exclusive(epoch, seq) as tx:
+                seq = tx.seq
+                await tx.append(evs)
+                seq = tx.seq
+            written += evs
+        read = [ev for _, ev in await b.events(epoch)]
+        assert _encoded(read) == _encoded(written)
+        folded = engine.fold(read)  # type: ignore[arg-type]
+        assert engine.status(folded) == engine.status(state)
+        assert dict(folded.answers) == dict(state.answers)
+        assert folded.matrix_release is not None and state.matrix_release is not None
+        assert folded.matrix_release.y.tobytes() == state.matrix_release.y.tobytes()
+        # A repeat after the fold is the stored answer, exactly.
+        again = engine.decide(folded, BAD[0])
+        assert again.kind is engine.DecisionKind.REPEAT
+        assert again.answers == state.answers[BAD[0].key].answers
+
+
+class TestMemLedger(LedgerContract):
+    @pytest.fixture
+    def pair(self) -> tuple[MemLedger, MemLedger]:
+        a = MemLedger()
+        return a, MemLedger(a.store)
+
+
+class TestPgLedger(LedgerContract):
+    @pytest.fixture
+    async def pair(self, pg: Any) -> AsyncIterator[tuple[PgLedger, PgLedger]]:
+        async with await psycopg.AsyncConnection.connect(pg.admin_dsn, autocommit=True) as admin:
+            await admin.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
+        a, b = await asyncio.gather(PgLedger.connect(pg.aggregator_dsn), PgLedger.connect(pg.aggregator_dsn))
+        try:
+            yield a, b
+        finally:
+            await a.close()
+            await b.close()
