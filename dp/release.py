@@ -222,11 +222,13 @@ def _as_triplets(
 
 
 def _row_sums(values: FloatArray, rows: npt.NDArray[np.intp], k: int) -> FloatArray:
-    out: FloatArray = np.bincount(rows, weights=values, minlength=k)
-    return out
+    out = np.bincount(rows, weights=values, minlength=k)
+    return np.asarray(out, dtype=np.float64)
 
 
-def _solve_large(f: _Factor, matrix: Any, n: int) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+def _solve_large(
+    f: _Factor, matrix: Any, n: int
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
     """The support-proportional path (docs/mm.md §4b)."""
     assert f.beta is not None and f.var_map is not None and f.sketch_proj is not None
     k, rows, cols, vals = _as_triplets(matrix, n)
@@ -257,9 +259,20 @@ def _solve_large(f: _Factor, matrix: Any, n: int) -> tuple[FloatArray, FloatArra
         lo, hi = int(bounds[i]), int(bounds[i + 1])
         if lo == hi:
             continue
-        gathered = f.stacked[q_idx[lo:hi]]
-        zs[i] = q_val[lo:hi] @ gathered
-        on_support = q_val[lo:hi] - gathered[:, :r] @ zs[i, :r]
+        first, last = int(q_idx[lo]), int(q_idx[hi - 1]) + 1
+        if not f.merged and last - first <= 2 * (hi - lo) + 64:
+            # Support within a short run of cells (cells are stored in their own order when
+            # nothing is merged): a contiguous slice, no gather; the residual is then exact on
+            # the whole run.
+            dense = np.zeros(last - first)
+            dense[q_idx[lo:hi] - first] = q_val[lo:hi]
+            block = f.stacked[first:last]
+            zs[i] = dense @ block
+            on_support = dense - block[:, :r] @ zs[i, :r]
+        else:
+            gathered = f.stacked[q_idx[lo:hi]]
+            zs[i] = q_val[lo:hi] @ gathered
+            on_support = q_val[lo:hi] - gathered[:, :r] @ zs[i, :r]
         resid_on[i] = float(on_support @ on_support)
     z, sk = zs[:, :r], zs[:, r:]
     # Off the support, through the sketch S: E ||(q_r - z Q^T) S||^2 = SKETCH ||q_r - z Q^T||^2.
@@ -314,11 +327,11 @@ def _factorise_large(
     """docs/mm.md §4b: an orthonormal basis ``Q`` (n_r x r) of the row space of the whitened
     reduced matrix ``A~ = B Q^T`` (``B = A~ Q``, p x r), and ``B^+`` through the SVD of ``B``:
     for ``q_r = z Q^T`` the GLS answer is ``z B^+ y~`` and its variance ``||z B^+||^2``."""
-    p, n_r = aw.shape
+    n_r = aw.shape[1]
     _, sv, vt = thin_svd(aw)
     r = int(np.sum(sv > sv[0] * max(aw.shape) * np.finfo(np.float64).eps)) if sv[0] > 0 else 0
     basis = vt[:r].T
-    for _ in range(2):  # re-orthonormalise (CholeskyQR2): exact to rounding, same span
+    for _ in range(2 if r else 0):  # re-orthonormalise (CholeskyQR2): same span
         chol = np.linalg.cholesky(basis.T @ basis)
         basis = sla.solve_triangular(chol, basis.T, lower=True, check_finite=False).T
     b = aw @ basis
@@ -334,12 +347,16 @@ def _factorise_large(
     var_map = zbt.T / sb
     beta = var_map @ (ub.T @ yw)
     n = groups.shape[0]
+    merged = n_r < n
+    if not merged:  # store the rows in cell order: a query's support is then often a run
+        basis, groups = basis[groups], np.arange(n, dtype=np.intp)
+        order, starts = groups, groups
     seed = int(np.sum(np.ascontiguousarray(yw).view(np.uint64) % np.uint64(1 << 31)))
     sketch = np.random.default_rng(seed).standard_normal((n_r, SKETCH))
     return _Factor(
         groups=groups,
         counts=counts,
-        merged=n_r < n,
+        merged=merged,
         order=order,
         starts=starts,
         stacked=np.ascontiguousarray(np.hstack([basis, sketch])),

@@ -228,9 +228,7 @@ def lift(reduced: FloatArray, groups: IntArray) -> FloatArray:
     return full
 
 
-def thin_svd(
-    a: FloatArray, *, exact: bool = False
-) -> tuple[FloatArray, FloatArray, FloatArray]:
+def thin_svd(a: FloatArray, *, exact: bool = False) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Thin SVD ``a = u diag(sv) vt`` (``sv`` descending), fast for a wide ``p x n`` matrix.
 
     For ``n > 2p`` the ``p x p`` Gram matrix is used when its spectrum has a clean gap (see
@@ -255,11 +253,17 @@ def thin_svd(
     keep = lam >= _GRAM_KEEP * top
     noise = lam <= _GRAM_NOISE * p * np.finfo(np.float64).eps * top
     if top > 0.0 and np.all(keep | noise):
-        sv = np.where(keep, np.sqrt(np.maximum(lam, 0.0)), 0.0)
-        vt = np.zeros((p, n))
         kk = int(np.sum(keep))
-        vt[:kk] = (u[:, :kk].T @ a) / sv[:kk, None]
-        return np.ascontiguousarray(u), sv, vt
+        proj = u[:, :kk].T @ a
+        # A direction with a tiny but nonzero singular value hides among the "noise"
+        # eigenvalues: the dropped part a - U_k U_k^T a must then be rounding-sized (as the
+        # exact route's rank threshold sv[0] max(p, n) eps would drop it too).
+        dropped = float(np.linalg.norm(a - u[:, :kk] @ proj))
+        if dropped <= math.sqrt(top) * max(p, n) * np.finfo(np.float64).eps:
+            sv = np.where(keep, np.sqrt(np.maximum(lam, 0.0)), 0.0)
+            vt = np.zeros((p, n))
+            vt[:kk] = proj / sv[:kk, None]
+            return np.ascontiguousarray(u), sv, vt
     return thin_svd(a, exact=True)
 
 
@@ -345,7 +349,9 @@ def optimize_strategy(
     """Near-optimal L2 strategy for ``workload`` (``m x n``), with a certified gap.
 
     Solves ``min trace(W^T W X^-1) s.t. diag(X) <= 1, X psd`` by the dual fixed point of
-    PRIVACY-NOTES §5 / ``docs/mm.md``: lossless domain reduction, then weights ``d`` updated by
+    PRIVACY-NOTES §5 / ``docs/mm.md``: lossless domain reduction, a first phase on the
+    symmetry classes of the cells when there are few (``docs/mm.md`` §3b; only a starting point,
+    certified by one full evaluation), then weights ``d`` updated by
     ``d_j <- d_j (r_j / (d_j s))^omega`` with an adaptive ``omega``; stops at the certified
     relative gap ``tol`` (``UB / LB - 1``), after ``max_iter`` steps, or when the time cap is
     reached, returning the best strategy found with its certified gap.
@@ -381,7 +387,8 @@ def optimize_strategy(
 
     d = np.full(n_r, 1.0 / n_r)
     spent = 0.0
-    classes, n_c = symmetry_classes(w_r) if n_r > 1 else (np.zeros(n_r, dtype=np.intp), 1)
+    # (n_c k <= n_r with n_c >= 2 needs 2k <= n_r: skip the refinement otherwise.)
+    classes, n_c = symmetry_classes(w_r) if 2 * k <= n_r else (np.zeros(0, dtype=np.intp), n_r)
     class_lb = 0.0
     if n_c < n_r and n_c * k <= n_r:
         # Symmetry phase (docs/mm.md §3b): iterate on weights constant on each class, at
@@ -438,7 +445,7 @@ def _class_phase(
     with ``C_g = F_g F_g^T`` (k x k), and the class-average squared column norm is
     ``cbar_g = <C_g, U Lam^{-1/2} U^T> / n_g`` (the gradient of ``s`` in ``delta_g``, over
     ``n_g``). Returns the full-domain weights, the best lower bound ``s^2`` seen (valid for any
-    weights), and the number of steps taken. Stops at ``s max cbar <= (1 + tol/2) s^2``: that
+    weights), and the number of steps taken. Stops at ``s max cbar <= (1 + tol) s^2``: that
     is the true upper bound only when every cell of a class has the same column norm (exact
     orbits), which the caller checks with one full evaluation.
     """

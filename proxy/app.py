@@ -96,7 +96,11 @@ async def running(
             aggregator_dsn=config.backend.aggregator_dsn,
             sampler=sampler,
         )
-        router = DPRouter(service, log_sql=bool(config.privacy.get("log_sql", False)))
+        router = DPRouter(
+            service,
+            log_sql=bool(config.privacy.get("log_sql", False)),
+            admins=frozenset(u.name for u in config.users if u.admin),
+        )
         s = config.server
         server = ProxyServer(
             ServerConfig(
@@ -117,6 +121,7 @@ async def running(
             yield App(config=config, ledger=ledger, service=service, router=router, server=server)
         finally:
             await server.shutdown(grace=s.shutdown_grace)
+            await router.drain()
     finally:
         await ledger.close()
 

@@ -7,21 +7,31 @@ epochs and budgets. Each subcommand is one function, registered in one table (``
 
 from __future__ import annotations
 
+import os
+
+# One BLAS thread: the engine's matrices are small, and on a shared machine a multi-threaded
+# OpenBLAS spins against PostgreSQL and the clients (several times slower, measured). Set
+# before numpy is first imported; an explicit setting in the environment wins.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
 import argparse
 import asyncio
 import contextlib
 import json
 import logging
-import os
 import secrets
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dp.errors import LaprasError
+
+_T = TypeVar("_T")
 
 DEFAULT_DEMO_DIR = Path.home() / ".lapras" / "demo"
 DEMO_DATABASE = "lapras_demo"
@@ -48,6 +58,26 @@ def _statements(path: Path) -> list[str]:
     return [s.strip() for s in text.split(";") if s.strip()]
 
 
+async def _progress(label: str, work: Awaitable[_T], every: float = 5.0) -> _T:
+    """Print ``label``, then a line every ``every`` seconds until ``work`` is done (the long
+    steps: loading data, the histogram scan, solving the Matrix Mechanism strategy)."""
+    print(f"{label} ...", flush=True)
+    t0 = time.monotonic()
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(every)
+            print(f"      ... still working ({time.monotonic() - t0:.0f} s)", flush=True)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        result = await work
+    finally:
+        ticker.cancel()
+    print(f"      done in {time.monotonic() - t0:.1f} s", flush=True)
+    return result
+
+
 # -- demo ----------------------------------------------------------------------------------------
 
 
@@ -59,9 +89,7 @@ def _demo_config(pg: Any, data_dir: Path, port: int) -> Path:
     text = (
         "# The demo's configuration, written by `lapras demo`. `lapras serve --config` reads the same format.\n"
         "# The protected table's declaration (sql_fixtures/adult/lapras.toml) comes first: its top-level\n"
-        "# keys must precede every [section].\n\n"
-        + adult.DECLARATION.read_text()
-        + "\n[server]\n"
+        "# keys must precede every [section].\n\n" + adult.DECLARATION.read_text() + "\n[server]\n"
         f'listen = "127.0.0.1:{port}"\n'
         'auth = "scram-sha-256"\n\n'
         "[backend]\n"
@@ -92,10 +120,12 @@ def _demo(args: argparse.Namespace) -> int:
     print(f"[1/5] Starting the embedded PostgreSQL in {data_dir} ...", flush=True)
     pg = EmbeddedPostgres(data_dir).start()
     try:
-        print(
-            "[2/5] Loading UCI Adult (32,561 rows) and provisioning the two roles ...", flush=True
+        asyncio.run(
+            _progress(
+                "[2/5] Loading UCI Adult (32,561 rows) and provisioning the two roles",
+                asyncio.to_thread(provision_adult, pg, DEMO_DATABASE),
+            )
         )
-        provision_adult(pg, DEMO_DATABASE)
         config = load_config(_demo_config(pg, data_dir, args.port))
         asyncio.run(_demo_async(args, config))
     finally:
@@ -125,16 +155,19 @@ async def _demo_async(args: argparse.Namespace, config: Any) -> None:
             )
             print(
                 f"[4/5] Starting an epoch on adult: epsilon={cfg.epsilon}, delta={cfg.delta}, "
-                f"S={cfg.stream_length}, view {config.privacy.get('view', 'age_sex_income')} ...",
+                f"S={cfg.stream_length}, view {config.privacy.get('view', 'age_sex_income')}",
                 flush=True,
             )
-            await service.start_epoch(
-                table="adult",
-                view=str(config.privacy.get("view", "age_sex_income")),
-                config=cfg,
-                predicted=dashboard,
-                actor="lapras demo",
-                reason="demo",
+            await _progress(
+                "      computing the histogram and releasing the Matrix Mechanism",
+                service.start_epoch(
+                    table="adult",
+                    view=str(config.privacy.get("view", "age_sex_income")),
+                    config=cfg,
+                    predicted=dashboard,
+                    actor="lapras demo",
+                    reason="demo",
+                ),
             )
         else:
             print(
@@ -200,7 +233,9 @@ def _config_check(args: argparse.Namespace) -> int:
     try:
         cfg = engine_config(dict(config.privacy))
     except PrivacyParameterError as err:
-        raise ConfigError(f"{config.source}: [privacy]: {err.message}", hint=err.hint) from None
+        message = err.message.removeprefix("[privacy] has ")
+        message = message if message is err.message else f"has {message}"
+        raise ConfigError(f"{config.source}: [privacy]: {message}", hint=err.hint) from None
     except TypeError:
         raise ConfigError(
             f"{config.source}: [privacy]: a value has the wrong type",
@@ -252,13 +287,17 @@ def _epoch_start(args: argparse.Namespace) -> int:
 
     async def start() -> int:
         async with admin_service(config) as service:
-            return await service.start_epoch(
-                table=args.table,
-                view=view,
-                config=cfg,
-                predicted=predicted,
-                actor=args.actor,
-                reason=args.reason,
+            return await _progress(
+                f"Computing the histogram of {args.table} over view {view} on the backend and "
+                f"releasing the Matrix Mechanism for {len(predicted)} predicted statement(s)",
+                service.start_epoch(
+                    table=args.table,
+                    view=view,
+                    config=cfg,
+                    predicted=predicted,
+                    actor=args.actor,
+                    reason=args.reason,
+                ),
             )
 
     epoch_id = asyncio.run(start())
@@ -481,13 +520,27 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--predicted", help="a .sql file of predicted statements (P), e.g. from lapras predict"
     )
-    start.add_argument("--epsilon", type=float)
-    start.add_argument("--delta", type=float)
+    start.add_argument("--epsilon", type=float, help="privacy budget epsilon (default: [privacy])")
+    start.add_argument("--delta", type=float, help="privacy budget delta (default: [privacy])")
     start.add_argument("--stream-length", type=int, help="S: the planned number of online answers")
-    start.add_argument("--mode", choices=("paper", "default"))
-    start.add_argument("--split", choices=("equal", "matrix-heavy", "query-heavy", "reserve-heavy"))
-    start.add_argument("--allocation", choices=("static", "smooth"))
-    start.add_argument("--accountant", choices=("basic", "gdp", "pure"))
+    start.add_argument(
+        "--mode",
+        choices=("paper", "default"),
+        help="paper: Algorithm 1 as written (docs/privacy.md)",
+    )
+    start.add_argument(
+        "--split",
+        choices=("equal", "matrix-heavy", "query-heavy", "reserve-heavy"),
+        help="how the budget is divided between the release, the online answers and the reserve",
+    )
+    start.add_argument(
+        "--allocation", choices=("static", "smooth"), help="LAPRAS pacing of the online budget"
+    )
+    start.add_argument(
+        "--accountant",
+        choices=("basic", "gdp", "pure"),
+        help="how releases compose (pure: delta=0)",
+    )
     start.add_argument(
         "--actor", default=os.environ.get("USER", "admin"), help="who starts it (logged)"
     )
@@ -495,21 +548,23 @@ def _parser() -> argparse.ArgumentParser:
     start.set_defaults(func=_epoch_start)
     close = epoch.add_parser("close", help="close the active epoch of a table")
     _add_config(close)
-    close.add_argument("--table", required=True)
-    close.add_argument("--actor", default=os.environ.get("USER", "admin"))
-    close.add_argument("--reason", default="")
+    close.add_argument("--table", required=True, help="the protected table")
+    close.add_argument(
+        "--actor", default=os.environ.get("USER", "admin"), help="who closes it (logged)"
+    )
+    close.add_argument("--reason", default="", help="why (logged)")
     close.set_defaults(func=_epoch_close)
     show = epoch.add_parser(
         "show", help="the active epochs and their budgets (same as lapras budget)"
     )
     _add_config(show)
-    show.add_argument("--table")
-    show.add_argument("--json", action="store_true")
+    show.add_argument("--table", help="only this protected table")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(func=_budget)
 
     budget = sub.add_parser("budget", help="budget spent and left per protected table")
     _add_config(budget)
-    budget.add_argument("--table")
+    budget.add_argument("--table", help="only this protected table")
     budget.add_argument("--json", action="store_true", help="machine-readable output")
     budget.set_defaults(func=_budget)
 
@@ -518,7 +573,7 @@ def _parser() -> argparse.ArgumentParser:
         help="draw an epoch: budget over the stream, the estimator, standard errors (PNG, HTML)",
         description="Read an epoch's events from the ledger and draw its budget over the stream "
         "(Matrix Mechanism, online, reserve), the estimator's B_hat and B_est, and every answer's "
-        "standard error. Public values only. Needs matplotlib: pip install 'lapras-proxy[report]'.",
+        "standard error. Public values only. Needs matplotlib: pip install -e '.[report]'.",
     )
     _add_config(rep)
     rep.add_argument("--table", required=True, help="the protected table")
@@ -532,7 +587,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     prov.add_argument("--admin-dsn", help="a superuser DSN of the backend")
     prov.add_argument("--admin-dsn-env", help="read the admin DSN from this environment variable")
-    prov.add_argument("--database", required=True)
+    prov.add_argument("--database", required=True, help="the database to create or use")
     prov.add_argument(
         "--load", action="append", default=[], choices=("adult",), help="load a shipped dataset"
     )

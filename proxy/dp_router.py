@@ -10,6 +10,9 @@ It plugs into the wire's one seam (:class:`proxy.wire.router.StatementRouter`):
   backend's own Describe of the same SQL (exactly what PostgreSQL would return), and a NOTICE
   says how the answer was made, what it cost and its standard error.
 
+``SHOW LAPRAS BUDGET | EPOCHS | RELEASES`` are answered locally for users declared
+``admin = true`` (read-only admin views, :mod:`proxy.admin`); others get 42501.
+
 Every statement on a protected table goes to the query log (template, bindings, outcome; the
 raw SQL only when configured), which ``lapras predict`` reads.
 """
@@ -26,7 +29,9 @@ import numpy as np
 import rewriter
 from dp import engine
 from dp.errors import LaprasError
+from proxy import admin
 from proxy.epochs import Answer, EpochService
+from proxy.errors import InsufficientPrivilege
 from proxy.wire.router import (
     RELAY,
     AnswerLocally,
@@ -75,10 +80,16 @@ class DPRouter:
     """Routes every statement with the rewriter and answers DP statements through epochs."""
 
     def __init__(
-        self, service: EpochService, *, log_sql: bool = False, cache_size: int = 512
+        self,
+        service: EpochService,
+        *,
+        log_sql: bool = False,
+        cache_size: int = 512,
+        admins: frozenset[str] = frozenset(),
     ) -> None:
         self.service = service
         self.log_sql = log_sql
+        self.admins = admins
         self._cache: OrderedDict[str, rewriter.Statement] = OrderedDict()
         self._cache_size = cache_size
         self._background: set[asyncio.Task[None]] = set()
@@ -108,6 +119,9 @@ class DPRouter:
         return st
 
     async def route(self, statement: StatementInfo) -> Route:
+        command = admin.parse(statement.sql)
+        if command is not None:
+            return self._admin_route(statement, command)
         st = self.classify(statement.sql)
         if isinstance(st, rewriter.Passthrough):
             return Relay(sql=st.sql) if st.rewritten else RELAY
@@ -118,8 +132,27 @@ class DPRouter:
             return AnswerLocally(result=LocalResult(rows=()))
         return AnswerLocally(plan=st)
 
+    def _admin_route(self, statement: StatementInfo, command: admin.AdminCommand | str) -> Route:
+        if statement.session.user not in self.admins:
+            return Refuse(
+                InsufficientPrivilege(
+                    "permission denied: SHOW LAPRAS is for the proxy's administrators",
+                    hint="an administrator is a [[users]] entry with admin = true",
+                )
+            )
+        if isinstance(command, str):
+            return Refuse(
+                admin.UnknownAdminView(
+                    f"unknown admin view LAPRAS {command.upper()}",
+                    hint=f"accepted: SHOW LAPRAS {', '.join(c.upper() for c in admin.COMMANDS)}",
+                )
+            )
+        return AnswerLocally(columns=command.columns, plan=command, describe_upstream=False)
+
     async def execute(self, execution: Execution) -> LocalResult:
         st = execution.route.plan
+        if isinstance(st, admin.AdminCommand):
+            return LocalResult(rows=tuple(await st.run(self.service)))
         if not isinstance(st, rewriter.DPStatement):
             return LocalResult(rows=())
         plan = st.plan if st.plan is not None else rewriter.bind(st, execution.params)
@@ -151,6 +184,11 @@ class DPRouter:
         task = asyncio.get_running_loop().create_task(self._write_log(record))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    async def drain(self) -> None:
+        """Wait for the query-log writes still in flight (at shutdown)."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
 
     async def _write_log(self, record: dict[str, Any]) -> None:
         try:

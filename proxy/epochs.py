@@ -81,7 +81,11 @@ def lift(batch: QueryBatch, target: Domain) -> QueryBatch:
     sub = Domain(tuple(kept))
     coords = np.unravel_index(np.arange(target.size), target.shape)
     axes = [target.axis(a.name) for a in kept]
-    proj = np.ravel_multi_index([coords[ax] for ax in axes], sub.shape) if axes else np.zeros(target.size, dtype=np.int64)
+    proj = (
+        np.ravel_multi_index([coords[ax] for ax in axes], sub.shape)
+        if axes
+        else np.zeros(target.size, dtype=np.int64)
+    )
     return QueryBatch(target, sp.csr_array(matrix[:, proj]))
 
 

@@ -426,7 +426,9 @@ class PgLedger:
                 (epoch_id, limit),
             )
             rows = await cur.fetchall()
-        return [LedgerEntry(seq=int(r[0]), kind=r[1], at=str(r[2]), event=decode(r[3])) for r in rows]
+        return [
+            LedgerEntry(seq=int(r[0]), kind=r[1], at=str(r[2]), event=decode(r[3])) for r in rows
+        ]
 
     async def admin_log(self, limit: int) -> list[AdminEntry]:
         """The last ``limit`` admin acts, newest first."""
@@ -438,7 +440,8 @@ class PgLedger:
             )
             rows = await cur.fetchall()
         return [
-            AdminEntry(at=str(r[0]), actor=r[1], action=r[2], details=json.loads(r[3])) for r in rows
+            AdminEntry(at=str(r[0]), actor=r[1], action=r[2], details=json.loads(r[3]))
+            for r in rows
         ]
 
 

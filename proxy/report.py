@@ -13,7 +13,7 @@ the engine (:func:`dp.engine.apply`, the same fold the proxy does) and draws thr
 Only public values are used: charges, noise scales, standard errors, positions and the
 configuration -- never the pinned histogram and not even the noisy answers. Exact repeats do
 not appear (they leave no event). The pure part (:func:`timeline`) is separate from drawing
-(:func:`png_bytes`, matplotlib imported lazily: ``pip install 'lapras-proxy[report]'``) and from
+(:func:`png_bytes`, matplotlib imported lazily: ``pip install -e '.[report]'``) and from
 the one database read (:func:`load_epoch`).
 """
 
@@ -207,7 +207,7 @@ def _figure(tl: Timeline, title: str) -> Any:
     except ImportError:
         raise ReportError(
             "lapras report needs matplotlib",
-            hint="pip install 'lapras-proxy[report]'",
+            hint="pip install -e '.[report]'",
         ) from None
     fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
     ax_budget, ax_est, ax_se = fig.subplots(3, 1)

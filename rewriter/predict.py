@@ -61,6 +61,7 @@ from fractions import Fraction
 from typing import Literal
 
 import numpy as np
+import scipy.sparse as sp
 
 from dp.calibration import agm_sigma, gdp_mu
 from dp.domain import Domain, QueryBatch
@@ -71,7 +72,7 @@ from .normalise import Param
 from .plan import Plan
 from .reduce import _fingerprint
 from .schema import AttributeDecl, Kind, Schema
-from .split import tokenize
+from .split import split_statements, tokenize
 
 DAY = 86_400.0
 #: Budget splits (MM, badInit, bad, reserve), as in dp.engine.SPLITS (PRIVACY-NOTES §2).
@@ -109,8 +110,11 @@ class LogRecord:
 
     Give ``sql`` or ``template`` (with ``bindings``; ``None`` bindings = unknown, as from
     ``pg_stat_statements``). ``key``/``view``/``table`` (the plan's batch key, view and
-    qualified table) are recomputed from the SQL when a schema is given; they are used as given
-    only for records that cannot be resolved. ``calls``: how many times it was asked (>= 1).
+    qualified table, as the proxy logs them) are informational: prediction re-plans the SQL
+    with the current declaration, so a changed declaration cannot leave stale keys in P; a
+    record that no longer plans is counted in :attr:`Prediction.unresolved`. ``outcome``
+    (release / online / refused) is informational too: a refused statement still shows what
+    the analysts ask. ``calls``: how many times it was asked (>= 1).
     """
 
     time: TimeLike
@@ -550,7 +554,7 @@ def _probability(
 def _sliding(
     res: Sequence[Resolved], schema: Schema, resolver: Resolver, now: float, cfg: PredictConfig
 ) -> list[tuple[Plan, str, float, int]]:
-    """Sliding date windows: (plan, sql, probability-source time list length, occurrences)."""
+    """Sliding date windows: (plan, sql, days on which the shape was seen, occurrences)."""
     by_tmpl: dict[str, list[Resolved]] = {}
     for r in res:
         if r.plan is not None and r.bindings is not None:
@@ -600,7 +604,8 @@ def _sliding(
                 got = resolver.statement(sql)
                 if got is None or got[2] is None:
                     continue
-                out.append((got[2], sql, len(group), sum(g.calls for g in group)))
+                n_days = len({_day(g.time) for g in group})
+                out.append((got[2], sql, n_days, sum(g.calls for g in group)))
     return out
 
 
@@ -763,9 +768,16 @@ def predict(
 def stack(batches: Iterable[QueryBatch]) -> QueryBatch:
     """The batches stacked, duplicate rows removed (the engine matches rows exactly)."""
     items = list(batches)
-    dense = np.vstack([b.dense() for b in items])
-    _, idx = np.unique(dense, axis=0, return_index=True)
-    return QueryBatch(items[0].domain, dense[np.sort(idx)])
+    m = sp.csr_array(sp.vstack([b.matrix for b in items], format="csr"))
+    seen: set[tuple[bytes, bytes]] = set()
+    keep: list[int] = []
+    for i in range(m.shape[0]):
+        a, b = m.indptr[i], m.indptr[i + 1]
+        key = (m.indices[a:b].astype(np.int64).tobytes(), m.data[a:b].tobytes())
+        if key not in seen:
+            seen.add(key)
+            keep.append(i)
+    return QueryBatch(items[0].domain, m[np.asarray(keep, dtype=np.intp)])
 
 
 def _stream_estimate(res: Sequence[Resolved], cfg: PredictConfig) -> dict[tuple[str, str], int]:
@@ -1132,8 +1144,6 @@ def parse_sql_file(text: str, *, time: TimeLike = 0.0, step: float = 1.0) -> lis
     """A file of SQL statements (split on ``;`` outside strings/comments): one record each,
     at ``time``, ``time + step``, ... (a dashboard's queries have no timestamps; give the time
     of the dashboard's refresh)."""
-    from .split import split_statements
-
     t0 = seconds(time)
     return [
         LogRecord(time=t0 + i * step, sql=p.text)
@@ -1218,7 +1228,8 @@ _PARAMS = re.compile(r"\$(\d+) = (NULL|'(?:[^']|'')*')")
 
 
 def _csvlog_time(text: str) -> float | None:
-    # "2026-11-29 16:01:00.123 UTC" (log_timezone abbreviations other than UTC/GMT: offsets)
+    # "2026-11-29 16:01:00.123 UTC" or "... +01" / "... -05:30"; a zone abbreviation other
+    # than an offset (UTC, GMT, CET, ...) is taken as UTC: set log_timezone = 'UTC'.
     m = re.match(
         r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)(?: ([A-Za-z]+|[+-]\d\d(?::?\d\d)?))?", text
     )
@@ -1275,8 +1286,6 @@ def parse_csvlog(text: str, *, include_errors: bool = False) -> list[LogRecord]:
                 )
             )
             continue
-        from .split import split_statements
-
         for p in split_statements(sql):
             out.append(
                 LogRecord(

@@ -357,7 +357,7 @@ def _median(v: Sequence[float]) -> float:
 
 def table(rows: Sequence[Row]) -> str:
     lines = [
-        "| scenario | sessions | SQL stmts (median) | S = distinct statements | P (SQL stmts) | rho | rho (distinct) | false pos. | MAE none | MAE LAPRAS | MAE oracle | expected MAE LAPRAS / online | refused none / LAPRAS / oracle |",
+        "| scenario | sessions | SQL stmts (median) | S = distinct statements | P (SQL stmts) | rho | rho (distinct) | false pos. | MAE none | MAE LAPRAS | MAE oracle | model MAE LAPRAS / online | refused none / LAPRAS / oracle |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for sc in sorted({r.scenario for r in rows}):
@@ -410,26 +410,33 @@ def write_docs(text: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.predict", description=__doc__.split("\n")[0])
-    ap.add_argument(
-        "--quick", action="store_true", help="tasks 0 and 1 only, first-half on 6 sessions"
-    )
+    ap.add_argument("--quick", action="store_true", help="one session of task 0 (~1.5 min)")
+    ap.add_argument("--per-task", type=int, default=0, help="test sessions per task (0: all)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--write-docs", action="store_true")
-    ap.add_argument("--time-limit", type=float, default=2.0, help="strategy time limit (s)")
+    ap.add_argument("--time-limit", type=float, default=1.0, help="strategy time limit (s)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     schema = bench_schema()
     x = exact_histogram(schema)
     sessions = load_sessions(schema)
     resolver = Resolver(schema)
-    tasks = [0, 1] if args.quick else sorted({s.task for s in sessions})
+    tasks = [0] if args.quick else sorted({s.task for s in sessions})
+    per_task_n = 1 if args.quick else args.per_task
     rows: list[Row] = []
     base = 1_000 * DAY
     for task in tasks:
+        # sessions of this task with at least one refresh of a mapped view, by size
         group = sorted(
             (s for s in sessions if s.task == task and s.refreshes), key=lambda s: s.user
         )
-        for i, test in enumerate(group):
+        chosen = group
+        if per_task_n and len(group) > per_task_n:
+            # spread over the sizes: every k-th session by number of refreshes
+            by_size = sorted(group, key=lambda s: len(s.refreshes))
+            step = len(by_size) / per_task_n
+            chosen = [by_size[int(j * step + step / 2)] for j in range(per_task_n)]
+        for i, test in enumerate(chosen):
             others = [s for s in group if s is not test]
             train: list[LogRecord] = []
             for day, s in enumerate(others):
@@ -443,26 +450,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 strategy_time_limit=args.time_limit,
             )
             now = base + len(others) * DAY
-            rows.append(
-                experiment(
-                    "other users",
-                    test,
-                    train,
-                    test.refreshes,
-                    now,
-                    cfg,
-                    resolver,
-                    schema,
-                    x,
-                    args.seed + i,
-                    args.time_limit,
-                )
-            )
-            print(f"other users task {task} user {test.user[:8]}: {rows[-1].rho:.2f} "
-                  f"{rows[-1].none.mae:.1f} {rows[-1].lapras.mae:.1f} {rows[-1].oracle.mae:.1f}",
-                  flush=True)  # fmt: skip
-            if args.quick and i >= 3:
-                continue
+            row = experiment("other users", test, train, test.refreshes, now, cfg, resolver,
+                             schema, x, args.seed + i, args.time_limit)  # fmt: skip
+            rows.append(row)
+            _progress(row, t0)
             half = len(test.refreshes) // 2
             first, second = test.refreshes[:half], test.refreshes[half:]
             if not first or not second:
@@ -478,35 +469,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             now2 = base + second[0][0] / 1000.0
             train2 = _records(first, base, once=False)
-            rows.append(
-                experiment(
-                    "first half",
-                    test,
-                    train2,
-                    second,
-                    now2,
-                    cfg2,
-                    resolver,
-                    schema,
-                    x,
-                    args.seed + 100 + i,
-                    args.time_limit,
-                )
-            )
+            row = experiment("first half", test, train2, second, now2, cfg2, resolver, schema,
+                             x, args.seed + 100 + i, args.time_limit)  # fmt: skip
+            rows.append(row)
+            _progress(row, t0)
     elapsed = time.perf_counter() - t0
     cmd = "python -m bench.predict" + (" --quick" if args.quick else "")
+    if args.per_task and not args.quick:
+        cmd += f" --per-task {args.per_task}"
+    if args.time_limit != 1.0:
+        cmd += f" --time-limit {args.time_limit:g}"
     text = (
         f"{HEADING}\n\n"
-        f"Command: `{cmd}` ({elapsed:.0f} s). Method and mapping: the docstring of "
-        "`bench/predict/run.py`.\n\n"
-        "Crossfilter flights traces replayed as SQL over `sql_fixtures/flights` (crossfilter view, "
-        "6,120 cells); epsilon = 1, delta = 1e-6, default mode, matrix-heavy split, static "
-        "allocation; S = the test window's distinct histogram statements. Medians over the "
-        "sessions; MAE = mean absolute error over the rows of the answered statements. "
-        "rho = the fraction of the window's SQL statements (with repeats) whose batch is in P; "
-        "rho (histograms) = the fraction of distinct histogram statements wholly in P (what "
-        "the engine answers from the release). *expected* = the predictor's backtest model "
-        "(`rewriter.predict.expected_epoch_error`).\n\n"
+        f"Command: `{cmd} --write-docs` ({elapsed:.0f} s). Method, mapping and scenarios: the "
+        "docstring of `bench/predict/run.py`.\n\n"
+        "Crossfilter flights traces replayed as SQL over `sql_fixtures/flights` (crossfilter "
+        "view, 6,120 cells); epsilon = 1, delta = 1e-6, engine default mode, matrix-heavy "
+        "split, static allocation; S = the test window's distinct statements (exact repeats "
+        "are free). Medians over the test sessions. MAE = mean absolute error over the rows of "
+        "the answered statements (refused statements are counted in the last column, summed). "
+        "rho = fraction of the window's statements (with repeats) whose batch is in P; "
+        "rho (distinct) = the same over distinct statements; false pos. = statements of P never "
+        "asked in the window. *model* = the predictor's own backtest estimate "
+        "(`rewriter.predict.expected_epoch_error`) for LAPRAS / everything online.\n\n"
         + table(rows)
         + "\n\n"
         + per_task(rows)
@@ -516,3 +501,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.write_docs:
         write_docs(text)
     return 0
+
+
+def _progress(row: Row, t0: float) -> None:
+    print(
+        f"[{time.perf_counter() - t0:5.0f} s] {row.scenario:11s} task {row.task} "
+        f"user {row.user[:8]}: S={row.distinct} |P|={row.p_size} rho={row.rho:.2f} "
+        f"MAE none {row.none.mae:.1f} ({row.none.refused}) lapras {row.lapras.mae:.1f} "
+        f"({row.lapras.refused}) oracle {row.oracle.mae:.1f} ({row.oracle.refused})",
+        flush=True,
+    )

@@ -181,3 +181,83 @@ def test_row_space_property(a_int: np.ndarray, seed: int) -> None:
     if rank < n:
         out = inside[0] + vt[rank]
         assert not rel.can_answer(out)[0]
+
+
+# --------------------------------------------------------------------------------------------
+# large views (docs/mm.md §4b)
+
+
+def _dense_twin(rel: Release) -> Release:
+    """The same release factorised on the exact dense path (LARGE_DOMAIN raised)."""
+    import dp.release as dr
+
+    old = dr.LARGE_DOMAIN
+    dr.LARGE_DOMAIN = 10**9
+    try:
+        return Release(matrix=rel.matrix, y=rel.y, noise_variance=rel.noise_variance)
+    finally:
+        dr.LARGE_DOMAIN = old
+
+
+@pytest.mark.parametrize("merged", [False, True])
+def test_large_domain_path_matches_the_dense_path(merged: bool) -> None:
+    rng = np.random.default_rng(3)
+    n_r, p = 5000, 25
+    a_r = rng.standard_normal((p, n_r))
+    groups = np.concatenate([np.arange(n_r), rng.integers(0, n_r, 4000)]) if merged else None
+    a = a_r[:, groups] if groups is not None else a_r
+    x = rng.poisson(3.0, a.shape[1]).astype(float)
+    rel = Release(matrix=a, y=a @ x, noise_variance=rng.uniform(0.5, 2.0, p))
+    assert rel._factor.large and rel._factor.merged == merged
+    twin = _dense_twin(rel)
+    assert not twin._factor.large
+    inside = rng.standard_normal((6, p)) @ a
+    inside[3] = 0.0
+    inside[4, :] = inside[4, :] * (np.abs(inside[4]) > 1.0)  # not in the row space
+    outside = inside[:3].copy()
+    outside[0, 10] += 1e-4 * np.linalg.norm(outside[0])
+    outside[1, 4999] += 1e-6 * np.linalg.norm(outside[1])
+    outside[2] = rng.standard_normal(a.shape[1])
+    queries = np.vstack([inside, outside])
+    for q in (queries, sp.csr_matrix(queries)):
+        ans, var, ok = rel._solve(q)
+        ans2, var2, ok2 = twin._solve(queries)
+        assert ok.tolist() == ok2.tolist() == [True] * 4 + [False, True] + [False] * 3
+        assert np.allclose(ans[ok], ans2[ok], rtol=1e-9, atol=1e-9 * np.max(np.abs(ans2)))
+        assert np.allclose(var[ok], var2[ok], rtol=1e-9, atol=1e-12)
+    # noise-free measurement: the estimates are exactly the true answers (unbiased)
+    good = inside[[0, 1, 2, 3, 5]]
+    assert np.allclose(rel.estimate(good)[0], good @ x, rtol=1e-9, atol=1e-7)
+    with pytest.raises(NotInRowSpaceError):
+        rel.estimate(outside[:1])
+
+
+def test_large_view_with_few_patterns_detects_split_groups_exactly() -> None:
+    from dp.strategy import lift
+
+    rng = np.random.default_rng(5)
+    n, n_r, m = 20_000, 300, 40
+    w_r = rng.integers(0, 3, size=(m, n_r)).astype(float) * (rng.random((m, n_r)) < 0.3)
+    w_r[0] = 1.0
+    groups = rng.integers(-1, n_r, size=n)
+    groups[:n_r] = np.arange(n_r)
+    w = lift(w_r, groups)
+    s = optimize_strategy(w)
+    x = rng.poisson(2.0, n).astype(float)
+    rel = measure(s, x, 1e-9, SeededSampler(0))
+    assert rel.can_answer(w).all()
+    assert np.allclose(rel.estimate(w)[0], w @ x, rtol=1e-9, atol=1e-6)
+    # split one merged group (cells 0 and the other cells of group 0) by a tiny amount
+    mates = np.flatnonzero(groups == groups[0])
+    assert mates.size >= 2
+    split = w[[0, 0, 0]].copy()  # row 0 is the total: 1 on every touched cell
+    split[0, mates[0]] += 1e-3  # relative residual ~ 1e-3 / sqrt(n) ~ 7e-6 > ROW_SPACE_RTOL
+    split[1, mates[1:]] = 0.0
+    split[2, np.flatnonzero(groups < 0)[:1]] = 1.0  # an untouched cell
+    assert rel.can_answer(split).tolist() == [False, False, False]
+    assert rel.can_answer(sp.csr_matrix(split)).tolist() == [False, False, False]
+    # unbiased (noise-free estimates above are exact) with the GLS variance sigma^2 ||q A^+||^2
+    sigma = 2.0
+    q = w[[0, 5, 9]]
+    var = measure(s, x, sigma, SeededSampler(0)).variance(q)
+    assert np.allclose(var, sigma**2 * np.sum((q @ np.linalg.pinv(s.matrix)) ** 2, axis=1))

@@ -224,3 +224,86 @@ def test_random_small_workloads(w_int: np.ndarray) -> None:
     assert s.gap <= 1e-4 * (1 + 1e-6)
     # no strategy beats the certified lower bound; the identity is one strategy
     assert s.lower_bound <= identity_strategy(w.shape[1], workload=w).expected_error * (1 + 1e-9)
+
+
+# --------------------------------------------------------------------------------------------
+# large views: few distinct cell patterns, and many distinct patterns with symmetry
+
+
+def _patterned(n: int, n_r: int, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A workload over n cells whose columns take n_r distinct 0/1/2 patterns (plus untouched
+    cells), and the explicitly reduced workload."""
+    rng = np.random.default_rng(seed)
+    w_r = rng.integers(0, 3, size=(m, n_r)).astype(float) * (rng.random((m, n_r)) < 0.3)
+    w_r[0] = 1.0  # the total: no pattern is all zero
+    groups = rng.integers(-1, n_r, size=n)
+    groups[:n_r] = np.arange(n_r)  # every pattern used
+    return lift(w_r, groups), w_r
+
+
+def test_large_domain_with_few_patterns_equals_the_reduced_problem() -> None:
+    w, w_r = _patterned(20_000, 300, 40, seed=7)
+    full, red = optimize_strategy(w), optimize_strategy(w_r)
+    assert full.gap <= 1e-3 and red.gap <= 1e-3
+    # same optimum: both certified within 0.1% of their own lower bound
+    assert full.expected_error <= red.lower_bound * (1 + 1e-3) * (1 + 1e-9)
+    assert red.expected_error <= full.lower_bound * (1 + 1e-3) * (1 + 1e-9)
+    assert full.sensitivity_l2 == pytest.approx(1.0)
+    # the full strategy is the reduced one lifted: constant on merged groups, zero if untouched
+    _, groups = reduce_domain(w)
+    a = full.matrix
+    assert np.all(a[:, groups < 0] == 0.0)
+    w_back, _ = reduce_domain(a)
+    assert w_back.shape[1] <= 300
+    resid = w - (w @ np.linalg.pinv(a)) @ a
+    assert np.max(np.abs(resid)) <= 1e-8 * np.max(np.abs(w))
+
+
+def _marginals(sizes: tuple[int, ...]) -> np.ndarray:
+    """Adult-like queries over a product domain: per-value counts of every attribute but the
+    first, sums of the first attribute's value, and ranges over the first attribute."""
+    grid = np.indices(sizes).reshape(len(sizes), -1)
+    rows = [np.ones(grid.shape[1]), grid[0] + 17.0]
+    for a in range(1, len(sizes)):
+        rows += [(grid[a] == v).astype(float) for v in range(sizes[a])]
+    rows += [((grid[0] >= lo) & (grid[0] < lo + 4)).astype(float) for lo in range(0, sizes[0], 4)]
+    rows.append((grid[1] == 0) * (grid[0] + 17.0))  # breaks the symmetry of attribute 1
+    return np.vstack(rows)
+
+
+def test_symmetry_classes_give_the_same_certified_optimum(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dp.strategy as ds
+
+    w = _marginals((8, 3, 4, 5, 3))  # 1440 distinct columns, 8 * 2 symmetry classes
+    _, n_c = ds.symmetry_classes(reduce_domain(w)[0])
+    assert n_c == 16
+    fast = optimize_strategy(w)
+    assert fast.gap <= 1e-3
+    # without the symmetry phase (every cell its own class): the same optimum
+    monkeypatch.setattr(ds, "symmetry_classes", lambda w_r: (np.arange(w_r.shape[1]), w_r.shape[1]))
+    plain = optimize_strategy(w)
+    assert plain.gap <= 1e-3
+    assert fast.expected_error <= plain.lower_bound * (1 + 1e-3) * (1 + 1e-9)
+    assert plain.expected_error <= fast.lower_bound * (1 + 1e-3) * (1 + 1e-9)
+    # classes that are not orbits (a wrong guess): still certified, by the full iteration
+    monkeypatch.setattr(ds, "symmetry_classes", lambda w_r: (np.arange(w_r.shape[1]) % 7, 7))
+    wrong = optimize_strategy(w)
+    assert wrong.gap <= 1e-3
+    assert wrong.expected_error == pytest.approx(true_error(w, wrong.matrix), rel=1e-9)
+
+
+def test_thin_svd_gram_route_matches_lapack() -> None:
+    from dp.strategy import thin_svd
+
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((12, 8)) @ rng.standard_normal((8, 5000))  # rank 8, wide
+    u, sv, vt = thin_svd(a)
+    ref = np.linalg.svd(a, compute_uv=False)
+    assert np.allclose(sv[:8], ref[:8], rtol=1e-12) and np.all(sv[8:] == 0.0)
+    assert np.allclose((u[:, :8] * sv[:8]) @ vt[:8], a, atol=1e-10 * np.max(np.abs(a)))
+    assert np.allclose(vt[:8] @ vt[:8].T, np.eye(8), atol=1e-12)
+    # an ill-conditioned spectrum takes the exact route and is still right
+    b = a.copy()
+    b[0] = b[1] + 1e-7 * rng.standard_normal(5000)
+    _, sv2, _ = thin_svd(b)
+    assert np.allclose(sv2, np.linalg.svd(b, compute_uv=False), rtol=1e-6, atol=1e-12 * sv2[0])

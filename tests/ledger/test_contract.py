@@ -32,7 +32,9 @@ def _started() -> tuple[engine.EngineState, tuple[engine.Event, ...]]:
     return engine.start(CONFIG, DOM, PRED, X, SeededSampler(1))
 
 
-def _answer(state: engine.EngineState, batch: QueryBatch, seed: int) -> tuple[engine.EngineState, list[engine.Event]]:
+def _answer(
+    state: engine.EngineState, batch: QueryBatch, seed: int
+) -> tuple[engine.EngineState, list[engine.Event]]:
     """One decide -> apply -> release -> apply step; the events to persist."""
     d = engine.decide(state, batch)
     for ev in d.events:
@@ -86,8 +88,17 @@ class LedgerContract:
         assert [r.status for r in await b.epochs("adult")] == ["closed", "active"]
         assert {r.id for r in await a.epochs()} == {first, second, other}
         log = await b.admin_log(10)  # newest first; the close is logged with who and why
-        assert [e.action for e in log] == ["epoch start", "epoch close", "epoch start", "epoch start"]
-        assert log[1].actor == "bob" and log[1].details == {"epoch": first, "table": "adult", "reason": "new quarter"}
+        assert [e.action for e in log] == [
+            "epoch start",
+            "epoch close",
+            "epoch start",
+            "epoch start",
+        ]
+        assert log[1].actor == "bob" and log[1].details == {
+            "epoch": first,
+            "table": "adult",
+            "reason": "new quarter",
+        }
         assert log[0].details["epoch"] == second
 
     async def test_append_only_numbering(self, pair: Any) -> None:
@@ -198,7 +209,11 @@ class LedgerContract:
         epoch = await _create(a, events=started)
         written = list(started)
         seq = 3
-        queries = [PRED, *BAD[:4], QueryBatch.from_dense(DOM, [[1, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0]])]
+        queries = [
+            PRED,
+            *BAD[:4],
+            QueryBatch.from_dense(DOM, [[1, 0, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0]]),
+        ]
         for i, q in enumerate(queries):
             state, evs = _answer(state, q, 100 + i)
             async with (a if i % 2 else b).exclusive(epoch, seq) as tx:
@@ -231,7 +246,9 @@ class TestPgLedger(LedgerContract):
     async def pair(self, pg: Any) -> AsyncIterator[tuple[PgLedger, PgLedger]]:
         async with await psycopg.AsyncConnection.connect(pg.admin_dsn, autocommit=True) as admin:
             await admin.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
-        a, b = await asyncio.gather(PgLedger.connect(pg.aggregator_dsn), PgLedger.connect(pg.aggregator_dsn))
+        a, b = await asyncio.gather(
+            PgLedger.connect(pg.aggregator_dsn), PgLedger.connect(pg.aggregator_dsn)
+        )
         try:
             yield a, b
         finally:

@@ -277,3 +277,23 @@ def test_parse_csvlog() -> None:
     res, bad = resolve(recs, SCHEMA)
     assert bad == 1  # SELECT 1 is not a DP statement
     assert all(r.plan is not None for r in res) and len(res) == 3
+
+
+def test_flights_fixture_declaration_and_rows() -> None:
+    import sql_fixtures.flights as flights
+    from rewriter import load_schema
+
+    schema = load_schema(flights.DECLARATION)
+    t = schema.tables["flights"]
+    assert [c for c, _ in t.columns] == list(flights.COLUMNS)
+    rows = flights.rows()
+    assert len(rows) == flights.ROWS and rows[0][:4] == (dt.date(2001, 1, 1), 0, 66, 1750)
+    # a crossfilter refresh (brush on distance rounded to the 200-mile bins) plans on the view
+    log = [
+        LogRecord(time=T0 + d * DAY, sql="SELECT hour, count(*) FROM flights WHERE delay >= -20 "
+                  "AND delay < 0 AND distance >= 1014.3 AND distance < 1190 GROUP BY hour")
+        for d in range(2)
+    ]  # fmt: skip
+    (q,) = predict(log, schema, now=T0 + 2 * DAY).queries
+    assert q.view == "crossfilter" and q.reason == "rounded" and q.batch.num_queries == 24
+    assert q.bindings == (-20, 0, 1000, 1200)

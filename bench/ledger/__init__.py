@@ -1,0 +1,1 @@
+"""Benchmark of the durable privacy ledger (issue 6): ``python -m bench.ledger``."""

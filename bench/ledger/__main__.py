@@ -1,0 +1,361 @@
+"""The cost of a durable charge, and proof that stored answers never touch the write path.
+
+    python -m bench.ledger                 # 200 fresh answers, 74 MM answers, 300 repeats
+    python -m bench.ledger --quick         # fewer
+    python -m bench.ledger --write-docs    # also replace the "Ledger" section of docs/benchmarks.md
+
+Starts the embedded PostgreSQL (``synchronous_commit = on``, checked) in a temporary folder with
+Adult, and measures, inside one process:
+
+1. the ledger alone: one durable charge = ``PgLedger.exclusive`` (session advisory lock on the
+   epoch, status check, fold of nothing new) + append of one ``Charged`` event committed with
+   ``synchronous_commit = on``; and the same commit with ``durable=False`` for comparison;
+2. ``EpochService.answer`` per decision kind: FRESH (charge committed durably, noise drawn,
+   release committed durably), MATRIX (answered from the Matrix Mechanism release; one
+   asynchronous commit of the ``Answered`` event), REPEAT (the stored answer: no ledger access),
+   for the default configuration (GLS reuse of stored releases) and with ``reuse = false``;
+3. the ledger's row count and the backend's commit counter before and after the REPEAT phase;
+4. end to end through the proxy (``lapras serve`` as its own process, one psycopg client).
+
+``OPENBLAS_NUM_THREADS=1`` is set for this process and the proxy (see docs/admin.md: under
+load, OpenBLAS's threads make each GLS update of the default configuration far slower).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse
+import asyncio
+import itertools
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+
+import rewriter
+import sql_fixtures.adult as adult
+from dp import engine
+from dp.accountant import NoiseKind
+from dp.domain import Domain
+from dp.noise import SeededSampler
+from dp.pacing import Pool
+from proxy import provision
+from proxy.app import engine_config
+from proxy.config import parse_config
+from proxy.embedded import EmbeddedPostgres, provision_adult
+from proxy.epochs import EpochService
+from proxy.ledger import PgLedger
+
+ROOT = Path(__file__).resolve().parents[2]
+DATABASE = "lapras_bench_ledger"
+HEADING = "## Ledger (`bench/ledger`)"
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))] * 1000.0
+
+
+def cells() -> list[str]:
+    return [
+        f"SELECT count(*) FROM adult WHERE age = {a} AND sex = '{s}' AND income = '{i}'"
+        for a in range(17, 91)
+        for s in ("Female", "Male")
+        for i in ("<=50K", ">50K")
+    ]
+
+
+def marginals() -> list[str]:
+    return [f"SELECT count(*) FROM adult WHERE age = {a}" for a in range(17, 91)]
+
+
+def config_text(pg: EmbeddedPostgres, reuse: bool) -> str:
+    return (
+        adult.DECLARATION.read_text()
+        + f"""
+[server]
+listen = "127.0.0.1:0"
+shutdown_grace = 1
+
+[backend]
+aggregator_dsn = "{pg.dsn(provision.AGGREGATOR, DATABASE)}"
+passthrough_dsn = "{pg.dsn(provision.PASSTHROUGH, DATABASE)}"
+
+[[users]]
+name = "analyst"
+password = "bench"
+
+[privacy]
+epsilon = 1.0
+delta = 1e-3
+stream_length = 2000
+view = "age_sex_income"
+reuse = {"true" if reuse else "false"}
+"""
+    )
+
+
+class CountingLedger(PgLedger):
+    """The PostgreSQL ledger, counting entries into its write path (``exclusive``)."""
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        super().__init__(conn)
+        self.exclusive_calls = 0
+
+    def exclusive(self, epoch_id: int, after: int) -> Any:
+        self.exclusive_calls += 1
+        return super().exclusive(epoch_id, after)
+
+
+async def ledger_rows(
+    conn: psycopg.AsyncConnection[Any], ledger: CountingLedger
+) -> tuple[int, int]:
+    """(rows in lapras.ledger, entries into the ledger's write path so far)."""
+    cur = await conn.execute("SELECT count(*) FROM lapras.ledger")
+    rows = await cur.fetchone()
+    assert rows is not None
+    return int(rows[0]), ledger.exclusive_calls
+
+
+async def bench_ledger_only(pg: EmbeddedPostgres, n: int) -> dict[str, list[float]]:
+    """A durable charge on a scratch epoch (lock + fold + append + commit), sync vs async."""
+    ledger = await PgLedger.connect(pg.dsn(provision.AGGREGATOR, DATABASE))
+    cfg = engine.EngineConfig(epsilon=1.0, delta=1e-3, stream_length=10 * n)
+    domain = Domain.of(("cell", 4))
+    started = engine.EpochStarted(config=cfg, domain=domain, predicted=None)
+    state = engine.apply(None, started)
+    epoch = await ledger.create_epoch(
+        table="bench_scratch",
+        view="cells",
+        config=cfg,
+        histogram=np.zeros(4),
+        events=[started],
+        actor="bench",
+        reason="bench.ledger scratch epoch",
+    )
+    out: dict[str, list[float]] = defaultdict(list)
+    seq = 1
+    for i in range(2 * n):
+        durable = i % 2 == 0
+        ev = engine.Charged(
+            position=i + 1,
+            b=i + 1,
+            key=f"bench-{i}",
+            pool=Pool.BAD,
+            amount=1e-9,
+            noise=NoiseKind.GAUSSIAN,
+            scale=1.0,
+            sensitivity=1.0,
+            pacing=state.pacing,
+        )
+        t = time.perf_counter()
+        async with ledger.exclusive(epoch, seq) as tx:
+            await tx.append([ev], durable=durable)
+            seq = tx.seq
+        out["durable" if durable else "async"].append(time.perf_counter() - t)
+    await ledger.close_epoch("bench_scratch", actor="bench", reason="done")
+    await ledger.close()
+    return out
+
+
+async def bench_service(
+    pg: EmbeddedPostgres, reuse: bool, n_fresh: int, n_repeat: int
+) -> tuple[dict[str, list[float]], tuple[int, int], tuple[int, int]]:
+    config = parse_config(config_text(pg, reuse), "bench.toml")
+    dsn = pg.dsn(provision.AGGREGATOR, DATABASE)
+    async with await psycopg.AsyncConnection.connect(pg.dsn(database=DATABASE)) as admin:
+        await admin.execute("SET lock_timeout = '10s'")
+        await admin.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
+        await admin.commit()
+    base = await PgLedger.connect(dsn)
+    ledger = CountingLedger(base._conn)
+    seeds = itertools.count(1)
+    service = EpochService(
+        schema=config.schema,
+        ledger=ledger,
+        aggregator_dsn=dsn,
+        sampler=lambda: SeededSampler(next(seeds)),
+    )
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        cur = await conn.execute("SHOW synchronous_commit")
+        row = await cur.fetchone()
+        assert row is not None and row[0] == "on", "the benchmark needs synchronous_commit = on"
+        await service.start_epoch(
+            table="adult",
+            view="age_sex_income",
+            config=engine_config(dict(config.privacy)),
+            predicted=marginals(),
+            actor="bench",
+            reason="bench.ledger",
+        )
+
+        def plan(sql: str) -> rewriter.Plan:
+            (st,) = rewriter.classify(sql, config.schema)
+            assert isinstance(st, rewriter.DPStatement) and st.plan is not None
+            return st.plan
+
+        fresh_plans = [plan(q) for q in cells()[:n_fresh]]
+        matrix_plans = [plan(q) for q in marginals()]
+        times: dict[str, list[float]] = defaultdict(list)
+        await service.answer(matrix_plans[0])  # warm: load the epoch's state
+        for p in [*matrix_plans[1:], *fresh_plans]:
+            t = time.perf_counter()
+            ans = await service.answer(p)
+            times[ans.kind.value].append(time.perf_counter() - t)
+        before = await ledger_rows(conn, ledger)
+        answered = [*matrix_plans, *fresh_plans]
+        for i in range(n_repeat):
+            t = time.perf_counter()
+            ans = await service.answer(answered[i % len(answered)])
+            times[ans.kind.value].append(time.perf_counter() - t)
+            assert ans.kind is engine.DecisionKind.REPEAT
+        after = await ledger_rows(conn, ledger)
+    await ledger.close()
+    return times, before, after
+
+
+def end_to_end(pg: EmbeddedPostgres, folder: Path, n: int) -> dict[str, list[float]]:
+    """Through ``lapras serve`` (its own process), one psycopg client, default configuration."""
+    path = folder / "lapras.toml"
+    path.write_text(config_text(pg, True))
+    with psycopg.connect(pg.dsn(database=DATABASE), autocommit=True) as admin:
+        admin.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "proxy.cli", "epoch", "start", "--config", str(path)),
+            *("--table", "adult", "--predicted", str(_predicted(folder))),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "serve", "--config", str(path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        port = int(line.rsplit(":", 1)[1])
+        times: dict[str, list[float]] = defaultdict(list)
+        notices: list[str] = []
+        with psycopg.connect(
+            f"postgresql://analyst:bench@127.0.0.1:{port}/{DATABASE}", autocommit=True
+        ) as conn:
+            conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+            conn.execute(marginals()[0]).fetchone()  # warm
+            queries = [*marginals()[1:], *cells()[:n], *marginals()[1:], *cells()[:n]]
+            for q in queries:
+                t = time.perf_counter()
+                conn.execute(q).fetchone()
+                dt = time.perf_counter() - t
+                note = notices[-1]
+                kind = next(
+                    k
+                    for k, word in (
+                        ("repeat", "repeat"),
+                        ("matrix", "Matrix Mechanism"),
+                        ("stored", "earlier releases"),
+                        ("fresh", "fresh noise"),
+                    )
+                    if word in note
+                )
+                times[kind].append(dt)
+        return times
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _predicted(folder: Path) -> Path:
+    p = folder / "predicted.sql"
+    p.write_text(";\n".join(marginals()) + ";\n")
+    return p
+
+
+def table(rows: list[tuple[str, str, list[float]]]) -> str:
+    lines = ["| measured | path | n | p50 ms | p99 ms |", "|---|---|---:|---:|---:|"]
+    for what, path, xs in rows:
+        if xs:
+            lines.append(
+                f"| {what} | {path} | {len(xs)} | {pct(xs, 0.5):.2f} | {pct(xs, 0.99):.2f} |"
+            )
+    return "\n".join(lines)
+
+
+def write_docs(body: str) -> None:
+    doc = ROOT / "docs" / "benchmarks.md"
+    text = doc.read_text()
+    if HEADING in text:
+        head, rest = text.split(HEADING, 1)
+        nxt = rest.find("\n## ")
+        tail = rest[nxt:] if nxt >= 0 else "\n"
+        text = head + HEADING + "\n\n" + body.strip() + "\n" + tail
+    else:
+        text = text.rstrip("\n") + "\n\n" + HEADING + "\n\n" + body.strip() + "\n"
+    doc.write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.ledger")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--write-docs", action="store_true")
+    args = parser.parse_args()
+    n_fresh, n_repeat, n_raw, n_e2e = (60, 100, 100, 30) if args.quick else (200, 300, 300, 100)
+    folder = Path(tempfile.mkdtemp(prefix="lapras-bench-ledger-"))
+    pg = EmbeddedPostgres(folder / "pg").start()
+    try:
+        provision_adult(pg, DATABASE)
+        raw = asyncio.run(bench_ledger_only(pg, n_raw))
+        default, before_d, after_d = asyncio.run(bench_service(pg, True, n_fresh, n_repeat))
+        noreuse, before_n, after_n = asyncio.run(bench_service(pg, False, n_fresh, n_repeat))
+        e2e = end_to_end(pg, folder, n_e2e)
+    finally:
+        pg.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    rows = [
+        ("durable charge: lock + fold + append + commit (sync)", "PgLedger", raw["durable"]),
+        ("same, asynchronous commit", "PgLedger", raw["async"]),
+    ]
+    for label, t in (("default (GLS reuse)", default), ("reuse = false", noreuse)):
+        for kind in ("fresh", "stored", "matrix", "repeat"):
+            rows.append((f"{kind.upper()} answer, {label}", "EpochService.answer", t.get(kind, [])))
+    for kind in ("fresh", "stored", "matrix", "repeat"):
+        rows.append((f"{kind.upper()} answer, default", "end to end (psycopg)", e2e.get(kind, [])))
+    repeat_note = (
+        f"REPEAT phase ({n_repeat} answers): ledger rows {before_d[0]} -> {after_d[0]}, "
+        f"entries into `PgLedger.exclusive` {before_d[1]} -> {after_d[1]} (default); "
+        f"rows {before_n[0]} -> {after_n[0]}, entries {before_n[1]} -> {after_n[1]} (reuse = false): "
+        "answers from stored releases never touch the ledger's write path."
+    )
+    body = (
+        f"Command: `python -m bench.ledger{' --quick' if args.quick else ''} --write-docs` "
+        "(embedded PostgreSQL, `synchronous_commit = on`, data on the local disk; one process; "
+        "`OPENBLAS_NUM_THREADS=1`; 2 cores shared with other work).\n\n"
+        + table(rows)
+        + "\n\n"
+        + repeat_note
+        + "\n"
+    )
+    print(body)
+    assert before_d == after_d and before_n == after_n, "a REPEAT touched the ledger's write path"
+    if args.write_docs:
+        write_docs(body)
+
+
+if __name__ == "__main__":
+    main()

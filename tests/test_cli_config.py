@@ -1,0 +1,102 @@
+"""``lapras config check``: a good file is summarised, a broken one names file, key and fix.
+
+No backend is needed: the check connects to nothing. docker/lapras.toml is checked too (with
+the environment variables docker/compose.yaml sets), so the shipped example stays valid.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from proxy import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+BASE = """
+[tables.t.columns]
+a = "integer"
+[tables.t.attributes.a]
+kind = "integer"
+min = 0
+max = 9
+[tables.t.views]
+v = ["a"]
+
+[server]
+listen = "127.0.0.1:6432"
+
+[backend]
+aggregator_dsn = "postgresql://agg@db/x"
+passthrough_dsn = "postgresql://pass@db/x"
+
+[[users]]
+name = "analyst"
+password_env = "LAPRAS_TEST_ANALYST_PASSWORD"
+"""
+
+
+def _check(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    path = tmp_path / "cfg.toml"
+    path.write_text(text)
+    code = cli.main(["config", "check", "--config", str(path)])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_good_file_is_summarised(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAPRAS_TEST_ANALYST_PASSWORD", "pw")
+    code, out = _check(tmp_path, BASE + '[privacy]\nepsilon = 0.5\nview = "v"\n', capsys)
+    assert code == 0, out
+    assert "cfg.toml: OK" in out
+    assert "epsilon=0.5" in out and "accountant=gdp" in out and "view v" in out
+
+
+@pytest.mark.parametrize(
+    ("privacy", "expected"),
+    [
+        ("budget = 1", "[privacy]: has an unknown key 'budget'"),
+        ("epsilon = 0", "[privacy]: epsilon must be a finite number greater than 0"),
+        ('accountant = "pure"', "[privacy]: the pure accountant requires delta = 0"),
+        ('view = "nope"', "privacy.view: 'nope' is not a view of any protected table"),
+        ('log_sql = "yes"', "privacy.log_sql: must be true or false"),
+    ],
+)
+def test_privacy_errors_name_the_key(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    privacy: str,
+    expected: str,
+) -> None:
+    monkeypatch.setenv("LAPRAS_TEST_ANALYST_PASSWORD", "pw")
+    code, out = _check(tmp_path, BASE + "[privacy]\n" + privacy + "\n", capsys)
+    assert code == 2
+    assert "cfg.toml: " + expected in out
+
+
+def test_missing_environment_variable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("LAPRAS_TEST_ANALYST_PASSWORD", raising=False)
+    code, out = _check(tmp_path, BASE, capsys)
+    assert code == 2
+    assert (
+        "users[0].password_env: environment variable LAPRAS_TEST_ANALYST_PASSWORD is not set" in out
+    )
+
+
+def test_docker_configuration_is_valid(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    yaml = pytest.importorskip("yaml")
+    compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
+    env = compose["services"]["proxy"]["environment"]
+    for name in ("LAPRAS_AGGREGATOR_DSN", "LAPRAS_PASSTHROUGH_DSN", "LAPRAS_ANALYST_PASSWORD"):
+        assert name in env  # what docker/lapras.toml reads
+        monkeypatch.setenv(name, f"postgresql://{name.lower()}@postgres/lapras")
+    assert cli.main(["config", "check", "--config", str(ROOT / "docker" / "lapras.toml")]) == 0
+    assert "listen 0.0.0.0:6432" in capsys.readouterr().out
