@@ -7,19 +7,12 @@ epochs and budgets. Each subcommand is one function, registered in one table (``
 
 from __future__ import annotations
 
-import os
-
-# One BLAS thread: the engine's matrices are small, and on a shared machine a multi-threaded
-# OpenBLAS spins against PostgreSQL and the clients (several times slower, measured). Set
-# before numpy is first imported; an explicit setting in the environment wins.
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-
 import argparse
 import asyncio
 import contextlib
 import json
 import logging
+import os
 import secrets
 import shutil
 import signal
@@ -598,7 +591,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _single_threaded_blas() -> None:
+    """One BLAS thread: the engine's matrices are small, and on a shared machine a
+    multi-threaded OpenBLAS spins against PostgreSQL and the clients (several times slower,
+    measured). Must run before numpy is first imported; an explicit setting wins."""
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _single_threaded_blas()
     args = _parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
