@@ -70,6 +70,7 @@ Every option can be set explicitly in either mode.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -102,7 +103,7 @@ from dp.pacing import (
     skip,
     warmup_length,
 )
-from dp.release import ROW_SPACE_RTOL, Release, measure
+from dp.release import ROW_SPACE_RTOL, NotInRowSpaceError, Release, measure
 from dp.strategy import Strategy, optimize_strategy
 
 AnyAccountant = BasicAccountant | GdpAccountant | PureAccountant
@@ -669,7 +670,7 @@ def _answered(
     b: int | None = None,
     pacing: Pacing | None = None,
 ) -> Decision:
-    ans, var = rel.estimate(batch.dense())
+    ans, var = rel.estimate(batch.matrix if isinstance(rel, Release) else batch.dense())
     std = _tuple(np.sqrt(np.maximum(var, 0.0)))
     ev = Answered(
         position=state.position + 1,
@@ -726,7 +727,11 @@ def decide(state: EngineState, batch: QueryBatch) -> Decision:
         rel: _Estimator | None = state.stored if cfg.reuse_releases else None
         if rel is None:
             rel = state.matrix_release
-        if rel is not None and bool(np.all(rel.can_answer(w))):
+        if isinstance(rel, Release):
+            # One pass: the release's estimate checks the row space itself (sparse rows).
+            with contextlib.suppress(NotInRowSpaceError):
+                return _answered(state, batch, rel, Source.MATRIX)
+        elif rel is not None and bool(np.all(rel.can_answer(w))):
             return _answered(state, batch, rel, Source.MATRIX)
 
     # a bad query

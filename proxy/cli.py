@@ -93,7 +93,7 @@ def _demo_config(pg: Any, data_dir: Path, port: int) -> Path:
         f'password = "{DEMO_PASSWORD}"\n\n'
         "[privacy]\n"
         "epsilon = 1.0\ndelta = 1e-3\nstream_length = 1000\n"
-        'view = "age_sex_income"\n'
+        'view = "demographics"\n'
     )
     path = data_dir / "lapras.toml"
     path.write_text(text)
@@ -148,14 +148,14 @@ async def _demo_async(args: argparse.Namespace, config: Any) -> None:
             )
             print(
                 f"[4/5] Starting an epoch on adult: epsilon={cfg.epsilon}, delta={cfg.delta}, "
-                f"S={cfg.stream_length}, view {config.privacy.get('view', 'age_sex_income')}",
+                f"S={cfg.stream_length}, view {config.privacy.get('view', 'demographics')}",
                 flush=True,
             )
             await _progress(
                 "      computing the histogram and releasing the Matrix Mechanism",
                 service.start_epoch(
                     table="adult",
-                    view=str(config.privacy.get("view", "age_sex_income")),
+                    view=str(config.privacy.get("view", "demographics")),
                     config=cfg,
                     predicted=dashboard,
                     actor="lapras demo",

@@ -253,37 +253,38 @@ class EpochService:
     async def answer(self, plan: rewriter.Plan) -> Answer:
         """Answer a bound plan within the table's active epoch (see the module doc)."""
         table = plan.table.split(".")[-1]
-        handle = await self._handle(table)
-        if handle is None:
-            raise NoActiveEpochError(
-                f"no privacy epoch is active for table {table}",
-                hint=f"an administrator starts one with: lapras epoch start --table {table}",
-            )
-        try:
-            batch = lift(plan.batch, handle.domain)
-        except ValueError:
-            raise OutsideEpochViewError(
-                f"the active epoch on {table} answers questions about {', '.join(handle.domain.names)} only",
-                hint="use only those columns, or ask an administrator for an epoch over a view with the others",
-            ) from None
-        async with handle.lock:
-            stored = handle.state.answers.get(batch.key)
-            if stored is not None:  # exact repeat: no ledger, no noise
-                return Answer(
-                    answers=stored.answers,
-                    std_errors=stored.std_errors,
-                    kind=engine.DecisionKind.REPEAT,
-                    charge=0.0,
-                    status=engine.status(handle.state),
+        for _attempt in range(2):  # once more when the epoch was closed and another started
+            handle = await self._handle(table)
+            if handle is None:
+                raise NoActiveEpochError(
+                    f"no privacy epoch is active for table {table}",
+                    hint=f"an administrator starts one with: lapras epoch start --table {table}",
                 )
             try:
-                return await self._answer_exclusively(handle, batch)
-            except EpochLockedError:
-                self._handles.pop(table, None)
-                raise NoActiveEpochError(
-                    f"the privacy epoch of table {table} was closed",
-                    hint=f"an administrator starts a new one with: lapras epoch start --table {table}",
+                batch = lift(plan.batch, handle.domain)
+            except ValueError:
+                raise OutsideEpochViewError(
+                    f"the active epoch on {table} answers questions about {', '.join(handle.domain.names)} only",
+                    hint="use only those columns, or ask an administrator for an epoch over a view with the others",
                 ) from None
+            async with handle.lock:
+                stored = handle.state.answers.get(batch.key)
+                if stored is not None:  # exact repeat: no ledger, no noise
+                    return Answer(
+                        answers=stored.answers,
+                        std_errors=stored.std_errors,
+                        kind=engine.DecisionKind.REPEAT,
+                        charge=0.0,
+                        status=engine.status(handle.state),
+                    )
+                try:
+                    return await self._answer_exclusively(handle, batch)
+                except EpochLockedError:
+                    self._handles.pop(table, None)  # closed meanwhile: reload and retry
+        raise NoActiveEpochError(
+            f"the privacy epoch of table {table} was closed",
+            hint=f"an administrator starts a new one with: lapras epoch start --table {table}",
+        )
 
     async def _answer_exclusively(self, handle: EpochHandle, batch: QueryBatch) -> Answer:
         async with self.ledger.exclusive(handle.row.id, handle.seq) as tx:

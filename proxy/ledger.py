@@ -277,6 +277,9 @@ class PgLedger:
     @staticmethod
     async def connect(dsn: str) -> PgLedger:
         conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        # Charges must be durable whatever the server's or the role's default is; events that
+        # charge nothing opt out per transaction (append(durable=False)).
+        await conn.execute("SET synchronous_commit = on")
         await migrate(conn)
         return PgLedger(conn)
 

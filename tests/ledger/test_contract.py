@@ -254,3 +254,17 @@ class TestPgLedger(LedgerContract):
         finally:
             await a.close()
             await b.close()
+
+    async def test_charges_commit_synchronously_whatever_the_role_default(self, pg: Any) -> None:
+        async with await psycopg.AsyncConnection.connect(pg.admin_dsn, autocommit=True) as admin:
+            role = pg.aggregator_dsn.split("//", 1)[1].split(":", 1)[0]
+            await admin.execute(f'ALTER ROLE "{role}" SET synchronous_commit = off')
+            try:
+                ledger = await PgLedger.connect(pg.aggregator_dsn)
+                try:
+                    cur = await ledger._conn.execute("SHOW synchronous_commit")
+                    assert await cur.fetchone() == ("on",)
+                finally:
+                    await ledger.close()
+            finally:
+                await admin.execute(f'ALTER ROLE "{role}" RESET synchronous_commit')
