@@ -60,6 +60,17 @@ from proxy.ledger import PgLedger
 ROOT = Path(__file__).resolve().parents[2]
 DATABASE = "lapras_bench_ledger"
 HEADING = "## Ledger (`bench/ledger`)"
+NOTE = """
+Reading the table: a *durable charge* is one round of the ledger's write path (advisory lock,
+epoch status check, fold of new events, one INSERT, COMMIT with `synchronous_commit = on`); the
+synchronous commit's fsync is most of the difference to the asynchronous one. A FRESH answer
+inside the proxy is two durable commits (the charge, then the release), the noise and the
+engine's work (in the default mode, one GLS update with an eigendecomposition of the
+296 x 296 information matrix: the gap between the two FRESH rows). MATRIX answers commit one
+event asynchronously; REPEAT answers are served from memory and never reach the ledger (row
+count and write-path entries unchanged). End-to-end rows add the rewriter, the backend's
+Describe of the statement, the query-log insert and the wire.
+"""
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -350,6 +361,7 @@ def main() -> None:
         + "\n\n"
         + repeat_note
         + "\n"
+        + NOTE
     )
     print(body)
     assert before_d == after_d and before_n == after_n, "a REPEAT touched the ledger's write path"

@@ -16,14 +16,14 @@ refreshed: its histogram filtered by the brushes of all views but itself:
 * hour (unit bins):  ``SELECT hour, count(*) FROM flights WHERE <brushes> GROUP BY hour``
 * delay / distance (declared in bins wider than one value, which the rewriter cannot GROUP BY):
   one ``SELECT count(*) FROM flights WHERE <bin range> AND <brushes>`` per bin of the view's
-  axis (delay: the 11 bins of -20..60 minutes the UI shows; distance: all 15 bins). Each SQL
-  statement goes through the rewriter; the engine receives the per-bin batches stacked as
-  *one* statement (one online release of a histogram, sensitivity 1: the batch a GROUP BY over
-  the bins would have).
+  axis (delay: the 11 bins of -20..60 minutes the UI shows; distance: all 15 bins), as one
+  multi-statement Query string. Each SQL statement goes through the rewriter and is one
+  statement for the engine (one online release when unpredicted), as the proxy would do.
 
 Every statement is planned by the rewriter on a schema restricted to the ``crossfilter`` view
 (delay x distance x hour, 6,120 cells) so that one epoch covers the stream. Exact repeats
 (the same rounded brushes) are answered from stored answers at no cost, as by the engine.
+Rounding the brushes makes the streams much more repetitive than the raw mouse events.
 
 Learning (two scenarios):
 
@@ -40,9 +40,11 @@ online), (b) P = the prediction, (c) P = the stream's own statements (the paper'
 rho = 1). MAE = mean |noisy - exact| over the rows of the answered statements; exact
 histograms are computed in Python from sql_fixtures/flights.
 
-    python -m bench.predict --quick      # 2 tasks, ~1 min
-    python -m bench.predict              # all 55 sessions
-    python -m bench.predict --write-docs
+    python -m bench.predict --quick          # 1 session of task 0, both scenarios (~30 s)
+    python -m bench.predict --per-task 2     # 2 sessions per task (~20 min)
+    python -m bench.predict                  # all 38 sessions with data (hours)
+
+The tables are printed (copy them into docs/benchmarks.md, section "Template prediction").
 """
 
 from __future__ import annotations
@@ -81,7 +83,6 @@ from rewriter.schema import AttributeDecl, Schema
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT.parent / "shared" / "data" / "workloads" / "crossfilter" / "flights"
-DOCS = ROOT / "docs" / "benchmarks.md"
 HEADING = "## Template prediction (`bench/predict`)"
 
 EPS, DELTA = 1.0, 1e-6
@@ -397,23 +398,11 @@ def per_task(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def write_docs(text: str) -> None:
-    doc = DOCS.read_text()
-    start_i = doc.find(HEADING)
-    if start_i >= 0:
-        nxt = doc.find("\n## ", start_i + len(HEADING))
-        doc = doc[:start_i] + text + (doc[nxt:] if nxt >= 0 else "\n")
-    else:
-        doc = doc.rstrip("\n") + "\n\n" + text
-    DOCS.write_text(doc)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.predict", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="one session of task 0 (~1.5 min)")
     ap.add_argument("--per-task", type=int, default=0, help="test sessions per task (0: all)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("--time-limit", type=float, default=1.0, help="strategy time limit (s)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -481,7 +470,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cmd += f" --time-limit {args.time_limit:g}"
     text = (
         f"{HEADING}\n\n"
-        f"Command: `{cmd} --write-docs` ({elapsed:.0f} s). Method, mapping and scenarios: the "
+        f"Command: `{cmd}` ({elapsed:.0f} s). Method, mapping and scenarios: the "
         "docstring of `bench/predict/run.py`.\n\n"
         "Crossfilter flights traces replayed as SQL over `sql_fixtures/flights` (crossfilter "
         "view, 6,120 cells); epsilon = 1, delta = 1e-6, engine default mode, matrix-heavy "
@@ -498,8 +487,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         + "\n"
     )
     print(text)
-    if args.write_docs:
-        write_docs(text)
     return 0
 
 

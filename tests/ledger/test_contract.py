@@ -268,3 +268,22 @@ class TestPgLedger(LedgerContract):
                     await ledger.close()
             finally:
                 await admin.execute(f'ALTER ROLE "{role}" RESET synchronous_commit')
+
+    async def test_query_log_is_written(self, pair: Any, pg: Any) -> None:
+        a, _ = pair
+        record = {
+            "analyst": "ann",
+            "table": "adult",
+            "view": "v",
+            "template": "SELECT count(*) FROM adult WHERE age > $1",
+            "bindings": [40],
+            "key": "k",
+            "outcome": "fresh",
+            "sql": None,
+        }
+        await a.log_query(record)
+        async with await psycopg.AsyncConnection.connect(pg.aggregator_dsn) as conn:
+            cur = await conn.execute(
+                "SELECT analyst, template, bindings::text, outcome FROM lapras.query_log"
+            )
+            assert await cur.fetchall() == [("ann", record["template"], "[40]", "fresh")]
