@@ -104,7 +104,10 @@ class QueryBatch:
         object.__setattr__(self, "key", h.hexdigest())
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, QueryBatch) and (self.domain, self.key) == (other.domain, other.key)
+        return isinstance(other, QueryBatch) and (self.domain, self.key) == (
+            other.domain,
+            other.key,
+        )
 
     def __hash__(self) -> int:
         return hash(self.key)

@@ -230,13 +230,17 @@ class EngineConfig:
             isinstance(eps_min, int | float) and math.isfinite(eps_min) and 0 < eps_min <= eps,
             "eps_min must be a number greater than 0 and at most epsilon",
         )
+        for flag in (self.reuse, self.reallocate):
+            _param(
+                flag is None or isinstance(flag, bool), "reuse and reallocate must be true or false"
+            )
         for name, value in (
             ("fractions", fr),
             ("accountant_kind", AccountantKind(acct)),
             ("allocation_kind", Allocation(self.allocation)),
             ("pacing_kind", StaticPacing(pacing)),
             ("min_fraction", eps_min / eps),
-            ("reuse_releases", (not paper) if self.reuse is None else bool(self.reuse)),
+            ("reuse_releases", (not paper) if self.reuse is None else self.reuse),
             ("reallocate_leftovers", (not paper) if self.reallocate is None else self.reallocate),
             ("t", warmup_length(w, s)),
         ):

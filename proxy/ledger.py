@@ -228,6 +228,10 @@ def _row(r: Sequence[Any]) -> EpochRow:
     )
 
 
+#: First key of the two-key advisory locks on epochs ("LAPR"), so that they never collide with
+#: one-key advisory locks other software takes in the same database.
+_LOCK_SPACE = 0x4C415052
+
 _EPOCH_COLUMNS = "id, table_name, view_name, status, started_by, reason, started_at, closed_at"
 
 
@@ -358,7 +362,9 @@ class PgLedger:
                 return None
             # Wait for any answer in flight (it holds the epoch's advisory lock): no event is
             # ever appended to an epoch after it was closed.
-            await self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (int(active[0]),))
+            await self._conn.execute(
+                "SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, int(active[0]))
+            )
             cur = await self._conn.execute(
                 "UPDATE lapras.epochs SET status = 'closed', closed_at = now(), closed_by = %s"
                 f" WHERE id = %s AND status = 'active' RETURNING {_EPOCH_COLUMNS}",
@@ -397,7 +403,7 @@ class PgLedger:
     async def exclusive(self, epoch_id: int, after: int) -> AsyncIterator[_PgTransaction]:
         """Hold the epoch exclusively; yield the events appended since ``after`` and an appender."""
         async with self._lock:
-            await self._conn.execute("SELECT pg_advisory_lock(%s)", (epoch_id,))
+            await self._conn.execute("SELECT pg_advisory_lock(%s, %s)", (_LOCK_SPACE, epoch_id))
             try:
                 cur = await self._conn.execute(
                     "SELECT status FROM lapras.epochs WHERE id = %s", (epoch_id,)
@@ -408,7 +414,9 @@ class PgLedger:
                 new = await self._events(epoch_id, after)
                 yield _PgTransaction(self._conn, epoch_id, new[-1][0] if new else after, new)
             finally:
-                await self._conn.execute("SELECT pg_advisory_unlock(%s)", (epoch_id,))
+                await self._conn.execute(
+                    "SELECT pg_advisory_unlock(%s, %s)", (_LOCK_SPACE, epoch_id)
+                )
 
     async def log_query(self, record: dict[str, Any]) -> None:
         """Append to the query log, committed asynchronously (it charges nothing: losing the
