@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime
 import json
 import logging
 import os
@@ -134,12 +135,50 @@ async def _demo_async(args: argparse.Namespace, config: Any) -> None:
     async with admin_service(config) as service:
         status = await service.status("adult")
         if status is None:
+            from proxy import predicting
+
             dashboard = _statements(adult.FOLDER / "dashboard.sql")
+            now = datetime.datetime.now(datetime.UTC)
+            dsn = config.backend.aggregator_dsn
+            seeded = await predicting.seed_log(
+                dsn, config.schema, "adult", dashboard, now=now, days=7, analyst="dashboard"
+            )
+            adhoc = [
+                f"SELECT count(*) FROM adult WHERE age BETWEEN {a} AND {a + 6}"
+                for a in (23, 41, 58)
+            ]
+            seeded += await predicting.seed_log(
+                dsn, config.schema, "adult", adhoc, now=now, days=1, analyst="ad hoc"
+            )
             print(
-                f"[3/5] Predicted set: the {len(dashboard)} statements of yesterday's dashboard "
-                "(sql_fixtures/adult/dashboard.sql)",
+                f"[3/5] Query log seeded with {seeded} statements: a week of a daily dashboard "
+                "(sql_fixtures/adult/dashboard.sql) and a few one-off questions; predicting ...",
                 flush=True,
             )
+            result = await predicting.run(
+                schema=config.schema,
+                dsn=dsn,
+                table="adult",
+                source="log",
+                path=None,
+                now=now,
+                epsilon=args.epsilon,
+                delta=args.delta,
+                stream_length=args.stream_length,
+                error_cap=False,  # the demo's log is tiny: predict every recurring statement
+            )
+            predicted = [q.sql for q in result.prediction.queries]
+            print(
+                f"      lapras predict: {len(predicted)} recurring statements predicted, one-off "
+                f"questions left out (prediction {result.prediction_id})"
+            )
+            if result.report is not None:
+                r = result.report
+                print(
+                    f"      backtest on the last day: overlap rho = {r.rho:.2f}, "
+                    f"false positives {r.false_positives} (lapras predict prints the full report)",
+                    flush=True,
+                )
             cfg = engine_config(
                 config.privacy,
                 epsilon=args.epsilon,
@@ -157,9 +196,9 @@ async def _demo_async(args: argparse.Namespace, config: Any) -> None:
                     table="adult",
                     view=str(config.privacy.get("view", "demographics")),
                     config=cfg,
-                    predicted=dashboard,
+                    predicted=predicted,
                     actor="lapras demo",
-                    reason="demo",
+                    reason=f"demo, from prediction {result.prediction_id}",
                 ),
             )
         else:
@@ -267,6 +306,18 @@ def _epoch_start(args: argparse.Namespace) -> int:
         raise SystemExit(f"lapras: {args.table} is not a protected table of {config.source}")
     view = args.view or config.privacy.get("view") or decl.views[0].name
     predicted = _statements(Path(args.predicted)) if args.predicted else []
+    if args.from_prediction:
+        from proxy import predicting
+
+        if args.predicted:
+            raise SystemExit("lapras: give either --predicted or --from-prediction, not both")
+        try:
+            pid, predicted = asyncio.run(
+                predicting.load(config.backend.aggregator_dsn, args.table, args.from_prediction)
+            )
+        except LookupError as exc:
+            raise SystemExit(f"lapras: {exc}") from None
+        args.reason = args.reason or f"from prediction {pid}"
     cfg = engine_config(
         config.privacy,
         epsilon=args.epsilon,
@@ -299,6 +350,67 @@ def _epoch_start(args: argparse.Namespace) -> int:
         f"S={cfg.stream_length}, mode={cfg.mode}, accountant={cfg.accountant_kind.value}, "
         f"{len(predicted)} predicted statement(s)"
     )
+    return 0
+
+
+def _predict(args: argparse.Namespace) -> int:
+    from proxy import predicting
+    from proxy.app import engine_config
+    from proxy.ledger import PgLedger
+
+    config = _load(args)
+    if args.table not in config.schema.tables:
+        raise SystemExit(f"lapras: {args.table} is not a protected table of {config.source}")
+    cfg = engine_config(config.privacy, epsilon=args.epsilon, delta=args.delta)
+    now = (
+        datetime.datetime.fromisoformat(args.now)
+        if args.now
+        else datetime.datetime.now(datetime.UTC)
+    )
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=datetime.UTC)
+
+    async def go() -> predicting.PredictResult:
+        ledger = await PgLedger.connect(config.backend.aggregator_dsn)  # creates schema lapras
+        await ledger.close()
+        return await predicting.run(
+            schema=config.schema,
+            dsn=config.backend.aggregator_dsn,
+            table=args.table,
+            source=args.source,
+            path=Path(args.file) if args.file else None,
+            now=now,
+            epsilon=cfg.epsilon,
+            delta=cfg.delta,
+            stream_length=cfg.stream_length,
+            error_cap=not args.no_error_cap,
+            horizon_days=args.horizon_days,
+            store=not args.dry_run,
+        )
+
+    result = asyncio.run(go())
+    p = result.prediction
+    print(
+        f"{result.records} log record(s) read from {args.source}; {p.unresolved} could not be planned"
+    )
+    print(f"predicted set P for {args.table}: {len(p.queries)} statement(s)")
+    for v in p.views:
+        print(
+            f"  view {v.view}: {len(v.queries)} statement(s), {v.batch.num_queries if v.batch else 0} linear queries"
+        )
+    for u in p.unbound[:10]:
+        print(f"  seen without bindings (not in P): {u.template}  [{u.calls} calls]")
+    if result.report is not None:
+        print("backtest on the latest window:")
+        print("  " + result.report.text().replace("\n", "\n  "))
+    if args.out:
+        Path(args.out).write_text(p.sql_script())
+        print(f"P written to {args.out}")
+    if result.prediction_id is not None:
+        print(
+            f"stored as prediction {result.prediction_id}: "
+            f"lapras epoch start --table {args.table} --from-prediction {result.prediction_id}"
+        )
     return 0
 
 
@@ -513,6 +625,11 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument(
         "--predicted", help="a .sql file of predicted statements (P), e.g. from lapras predict"
     )
+    start.add_argument(
+        "--from-prediction",
+        metavar="ID",
+        help="use a prediction stored by lapras predict (its id, or 'latest')",
+    )
     start.add_argument("--epsilon", type=float, help="privacy budget epsilon (default: [privacy])")
     start.add_argument("--delta", type=float, help="privacy budget delta (default: [privacy])")
     start.add_argument("--stream-length", type=int, help="S: the planned number of online answers")
@@ -554,6 +671,36 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--table", help="only this protected table")
     show.add_argument("--json", action="store_true", help="machine-readable output")
     show.set_defaults(func=_budget)
+
+    pred = sub.add_parser(
+        "predict",
+        help="predict the next window's queries from a log (the set P of the next epoch)",
+        description="Read a query log, propose P, backtest it on the latest window and store it "
+        "in lapras.predictions.",
+    )
+    _add_config(pred)
+    pred.add_argument("--table", required=True, help="the protected table")
+    pred.add_argument(
+        "--source",
+        choices=("log", "pg_stat_statements", "csvlog", "sql"),
+        default="log",
+        help="the proxy's query log (default), pg_stat_statements, a csvlog file or a .sql file",
+    )
+    pred.add_argument("--file", help="the csvlog or .sql file (with --source csvlog|sql)")
+    pred.add_argument("--now", help="start of the predicted window, ISO 8601 (default: now)")
+    pred.add_argument(
+        "--horizon-days", type=float, default=1.0, help="the window's length (default: %(default)s)"
+    )
+    pred.add_argument("--epsilon", type=float, help="budget of the next epoch (default: [privacy])")
+    pred.add_argument("--delta", type=float, help="(default: [privacy])")
+    pred.add_argument("--out", help="also write P as a .sql file")
+    pred.add_argument("--dry-run", action="store_true", help="do not store the prediction")
+    pred.add_argument(
+        "--no-error-cap",
+        action="store_true",
+        help="keep every recurring statement (default: only those that lower the expected error)",
+    )
+    pred.set_defaults(func=_predict)
 
     budget = sub.add_parser("budget", help="budget spent and left per protected table")
     _add_config(budget)

@@ -1111,10 +1111,14 @@ def backtest(
     delta: float | None = None,
     config: PredictConfig | None = None,
     end_time: TimeLike | None = None,
+    error_cap: bool = True,
 ) -> BacktestReport:
-    """Learn on the records before ``split_time``, report on those in ``[split, end)``."""
+    """Learn on the records before ``split_time``, report on those in ``[split, end)``.
+
+    ``epsilon``/``delta`` price the report's expected errors; with ``error_cap`` they also
+    turn on the error-aware cap of the prediction (when ``config`` has none)."""
     cfg = config or PredictConfig()
-    if epsilon is not None and cfg.epsilon is None:
+    if error_cap and epsilon is not None and cfg.epsilon is None:
         cfg = replace(cfg, epsilon=epsilon, delta=delta)
     t_split = seconds(split_time)
     t_end = seconds(end_time) if end_time is not None else math.inf

@@ -19,9 +19,9 @@ import pytest
 
 import sql_fixtures.adult as adult
 from dp.noise import SeededSampler
-from proxy.ledger import decode
 from proxy.app import App, admin_service, engine_config, running
 from proxy.config import Config, parse_config
+from proxy.ledger import decode
 
 DASHBOARD = [
     "SELECT sex, count(*) FROM adult GROUP BY sex",
@@ -31,8 +31,21 @@ DASHBOARD = [
 
 
 def make_config(pg: Any, **privacy: Any) -> Config:
-    settings = {"epsilon": 1.0, "delta": 1e-3, "stream_length": 50, "view": "age_sex_income", **privacy}
-    lines = "\n".join(f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"' for k, v in settings.items())
+    return parse_config(config_text(pg, **privacy), "test.toml")
+
+
+def config_text(pg: Any, **privacy: Any) -> str:
+    """A whole lapras.toml for the test backend (Adult protected)."""
+    settings = {
+        "epsilon": 1.0,
+        "delta": 1e-3,
+        "stream_length": 50,
+        "view": "age_sex_income",
+        **privacy,
+    }
+    lines = "\n".join(
+        f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"' for k, v in settings.items()
+    )
     text = (
         adult.DECLARATION.read_text()
         + f"""
@@ -51,7 +64,7 @@ password = "secret"
 {lines}
 """
     )
-    return parse_config(text, "test.toml")
+    return text
 
 
 class Proxy:
@@ -64,12 +77,16 @@ class Proxy:
         self.app: App | None = None
         self._stop: asyncio.Event | None = None
         self._ready = threading.Event()
-        self._thread = threading.Thread(target=self.loop.run_until_complete, args=(self._main(),), daemon=True)
+        self._thread = threading.Thread(
+            target=self.loop.run_until_complete, args=(self._main(),), daemon=True
+        )
 
     async def _main(self) -> None:
         self._stop = asyncio.Event()
         counter = iter(range(10**9))
-        async with running(self.config, sampler=lambda: SeededSampler(self.seed * 1000 + next(counter))) as app:
+        async with running(
+            self.config, sampler=lambda: SeededSampler(self.seed * 1000 + next(counter))
+        ) as app:
             self.app = app
             self._ready.set()
             await self._stop.wait()
@@ -136,7 +153,9 @@ def test_no_epoch_means_a_clear_refusal(config: Config) -> None:
 def test_predicted_fresh_repeat_and_refused(config: Config, pg: Any) -> None:
     start_epoch(config, DASHBOARD)
     with psycopg.connect(pg.aggregator_dsn) as direct:
-        true_female = direct.execute("SELECT count(*) FROM adult WHERE sex = 'Female'").fetchone()[0]
+        true_female = direct.execute("SELECT count(*) FROM adult WHERE sex = 'Female'").fetchone()[
+            0
+        ]
     with Proxy(config, seed=2) as proxy, client(proxy) as (conn, notices):
         cur = conn.execute("SELECT sex, count(*) FROM adult GROUP BY sex")
         rows = cur.fetchall()
@@ -161,7 +180,9 @@ def test_budget_and_stream_length_are_enforced(config: Config) -> None:
     start_epoch(config, [], stream_length=3)
     with Proxy(config, seed=3) as proxy, client(proxy) as (conn, _):
         for low in (20, 30, 40):
-            conn.execute(f"SELECT count(*) FROM adult WHERE age BETWEEN {low} AND {low + 5}").fetchone()
+            conn.execute(
+                f"SELECT count(*) FROM adult WHERE age BETWEEN {low} AND {low + 5}"
+            ).fetchone()
         with pytest.raises(psycopg.Error) as info:
             conn.execute("SELECT count(*) FROM adult WHERE age BETWEEN 60 AND 65")
         assert info.value.sqlstate == "42Q01"
@@ -171,13 +192,20 @@ def test_budget_and_stream_length_are_enforced(config: Config) -> None:
 
 def test_restart_rebuilds_the_same_state_from_the_ledger(config: Config) -> None:
     start_epoch(config, DASHBOARD)
-    queries = ["SELECT sex, count(*) FROM adult GROUP BY sex", "SELECT avg(age) FROM adult WHERE sex = 'Male'"]
+    queries = [
+        "SELECT sex, count(*) FROM adult GROUP BY sex",
+        "SELECT avg(age) FROM adult WHERE sex = 'Male'",
+    ]
     with Proxy(config, seed=4) as proxy, client(proxy) as (conn, _):
         before = [conn.execute(q).fetchall() for q in queries]
-        status_before = asyncio.run_coroutine_threadsafe(proxy.app.service.status("adult"), proxy.loop).result()  # type: ignore[union-attr]
+        status_before = asyncio.run_coroutine_threadsafe(
+            proxy.app.service.status("adult"), proxy.loop
+        ).result()  # type: ignore[union-attr]
     with Proxy(config, seed=5) as proxy, client(proxy) as (conn, notices):
         after = [conn.execute(q).fetchall() for q in queries]
-        status_after = asyncio.run_coroutine_threadsafe(proxy.app.service.status("adult"), proxy.loop).result()  # type: ignore[union-attr]
+        status_after = asyncio.run_coroutine_threadsafe(
+            proxy.app.service.status("adult"), proxy.loop
+        ).result()  # type: ignore[union-attr]
         assert all("repeat" in n for n in notices)
     assert after == before
     assert status_after is not None and status_before is not None
@@ -188,9 +216,13 @@ def test_every_answer_has_a_committed_charge(config: Config, pg: Any) -> None:
     start_epoch(config, DASHBOARD)
     with Proxy(config, seed=6) as proxy, client(proxy) as (conn, _):
         for low in range(20, 60, 5):
-            conn.execute(f"SELECT count(*) FROM adult WHERE age BETWEEN {low} AND {low + 3}").fetchone()
+            conn.execute(
+                f"SELECT count(*) FROM adult WHERE age BETWEEN {low} AND {low + 3}"
+            ).fetchone()
     with psycopg.connect(pg.aggregator_dsn) as conn:
-        rows = conn.execute("SELECT seq, kind, payload::text FROM lapras.ledger ORDER BY seq").fetchall()
+        rows = conn.execute(
+            "SELECT seq, kind, payload::text FROM lapras.ledger ORDER BY seq"
+        ).fetchall()
     events = [(seq, kind, decode(payload)) for seq, kind, payload in rows]
     charged = {ev.position for _, kind, ev in events if kind == "Charged" and ev.position > 0}
     released = [ev for _, kind, ev in events if kind == "Released"]

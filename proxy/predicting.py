@@ -1,0 +1,250 @@
+"""``lapras predict``: read a query log, propose the predicted set P, backtest it, store it.
+
+The method is pure and lives in :mod:`rewriter.predict`; this module only does the I/O:
+
+- sources: the proxy's own log (``lapras.query_log``, the default), PostgreSQL's
+  ``pg_stat_statements`` (read through the aggregator role), a PostgreSQL csvlog file, or a
+  file of SQL statements (a dashboard's queries);
+- the backtest learns on the log before the latest window (``horizon``, one day by default) and
+  reports on that window: the overlap rho P would have achieved, its false positives and the
+  expected error against answering everything online;
+- P is stored in ``lapras.predictions`` (statements + report) and can be written as SQL;
+  ``lapras epoch start --from-prediction ID|latest`` starts an epoch from it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import psycopg
+
+from rewriter import Schema
+from rewriter.predict import (
+    DAY,
+    BacktestReport,
+    LogRecord,
+    PredictConfig,
+    Prediction,
+    backtest,
+    parse_csvlog,
+    parse_pg_stat_statements,
+    parse_sql_file,
+    predict,
+)
+
+Source = Literal["log", "pg_stat_statements", "csvlog", "sql"]
+SOURCES: tuple[Source, ...] = ("log", "pg_stat_statements", "csvlog", "sql")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PredictResult:
+    prediction: Prediction
+    report: BacktestReport | None
+    records: int
+    prediction_id: int | None
+
+
+async def log_records(dsn: str, table: str, *, since: dt.datetime | None = None) -> list[LogRecord]:
+    """The proxy's query log for ``table`` (templates and bindings; raw SQL when it was kept)."""
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        cur = await conn.execute(
+            "SELECT logged_at, analyst, template, bindings::text, query_key, view_name, table_name, outcome, sql"
+            " FROM lapras.query_log WHERE table_name = %s AND (%s::timestamptz IS NULL OR logged_at >= %s)"
+            " ORDER BY logged_at",
+            (table, since, since),
+        )
+        rows = await cur.fetchall()
+    return [
+        LogRecord(
+            time=at,
+            analyst=analyst,
+            sql=sql,
+            template=None if sql else template,
+            bindings=None if sql else tuple(json.loads(bindings)),
+            key=key,
+            view=view,
+            table=tbl,
+            outcome=outcome,
+        )
+        for at, analyst, template, bindings, key, view, tbl, outcome, sql in rows
+    ]
+
+
+async def pg_stat_statements_records(dsn: str, now: dt.datetime) -> list[LogRecord]:
+    """Normalised statements with their call counts (the extension must be installed)."""
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        cur = await conn.execute("SELECT query, calls FROM pg_stat_statements")
+        rows = [{"query": q, "calls": c} for q, c in await cur.fetchall()]
+    return parse_pg_stat_statements(rows, time=now)
+
+
+def file_records(source: Source, path: Path, now: dt.datetime) -> list[LogRecord]:
+    text = path.read_text()
+    if source == "csvlog":
+        return parse_csvlog(text)
+    # A dashboard file: its statements as if run once a day over the past week, so that they
+    # recur (a file holds what a dashboard sends on each refresh).
+    return [
+        r
+        for day in range(7, 0, -1)
+        for r in parse_sql_file(text, time=(now - dt.timedelta(days=day)).timestamp())
+    ]
+
+
+async def save(
+    dsn: str, table: str, source: str, prediction: Prediction, report: BacktestReport | None
+) -> int:
+    statements = [q.sql for q in prediction.queries]
+    summary: dict[str, Any] = {
+        "text": report.text() if report else None,
+        "statements": len(statements),
+    }
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        cur = await conn.execute(
+            "INSERT INTO lapras.predictions (table_name, source, statements, report) VALUES (%s, %s, %s, %s) RETURNING id",
+            (table, source, json.dumps(statements), json.dumps(summary)),
+        )
+        row = await cur.fetchone()
+        await conn.commit()
+    assert row is not None
+    return int(row[0])
+
+
+async def load(dsn: str, table: str, which: str) -> tuple[int, list[str]]:
+    """The statements of a stored prediction: ``which`` is an id or ``latest``."""
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        if which == "latest":
+            cur = await conn.execute(
+                "SELECT id, statements::text FROM lapras.predictions WHERE table_name = %s ORDER BY id DESC LIMIT 1",
+                (table,),
+            )
+        else:
+            cur = await conn.execute(
+                "SELECT id, statements::text FROM lapras.predictions WHERE table_name = %s AND id = %s",
+                (table, int(which)),
+            )
+        row = await cur.fetchone()
+    if row is None:
+        raise LookupError(
+            f"no stored prediction {which} for table {table} (run lapras predict first)"
+        )
+    return int(row[0]), list(json.loads(row[1]))
+
+
+async def run(
+    *,
+    schema: Schema,
+    dsn: str,
+    table: str,
+    source: Source,
+    path: Path | None,
+    now: dt.datetime,
+    epsilon: float,
+    delta: float,
+    horizon_days: float = 1.0,
+    stream_length: int | None = None,
+    error_cap: bool = True,
+    store: bool = True,
+) -> PredictResult:
+    """Read the source, predict P for the window starting ``now``, backtest, store.
+
+    ``error_cap``: keep, per view, only the prefix of candidates that lowers the expected error
+    of the next epoch (rewriter.predict.choose_cap); without it P is every recurring query.
+    """
+    if source == "log":
+        records: Sequence[LogRecord] = await log_records(dsn, table)
+    elif source == "pg_stat_statements":
+        records = await pg_stat_statements_records(dsn, now)
+    else:
+        if path is None:
+            raise ValueError(f"--source {source} needs --file")
+        records = file_records(source, path, now)
+    # The cap weighs the release's error against online answers paced over the next epoch's S.
+    config = PredictConfig(
+        epsilon=epsilon if error_cap else None,
+        delta=delta if error_cap else None,
+        horizon=horizon_days * DAY,
+        stream_length=stream_length,
+    )
+    prediction = predict(records, schema, now=now.timestamp(), config=config)
+    prediction = _only_table(prediction, table)
+    report = None
+    times = [r.time for r in records]
+    if times and source != "pg_stat_statements":
+        split = now.timestamp() - horizon_days * DAY
+        if any(_seconds(t) < split for t in times) and any(_seconds(t) >= split for t in times):
+            report = backtest(
+                records,
+                split,
+                schema,
+                epsilon=epsilon,
+                delta=delta,
+                config=config,
+                error_cap=error_cap,
+            )
+    prediction_id = await save(dsn, table, source, prediction, report) if store else None
+    return PredictResult(
+        prediction=prediction, report=report, records=len(records), prediction_id=prediction_id
+    )
+
+
+def _seconds(t: Any) -> float:
+    return t.timestamp() if isinstance(t, dt.datetime) else float(t)
+
+
+def _only_table(prediction: Prediction, table: str) -> Prediction:
+    from dataclasses import replace
+
+    views = tuple(v for v in prediction.views if v.table.rsplit(".", 1)[-1] == table)
+    return replace(prediction, views=views)
+
+
+async def seed_log(
+    dsn: str,
+    schema: Schema,
+    table: str,
+    statements: Sequence[str],
+    *,
+    now: dt.datetime,
+    days: int,
+    analyst: str,
+) -> int:
+    """Write ``statements`` into the query log once a day for ``days`` days before ``now``
+    (the demo's "yesterday's dashboard"); returns the number of rows written."""
+    import rewriter
+
+    rows = []
+    for day in range(days, 0, -1):
+        start = now - dt.timedelta(days=day) + dt.timedelta(hours=8)
+        for i, sql in enumerate(statements):
+            [st] = rewriter.classify(sql, schema)
+            if not isinstance(st, rewriter.DPStatement) or st.plan is None:
+                continue
+            fp = st.plan.fingerprint
+            rows.append(
+                (
+                    start + dt.timedelta(seconds=i),
+                    analyst,
+                    table,
+                    st.plan.view,
+                    fp.template,
+                    json.dumps(list(fp.bindings), default=str),
+                    st.plan.batch.key,
+                    "seeded",
+                    sql,
+                )
+            )
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        async with conn.cursor() as cur:
+            await cur.executemany(
+                "INSERT INTO lapras.query_log (logged_at, analyst, table_name, view_name, template, bindings,"
+                " query_key, outcome, sql) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                rows,
+            )
+        await conn.commit()
+    return len(rows)

@@ -1,0 +1,172 @@
+"""`lapras predict` end to end, from each source: the proxy's own query log (built by running
+queries through the proxy), a csvlog that a real PostgreSQL wrote, a file of SQL statements;
+and `lapras epoch start --from-prediction` using what it stored.
+
+``pg_stat_statements`` is not shipped with the embedded PostgreSQL (the pgserver wheel has no
+contrib modules): that source is tested when the backend has the extension, skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from test_end_to_end import Proxy, client, config_text, make_config, reset_ledger, start_epoch
+
+from proxy.embedded import EmbeddedPostgres
+
+DASHBOARD = [
+    "SELECT sex, count(*) FROM adult GROUP BY sex",
+    "SELECT count(*) FROM adult WHERE age BETWEEN 30 AND 39",
+    "SELECT income, avg(age) FROM adult GROUP BY income",
+]
+ONE_OFF = "SELECT count(*) FROM adult WHERE age BETWEEN 61 AND 64"
+
+
+def lapras(*args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "proxy.cli", *args], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    return done.stdout
+
+
+@pytest.fixture
+def config_file(pg: Any, tmp_path: Path) -> Path:
+    reset_ledger(pg)
+    path = tmp_path / "lapras.toml"
+    path.write_text(config_text(pg))
+    return path
+
+
+def predicted_sql(out: Path) -> list[str]:
+    return [
+        line.split(";")[0] for line in out.read_text().splitlines() if not line.startswith("--")
+    ]
+
+
+def test_predict_from_the_proxy_log_then_start_an_epoch_from_it(
+    pg: Any, config_file: Path, tmp_path: Path
+) -> None:
+    config = make_config(pg)
+    start_epoch(config, [])
+    with Proxy(config, seed=11) as proxy, client(proxy) as (conn, _):
+        for _ in range(3):  # a dashboard refreshed three times
+            for sql in DASHBOARD:
+                conn.execute(sql).fetchall()
+        conn.execute(ONE_OFF).fetchall()
+    with psycopg.connect(pg.aggregator_dsn) as direct:
+        (logged,) = direct.execute("SELECT count(*) FROM lapras.query_log").fetchone()
+    assert logged == 3 * len(DASHBOARD) + 1
+
+    out = tmp_path / "p.sql"
+    # Without the error cap: with S = 50 and the matrix-heavy split, the cap rightly finds that
+    # three statements are not worth half of the budget (rewriter.predict.choose_cap; unit-tested).
+    text = lapras(
+        "predict",
+        "--config",
+        str(config_file),
+        "--table",
+        "adult",
+        "--out",
+        str(out),
+        "--no-error-cap",
+    )
+    assert "stored as prediction" in text, text
+    p = predicted_sql(out)
+    assert len(p) == len(DASHBOARD) and not any("61" in q for q in p)
+
+    lapras("epoch", "close", "--config", str(config_file), "--table", "adult")
+    text = lapras(
+        "epoch",
+        "start",
+        "--config",
+        str(config_file),
+        "--table",
+        "adult",
+        "--from-prediction",
+        "latest",
+    )
+    assert f"{len(DASHBOARD)} predicted statement(s)" in text
+    with Proxy(config, seed=12) as proxy, client(proxy) as (conn, notices):
+        conn.execute(DASHBOARD[0]).fetchall()
+        assert "Matrix Mechanism" in notices[-1]
+        conn.execute(ONE_OFF).fetchall()
+        assert "fresh noise" in notices[-1]
+
+
+def test_predict_from_a_sql_file(config_file: Path, tmp_path: Path) -> None:
+    dashboard = tmp_path / "dashboard.sql"
+    dashboard.write_text(";\n".join(DASHBOARD) + ";\n")
+    out = tmp_path / "p.sql"
+    lapras(
+        "predict", "--config", str(config_file), "--table", "adult", "--source", "sql",
+        "--file", str(dashboard), "--out", str(out), "--dry-run", "--no-error-cap",
+    )  # fmt: skip
+    assert len(predicted_sql(out)) == len(DASHBOARD)
+
+
+def test_predict_from_a_csvlog_written_by_postgresql(
+    pg: Any, config_file: Path, tmp_path: Path
+) -> None:
+    """A second embedded PostgreSQL with logging_collector + csvlog; the statements run on it
+    directly (a backend without the proxy in front, as an admin would export)."""
+    server = EmbeddedPostgres(tmp_path / "logged")
+    server.start()
+    try:
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            for setting in (
+                "logging_collector = on",
+                "log_destination = 'csvlog'",
+                "log_statement = 'all'",
+                "log_timezone = 'UTC'",
+            ):
+                conn.execute(f"ALTER SYSTEM SET {setting}")
+        server.stop()
+        server.start()
+        with psycopg.connect(server.dsn(), autocommit=True) as conn:
+            conn.execute("CREATE TABLE adult (age int, sex text, income text)")
+            for _ in range(2):
+                for sql in DASHBOARD:
+                    conn.execute(sql).fetchall()
+            conn.execute(ONE_OFF).fetchall()
+            (folder,) = conn.execute("SELECT current_setting('log_directory')").fetchone()
+    finally:
+        server.stop()
+    logs = sorted((server.pgdata / folder).glob("*.csv"))
+    assert logs, "PostgreSQL wrote no csvlog"
+    csvlog = tmp_path / "postgresql.csv"
+    csvlog.write_text("".join(p.read_text() for p in logs))
+    out = tmp_path / "p.sql"
+    lapras(
+        "predict", "--config", str(config_file), "--table", "adult", "--source", "csvlog",
+        "--file", str(csvlog), "--out", str(out), "--dry-run", "--no-error-cap",
+    )  # fmt: skip
+    p = predicted_sql(out)
+    assert len(p) == len(DASHBOARD) and not any("61" in q for q in p)
+
+
+def test_predict_from_pg_stat_statements(pg: Any, config_file: Path) -> None:
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as conn:
+        try:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            conn.execute("SELECT count(*) FROM pg_stat_statements").fetchone()
+        except psycopg.Error:
+            pytest.skip(
+                "this backend has no pg_stat_statements (the embedded one ships no contrib)"
+            )
+    text = lapras(
+        "predict",
+        "--config",
+        str(config_file),
+        "--table",
+        "adult",
+        "--source",
+        "pg_stat_statements",
+        "--dry-run",
+    )
+    assert "log record(s) read from pg_stat_statements" in text
