@@ -104,7 +104,7 @@ from dp.pacing import (
     warmup_length,
 )
 from dp.release import ROW_SPACE_RTOL, NotInRowSpaceError, Release, measure
-from dp.strategy import Strategy, optimize_strategy
+from dp.strategy import Strategy, l1_strategy, optimize_strategy
 
 AnyAccountant = BasicAccountant | GdpAccountant | PureAccountant
 
@@ -630,7 +630,13 @@ def start(
     x = np.asarray(histogram, dtype=np.float64).reshape(-1)
     if x.shape[0] != domain.size:
         raise ValueError("the histogram does not match the domain")
-    strat = strategy if strategy is not None else optimize_strategy(predicted.dense())
+    if strategy is not None:
+        strat = strategy
+    elif config.accountant_kind is AccountantKind.PURE:
+        # Laplace noise scales with the L1 sensitivity: the best of the sound L1 candidates.
+        strat = l1_strategy(predicted.dense())
+    else:
+        strat = optimize_strategy(predicted.dense())
     if strat.matrix.shape[1] != domain.size:
         raise ValueError("the strategy does not match the domain")
     acct = state.accountant

@@ -512,3 +512,26 @@ def test_production_sampler_end_to_end() -> None:
             st_ = apply(st_, ev)
         r = release(st_, d, X, secure)
         assert len(r.answers) == 1 and np.isfinite(r.answers[0])
+
+
+def test_pure_mode_releases_p_with_laplace_calibrated_to_the_l1_strategy() -> None:
+    """accountant = "pure": the Matrix Mechanism release is Laplace noise of scale
+    Delta1(A) / eps_MM on a strategy chosen for L1 (dp.strategy.l1_strategy)."""
+    import numpy as np
+
+    from dp import engine
+    from dp.accountant import NoiseKind
+    from dp.domain import Domain, QueryBatch
+    from dp.noise import SeededSampler
+
+    d = Domain.of(("age", 20))
+    p = QueryBatch.from_dense(d, [[1.0] * i + [0.0] * (20 - i) for i in range(1, 21)])
+    cfg = engine.EngineConfig(epsilon=1.0, delta=0.0, stream_length=10, accountant="pure")
+    _, events = engine.start(cfg, d, p, np.arange(20.0), SeededSampler(0))
+    [charge] = [e for e in events if isinstance(e, engine.Charged)]
+    [released] = [e for e in events if isinstance(e, engine.MatrixReleased)]
+    l1 = float(np.max(np.abs(released.release.matrix).sum(axis=0)))
+    assert charge.noise is NoiseKind.LAPLACE
+    assert charge.sensitivity == l1
+    assert charge.scale >= l1 / charge.amount  # b = Delta1 / eps, rounded in favour of privacy
+    assert charge.scale == pytest.approx(l1 / charge.amount, rel=1e-6)
