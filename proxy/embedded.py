@@ -87,7 +87,18 @@ def _open_installation() -> None:
 class EmbeddedPostgres:
     """A PostgreSQL server in ``data_dir``: initialised on first start, reused afterwards."""
 
-    def __init__(self, data_dir: Path, *, port: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        port: int | None = None,
+        bin_dir: Path | None = None,
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        """``bin_dir``: another PostgreSQL installation's binaries (default: the pgserver
+        wheel's); ``settings``: extra postgresql.conf lines written at initialisation."""
+        self._bin = bin_dir
+        self._settings = dict(settings or {})
         self.data_dir = Path(data_dir).resolve()
         self.pgdata = self.data_dir / "pgdata"
         self.host = "127.0.0.1"
@@ -170,7 +181,8 @@ class EmbeddedPostgres:
         pwfile.chmod(0o644)
         if os.geteuid() == 0:
             _run_as()  # make sure the system user exists before chown
-            _open_installation()
+            if self._bin is None:
+                _open_installation()
             _open_for_traversal(self.pgdata)
             self.data_dir.chmod(self.data_dir.stat().st_mode | stat.S_IXOTH | stat.S_IXGRP)
             shutil.chown(self.pgdata, _SYSTEM_USER, _SYSTEM_USER)
@@ -199,6 +211,8 @@ class EmbeddedPostgres:
                 "fsync = on\n"
                 "log_min_messages = warning\n"
             )
+            for key, value in self._settings.items():
+                conf.write(f"{key} = {value}\n")
         self.set_password(SUPERUSER, password)
 
     def _running_port(self) -> int | None:
@@ -219,7 +233,7 @@ class EmbeddedPostgres:
 
     def _tool(self, name: str, *args: str) -> None:
         result = subprocess.run(
-            [str(_bin_dir() / name), *args],
+            [str((self._bin or _bin_dir()) / name), *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -80,7 +80,9 @@ async def pg_stat_statements_records(dsn: str, now: dt.datetime) -> list[LogReco
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
         cur = await conn.execute("SELECT query, calls FROM pg_stat_statements")
         rows = [{"query": q, "calls": c} for q, c in await cur.fetchall()]
-    return parse_pg_stat_statements(rows, time=now)
+    # The counts cover the time since the last reset, which is not recorded: take them as
+    # observed just before the predicted window starts.
+    return parse_pg_stat_statements(rows, time=now - dt.timedelta(minutes=1))
 
 
 def file_records(source: Source, path: Path, now: dt.datetime) -> list[LogRecord]:

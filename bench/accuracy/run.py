@@ -7,8 +7,12 @@ rest from the pool (both without replacement), shuffled. Reported: the median ov
 stream's mean absolute error over the answered queries, and the median number of unanswered
 (refused) queries. Noise is seeded (benchmarks only).
 
-    python -m bench.accuracy --quick          # 2 runs, rho in {0, 0.5, 1}
+    python -m bench.accuracy --quick          # 2 runs, rho in {0, 0.5, 1}; comparison 3 runs
     python -m bench.accuracy --runs 5 --write-docs
+
+After the sweep, ``bench.accuracy.compare`` puts LAPRAS beside MLDP, MWEM, selection-only PMW
+and the pure-DP (Laplace) variants, on this workload at rho in {0, 0.5, 1} and on 1,000 random
+ranges (median over max(3, runs) runs; plot ``bench/out/accuracy_compare.png``).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -24,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.accuracy import compare
 from dp.baselines import offline_mm, online_independent_noise
 from dp.domain import Domain, FloatArray, QueryBatch
 from dp.engine import EngineConfig, apply, decide, release, start
@@ -201,13 +207,22 @@ def plot(
     return True
 
 
+READING = re.compile(r"<!-- reading:(\w+) -->.*?<!-- /reading -->", re.DOTALL)
+
+
 def write_docs(section: str) -> None:
-    """Replace the body of the '## Accuracy' section of docs/benchmarks.md (only that one)."""
+    """Replace the body of the '## Accuracy' section of docs/benchmarks.md (only that one).
+
+    Hand-written readings between ``<!-- reading:NAME -->`` and ``<!-- /reading -->`` in the old
+    section are kept: each replaces the placeholder of the same name in the new text.
+    """
     text = DOCS.read_text()
     head = "## Accuracy (`bench/accuracy`)"
     start_i = text.index(head) + len(head)
     nxt = text.find("\n## ", start_i)
     end_i = len(text) if nxt < 0 else nxt + 1
+    kept = {m.group(1): m.group(0) for m in READING.finditer(text[start_i:end_i])}
+    section = READING.sub(lambda m: kept.get(m.group(1), m.group(0)), section)
     DOCS.write_text(text[:start_i] + "\n\n" + section.strip() + "\n\n" + text[end_i:])
 
 
@@ -232,10 +247,76 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.suppress(Exception):
         if plot(results, overlaps, METHODS, png):
             print(f"plot: {png.relative_to(ROOT)}", file=sys.stderr)
+    t1 = time.perf_counter()
+    cmp_runs = max(3, runs)
+    cmp_overlaps = [0.0, 0.5, 1.0]
+    cmp: dict[tuple[str, object], list[compare.Cell]] = {}
+    for r in range(cmp_runs):
+        for key, val in compare.table2_run(r, x, cmp_overlaps).items():
+            cmp.setdefault(key, []).append(val)
+        for name, val in compare.ranges_run(r, x).items():
+            cmp.setdefault((name, "ranges"), []).append(val)
+        print(f"comparison run {r + 1}/{cmp_runs} done", file=sys.stderr)
+    cmp_cols: list[object] = [*cmp_overlaps, "ranges"]
+    cmp_labels = [f"Table 2, rho={o:g}" for o in cmp_overlaps] + ["1,000 ranges, S=1000"]
+    cmp_table = compare.fmt(cmp, cmp_cols, cmp_labels)
+    notes = compare.notes_text()
+    print(cmp_table)
+    print(notes)
+    png2 = OUT / "accuracy_compare.png"
+    with contextlib.suppress(Exception):
+        if compare.plot(cmp, cmp_cols, cmp_labels, png2):
+            print(f"plot: {png2.relative_to(ROOT)}", file=sys.stderr)
+    cmp_seconds = time.perf_counter() - t1
     if args.write_docs:
         cmd = "python -m bench.accuracy" + (" --quick" if args.quick else f" --runs {runs}")
-        write_docs(section_text(cmd, runs, table, time.perf_counter() - t0))
+        text = section_text(cmd, runs, table, t1 - t0)
+        text += "\n" + compare_text(cmd, cmp_runs, cmp_table, notes, cmp_seconds)
+        write_docs(text)
     return 0
+
+
+def compare_text(cmd: str, runs: int, table: str, notes: str, seconds: float) -> str:
+    return f"""### Beside MLDP, MWEM, PMW and pure DP (issue 9)
+
+Same command (`{cmd} --write-docs`; this part {seconds:.0f} s; plot in
+`bench/out/accuracy_compare.png`), `bench/accuracy/compare.py`. Epsilon = 1 throughout; rows
+marked (1, 1e-3) are (epsilon, delta)-DP with delta = 1e-3, rows marked (1, 0) pure epsilon-DP
+(Laplace noise). Two workloads on the Adult age histogram:
+
+- **Table 2, rho = 0 / 0.5 / 1**: the setting above (S = 100, |P| = 100, same seeded draws).
+- **1,000 ranges**: 1,000 distinct ranges drawn uniformly from all 2,701 contiguous age ranges,
+  streamed in random order, S = 1,000; LAPRAS is given P = a random 10% of them (100 ranges,
+  the size of the Table 2 P; the other 900 arrive unpredicted). The offline mechanisms get all
+  1,000.
+
+Each cell: the median over {runs} runs of the stream's MAE, and in parentheses the median wall
+time for the whole stream, end to end (LAPRAS: strategy optimisation, `start` and every
+`decide`/`release`; the others: fit and answers), on the loaded 2-core machine, one BLAS thread.
+"sees": LAPRAS is told only P up front and answers the stream one query at a time; Online
+Independent Noise answers each query alone; **OfflineMM, MLDP, MWEM and PMW see the whole stream
+up front** (an offline setting: a strictly easier problem). LAPRAS paper = query-heavy Smooth
+(the best paper-mode row above); LAPRAS default = matrix-heavy Static (the product default);
+LAPRAS pure = default mode with `accountant="pure"`, delta = 0, Laplace noise, the strategy from
+`dp.strategy.l1_strategy` (the lowest Delta1(A)^2 ||W A^+||_F^2 among identity, the L2-optimal
+strategy, hierarchical trees b = 2/4/8/16 and Haar; the engine's choice when none is given).
+Online Independent Noise (Laplace): scale S/epsilon per query. OfflineMM (Laplace): the L1
+strategy of the whole stream, scale Delta1(A)/epsilon. MLDP / MWEM / PMW: `bench/others.py` at
+the same (epsilon, delta) (MLDP: training set chosen automatically from the stream's queries;
+MWEM {compare.others.MWEM_ROUNDS} rounds, selection-only PMW {compare.others.SELECTION_ONLY_ROUNDS} rounds,
+5% of epsilon on a noisy total). OfflineMM keeps the paper's delta/(S+1); MLDP and PMW use the
+full delta.
+
+{table}
+
+What the automatic choices picked (all runs):
+
+{notes}
+
+<!-- reading:compare -->
+(Reading of this run: to be written by hand; kept by `--write-docs`.)
+<!-- /reading -->
+"""
 
 
 def section_text(cmd: str, runs: int, table: str, seconds: float) -> str:
@@ -252,6 +333,10 @@ answer, GLS answers; docs/privacy.md). Online Independent Noise: AGM at (eps/S, 
 OfflineMM: the Matrix Mechanism on the whole stream known in advance, AGM at (eps, delta/(S+1)).
 
 {table}
+
+<!-- reading:sweep -->
+(Reading of this run: to be written by hand; kept by `--write-docs`.)
+<!-- /reading -->
 """
 
 
