@@ -37,7 +37,8 @@ from dp.errors import InternalError
 from dp.pacing import Pacing, Pool
 from dp.release import Release
 
-_CONFIG_FIELDS = (
+#: The options of an epoch's configuration (EngineConfig's init fields), in order.
+CONFIG_FIELDS = (
     "epsilon",
     "delta",
     "stream_length",
@@ -95,7 +96,7 @@ def _pacing(p: Pacing) -> dict[str, Any]:
 
 
 def _config(c: EngineConfig) -> dict[str, Any]:
-    out = {f: getattr(c, f) for f in _CONFIG_FIELDS}
+    out = {f: getattr(c, f) for f in CONFIG_FIELDS}
     if not isinstance(out["split"], str):
         out["split"] = list(out["split"])
     return out

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from dp import engine
+from dp import engine, engine_codec
 from dp.errors import PrivacyParameterError
 from dp.noise import Sampler, SecureSampler
 from proxy.config import Config
@@ -25,20 +25,7 @@ from proxy.wire.server import ProxyServer, ServerConfig
 from proxy.wire.upstream import UpstreamConfig
 
 #: Keys of [privacy] that map onto dp.engine.EngineConfig.
-ENGINE_KEYS = (
-    "epsilon",
-    "delta",
-    "stream_length",
-    "split",
-    "allocation",
-    "mode",
-    "accountant",
-    "warmup",
-    "static_pacing",
-    "eps_min",
-    "reuse",
-    "reallocate",
-)
+ENGINE_KEYS = engine_codec.CONFIG_FIELDS
 PRIVACY_DEFAULTS: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-3, "stream_length": 1000}
 
 

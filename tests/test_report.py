@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_end_to_end import DASHBOARD, Proxy, client, reset_ledger, start_epoch
+from test_end_to_end import DASHBOARD, Proxy, client, config_text, reset_ledger, start_epoch
 
-import sql_fixtures.adult as adult
 from dp import engine
 from proxy import cli, report
 from proxy.app import admin_service
@@ -26,27 +25,7 @@ pytest.importorskip("matplotlib")
 
 def _config_file(pg: Any, folder: Path) -> Path:
     path = folder / "lapras.toml"
-    path.write_text(
-        adult.DECLARATION.read_text()
-        + f"""
-[server]
-listen = "127.0.0.1:0"
-
-[backend]
-aggregator_dsn = "{pg.aggregator_dsn}"
-passthrough_dsn = "{pg.passthrough_dsn}"
-
-[[users]]
-name = "analyst"
-password = "secret"
-
-[privacy]
-epsilon = 1.0
-delta = 1e-3
-stream_length = 50
-view = "age_sex_income"
-"""
-    )
+    path.write_text(config_text(pg))
     return path
 
 

@@ -298,7 +298,7 @@ def plot(results: dict[Any, list[Cell]], cols: list[Any], labels: list[str], pat
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, axes = plt.subplots(1, 2, figsize=(13, 6))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 7))
     width = 0.8 / len(ROWS)
     cmap = plt.get_cmap("tab20")
     for k, row in enumerate(ROWS):
@@ -313,9 +313,10 @@ def plot(results: dict[Any, list[Cell]], cols: list[Any], labels: list[str], pat
         ax.set_xticks(np.arange(len(cols)), labels, fontsize=8)
         ax.set_title(title)
         ax.grid(True, axis="y", which="both", alpha=0.3)
-    axes[0].legend(fontsize=7, loc="upper left")
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, fontsize=8, loc="lower center", ncol=4)
     fig.suptitle("Adult ages (n=73), eps=1: hatched = pure DP (delta=0), plain = delta=1e-3")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.13, 1, 1))
     fig.savefig(path, dpi=120)
     return True

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import gzip
-import io
 from pathlib import Path
 from typing import Any
+
+from sql_fixtures import copy_load
 
 FOLDER = Path(__file__).parent
 DATA = FOLDER / "adult.data.gz"
@@ -26,17 +27,5 @@ def load(conn: Any, *, table: str = "public.adult") -> int:
 
     ``conn`` is a psycopg 3 connection of a role that may create the table. The load commits.
     """
-    with conn.cursor() as cur:
-        cur.execute(SCHEMA.read_text().replace("public.adult", table))
-        cur.execute(f"SELECT count(*) FROM {table}")
-        (count,) = cur.fetchone()
-        if count == 0:
-            with cur.copy(f"COPY {table} FROM STDIN WITH (FORMAT csv)") as copy:
-                buf = io.StringIO(csv_text())
-                while chunk := buf.read(1 << 20):
-                    copy.write(chunk)
-            cur.execute(f"ANALYZE {table}")
-            cur.execute(f"SELECT count(*) FROM {table}")
-            (count,) = cur.fetchone()
-    conn.commit()
-    return int(count)
+    ddl = SCHEMA.read_text().replace("public.adult", table)
+    return copy_load(conn, ddl=ddl, table=table, csv_text=csv_text())
