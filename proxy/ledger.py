@@ -274,18 +274,38 @@ class PgLedger:
     that proxy processes sharing an epoch never interleave.
     """
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection[Any], dsn: str | None = None) -> None:
         self._conn = conn
+        self._dsn = dsn
         self._lock = asyncio.Lock()
 
     @staticmethod
-    async def connect(dsn: str) -> PgLedger:
+    async def _open(dsn: str) -> psycopg.AsyncConnection[Any]:
         conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
         # Charges must be durable whatever the server's or the role's default is; events that
         # charge nothing opt out per transaction (append(durable=False)).
         await conn.execute("SET synchronous_commit = on")
+        return conn
+
+    @staticmethod
+    async def connect(dsn: str) -> PgLedger:
+        conn = await PgLedger._open(dsn)
         await migrate(conn)
-        return PgLedger(conn)
+        return PgLedger(conn, dsn)
+
+    @asynccontextmanager
+    async def _locked(self) -> AsyncIterator[None]:
+        """The connection, exclusively; reopened first if it was lost (a backend restart).
+
+        A statement that was running when the connection broke fails (the client gets an
+        error); the next one reconnects. Nothing is retried blindly: a charge whose commit
+        was not acknowledged is treated as not made only if it is absent from the ledger,
+        which the next fold shows.
+        """
+        async with self._lock:
+            if self._conn.closed and self._dsn is not None:
+                self._conn = await PgLedger._open(self._dsn)
+            yield
 
     async def close(self) -> None:
         await self._conn.close()
@@ -302,7 +322,7 @@ class PgLedger:
         reason: str,
     ) -> int:
         config_json = json.dumps(engine_codec.encode_config(config), allow_nan=False)
-        async with self._lock, self._conn.transaction():
+        async with self._locked(), self._conn.transaction():
             try:
                 cur = await self._conn.execute(
                     "INSERT INTO lapras.epochs (table_name, view_name, status, config, started_by, reason)"
@@ -334,7 +354,7 @@ class PgLedger:
         )
 
     async def active_epoch(self, table: str) -> EpochRow | None:
-        async with self._lock:
+        async with self._locked():
             cur = await self._conn.execute(
                 f"SELECT {_EPOCH_COLUMNS} FROM lapras.epochs WHERE table_name = %s AND status = 'active'",
                 (table,),
@@ -343,7 +363,7 @@ class PgLedger:
         return None if row is None else _row(row)
 
     async def epochs(self, table: str | None = None) -> list[EpochRow]:
-        async with self._lock:
+        async with self._locked():
             cur = await self._conn.execute(
                 f"SELECT {_EPOCH_COLUMNS} FROM lapras.epochs"
                 " WHERE %s::text IS NULL OR table_name = %s ORDER BY id",
@@ -353,7 +373,7 @@ class PgLedger:
         return [_row(r) for r in rows]
 
     async def close_epoch(self, table: str, *, actor: str, reason: str) -> EpochRow | None:
-        async with self._lock, self._conn.transaction():
+        async with self._locked(), self._conn.transaction():
             cur = await self._conn.execute(
                 "SELECT id FROM lapras.epochs WHERE table_name = %s AND status = 'active'", (table,)
             )
@@ -378,7 +398,7 @@ class PgLedger:
         return None if row is None else _row(row)
 
     async def histogram(self, epoch_id: int, view: str) -> FloatArray:
-        async with self._lock:
+        async with self._locked():
             cur = await self._conn.execute(
                 "SELECT cells FROM lapras.histograms WHERE epoch_id = %s AND view_name = %s",
                 (epoch_id, view),
@@ -389,7 +409,7 @@ class PgLedger:
         return np.frombuffer(bytes(row[0]), dtype="<f8").astype(np.float64)
 
     async def events(self, epoch_id: int, after: int = 0) -> list[tuple[int, object]]:
-        async with self._lock:
+        async with self._locked():
             return await self._events(epoch_id, after)
 
     async def _events(self, epoch_id: int, after: int) -> list[tuple[int, object]]:
@@ -402,7 +422,7 @@ class PgLedger:
     @asynccontextmanager
     async def exclusive(self, epoch_id: int, after: int) -> AsyncIterator[_PgTransaction]:
         """Hold the epoch exclusively; yield the events appended since ``after`` and an appender."""
-        async with self._lock:
+        async with self._locked():
             await self._conn.execute("SELECT pg_advisory_lock(%s, %s)", (_LOCK_SPACE, epoch_id))
             try:
                 cur = await self._conn.execute(
@@ -422,7 +442,7 @@ class PgLedger:
         """Append to the query log, committed asynchronously (it charges nothing: losing the
         last rows in a crash of PostgreSQL costs only predictor input), so that it holds the
         ledger connection for a round trip, not for an fsync."""
-        async with self._lock, self._conn.transaction():
+        async with self._locked(), self._conn.transaction():
             await self._conn.execute("SET LOCAL synchronous_commit = off")
             await self._conn.execute(
                 "INSERT INTO lapras.query_log"
@@ -434,7 +454,7 @@ class PgLedger:
 
     async def history(self, epoch_id: int, limit: int) -> list[LedgerEntry]:
         """The epoch's last ``limit`` ledger rows, newest first."""
-        async with self._lock:
+        async with self._locked():
             cur = await self._conn.execute(
                 "SELECT seq, kind, created_at, payload::text FROM lapras.ledger"
                 " WHERE epoch_id = %s ORDER BY seq DESC LIMIT %s",
@@ -447,7 +467,7 @@ class PgLedger:
 
     async def admin_log(self, limit: int) -> list[AdminEntry]:
         """The last ``limit`` admin acts, newest first."""
-        async with self._lock:
+        async with self._locked():
             cur = await self._conn.execute(
                 "SELECT at, actor, action, details::text FROM lapras.admin_log"
                 " ORDER BY id DESC LIMIT %s",

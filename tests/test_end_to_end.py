@@ -256,3 +256,27 @@ async def test_asyncpg_prepared_dp_statement(config: Config) -> None:
             assert other < first  # ~ 13,000 vs ~ 6,500 people; noise is ~ 20
         finally:
             await conn.close()
+
+
+def test_the_ledger_reconnects_after_its_backend_connection_is_lost(
+    config: Config, pg: Any
+) -> None:
+    start_epoch(config, [])
+    with Proxy(config, seed=9) as proxy, client(proxy) as (conn, _):
+        conn.execute("SELECT count(*) FROM adult WHERE age BETWEEN 20 AND 22").fetchone()
+        with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE usename = 'lapras_aggregator' AND pid <> pg_backend_pid()"
+            )
+        outcomes = []
+        for low in (30, 40, 50):
+            try:
+                conn.execute(
+                    f"SELECT count(*) FROM adult WHERE age BETWEEN {low} AND {low + 2}"
+                ).fetchone()
+                outcomes.append("answered")
+            except psycopg.Error as exc:
+                outcomes.append(exc.sqlstate or "")
+        # At most the statement that found the connection broken fails; the next ones reconnect.
+        assert outcomes[1:] == ["answered", "answered"], outcomes
