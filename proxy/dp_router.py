@@ -35,6 +35,7 @@ from proxy.errors import InsufficientPrivilege
 from proxy.wire.router import (
     RELAY,
     AnswerLocally,
+    Column,
     Execution,
     LocalResult,
     Notice,
@@ -130,7 +131,13 @@ class DPRouter:
             return Refuse(st.error)
         if isinstance(st, rewriter.ZeroRowProbe):
             return AnswerLocally(result=LocalResult(rows=()))
-        return AnswerLocally(plan=st)
+        if st.needs_params:
+            # Parameter types: the backend's own inference (asyncpg, pg8000 Describe first).
+            return AnswerLocally(plan=st)
+        # The rewriter knows the result columns exactly as PostgreSQL types them (checked
+        # against the backend by the exactness tests): no Describe round trip to the backend.
+        columns = tuple(Column(name=c.name, type_oid=c.type_oid) for c in st.columns)
+        return AnswerLocally(plan=st, columns=columns, describe_upstream=False)
 
     def _admin_route(self, statement: StatementInfo, command: admin.AdminCommand | str) -> Route:
         if statement.session.user not in self.admins:

@@ -284,7 +284,9 @@ Same command (`{cmd} --write-docs`; this part {seconds:.0f} s; plot in
 marked (1, 1e-3) are (epsilon, delta)-DP with delta = 1e-3, rows marked (1, 0) pure epsilon-DP
 (Laplace noise). Two workloads on the Adult age histogram:
 
-- **Table 2, rho = 0 / 0.5 / 1**: the setting above (S = 100, |P| = 100, same seeded draws).
+- **Table 2, rho = 0 / 0.5 / 1**: the setting above (S = 100, |P| = 100, same construction and
+  seeds; the sweep draws streams for all its overlaps from one generator, so outside `--quick`
+  the streams at rho > 0 differ from the sweep's).
 - **1,000 ranges**: 1,000 distinct ranges drawn uniformly from all 2,701 contiguous age ranges,
   streamed in random order, S = 1,000; LAPRAS is given P = a random 10% of them (100 ranges,
   the size of the Table 2 P; the other 900 arrive unpredicted). The offline mechanisms get all
