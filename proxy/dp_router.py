@@ -58,13 +58,15 @@ _HOW = {
 def describe_answer(answer: Answer) -> Notice:
     """The NOTICE sent with a DP answer. Only public values: costs, scales, positions."""
     st = answer.status
-    errors = np.asarray(answer.std_errors, dtype=np.float64)
-    if errors.size and np.allclose(errors, errors[0], rtol=1e-6):
-        se = f"standard error {errors[0]:.4g}"
-    elif errors.size:
-        se = f"standard errors {errors.min():.4g} to {errors.max():.4g}"
-    else:
+    low, high = (
+        (min(answer.std_errors), max(answer.std_errors)) if answer.std_errors else (0.0, 0.0)
+    )
+    if not answer.std_errors:
         se = "no values"
+    elif high - low <= 1e-6 * high:
+        se = f"standard error {high:.4g}"
+    else:
+        se = f"standard errors {low:.4g} to {high:.4g}"
     spent = ""
     if answer.charge > 0:
         spent = f"; spent {answer.charge:.4g} {st.unit}"
@@ -93,7 +95,8 @@ class DPRouter:
         self.admins = admins
         self._cache: OrderedDict[str, rewriter.Statement] = OrderedDict()
         self._cache_size = cache_size
-        self._background: set[asyncio.Task[None]] = set()
+        self._pending: list[dict[str, Any]] = []
+        self._flusher: asyncio.Task[None] | None = None
 
     def classify(self, sql: str) -> rewriter.Statement:
         """The classification of one statement (cached by text: classify is pure)."""
@@ -188,17 +191,21 @@ class DPRouter:
             "outcome": outcome,
             "sql": statement.sql if self.log_sql else None,
         }
-        task = asyncio.get_running_loop().create_task(self._write_log(record))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._pending.append(record)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_log())
 
     async def drain(self) -> None:
         """Wait for the query-log writes still in flight (at shutdown)."""
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        if self._flusher is not None:
+            await asyncio.gather(self._flusher, return_exceptions=True)
 
-    async def _write_log(self, record: dict[str, Any]) -> None:
-        try:
-            await self.service.ledger.log_query(record)
-        except Exception:  # the log must never break an answer
-            log.exception("could not write the query log")
+    async def _flush_log(self) -> None:
+        """Write what accumulated, in batches, until nothing is pending (one task at a time:
+        under load the batches grow and the log costs one round trip per batch)."""
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                await self.service.ledger.log_queries(batch)
+            except Exception:  # the log must never break an answer
+                log.exception("could not write %d query-log rows", len(batch))

@@ -194,7 +194,7 @@ class Ledger(Protocol):
 
     def exclusive(self, epoch_id: int, after: int) -> Any: ...
 
-    async def log_query(self, record: dict[str, Any]) -> None: ...
+    async def log_queries(self, records: Sequence[dict[str, Any]]) -> None: ...
 
     async def history(self, epoch_id: int, limit: int) -> list[LedgerEntry]: ...
 
@@ -438,19 +438,23 @@ class PgLedger:
                     "SELECT pg_advisory_unlock(%s, %s)", (_LOCK_SPACE, epoch_id)
                 )
 
-    async def log_query(self, record: dict[str, Any]) -> None:
-        """Append to the query log, committed asynchronously (it charges nothing: losing the
-        last rows in a crash of PostgreSQL costs only predictor input), so that it holds the
-        ledger connection for a round trip, not for an fsync."""
+    async def log_queries(self, records: Sequence[dict[str, Any]]) -> None:
+        """Append to the query log in one transaction, committed asynchronously (it charges
+        nothing: losing the last rows in a crash of PostgreSQL costs only predictor input), so
+        that it holds the ledger connection for a round trip, not for an fsync."""
+        if not records:
+            return
+        rows = [{**r, "bindings": json.dumps(r["bindings"], default=str)} for r in records]
         async with self._locked(), self._conn.transaction():
             await self._conn.execute("SET LOCAL synchronous_commit = off")
-            await self._conn.execute(
-                "INSERT INTO lapras.query_log"
-                " (analyst, table_name, view_name, template, bindings, query_key, outcome, sql)"
-                " VALUES (%(analyst)s, %(table)s, %(view)s, %(template)s, %(bindings)s,"
-                " %(key)s, %(outcome)s, %(sql)s)",
-                {**record, "bindings": json.dumps(record["bindings"], default=str)},
-            )
+            async with self._conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO lapras.query_log"
+                    " (analyst, table_name, view_name, template, bindings, query_key, outcome, sql)"
+                    " VALUES (%(analyst)s, %(table)s, %(view)s, %(template)s, %(bindings)s,"
+                    " %(key)s, %(outcome)s, %(sql)s)",
+                    rows,
+                )
 
     async def history(self, epoch_id: int, limit: int) -> list[LedgerEntry]:
         """The epoch's last ``limit`` ledger rows, newest first."""

@@ -209,10 +209,11 @@ class MemLedger:
             new = await self.events(epoch_id, after)
             yield _MemTransaction(e, epoch_id, new[-1][0] if new else after, new)
 
-    async def log_query(self, record: dict[str, Any]) -> None:
-        self.store.queries.append(
-            {**record, "bindings": json.loads(json.dumps(record["bindings"], default=str))}
-        )
+    async def log_queries(self, records: Sequence[dict[str, Any]]) -> None:
+        for record in records:
+            self.store.queries.append(
+                {**record, "bindings": json.loads(json.dumps(record["bindings"], default=str))}
+            )
 
     async def history(self, epoch_id: int, limit: int) -> list[LedgerEntry]:
         e = self.store.epochs.get(epoch_id)

@@ -281,7 +281,7 @@ class TestPgLedger(LedgerContract):
             "outcome": "fresh",
             "sql": None,
         }
-        await a.log_query(record)
+        await a.log_queries([record])
         async with await psycopg.AsyncConnection.connect(pg.aggregator_dsn) as conn:
             cur = await conn.execute(
                 "SELECT analyst, template, bindings::text, outcome FROM lapras.query_log"
