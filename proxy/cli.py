@@ -19,7 +19,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -121,7 +121,7 @@ def _demo(args: argparse.Namespace) -> int:
             )
         )
         config = load_config(_demo_config(pg, data_dir, args.port))
-        asyncio.run(_demo_async(args, config))
+        _run_server_loop(_demo_async(args, config))
     finally:
         print("Stopping the embedded PostgreSQL ...", flush=True)
         pg.stop()
@@ -251,7 +251,7 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"LAPRAS proxy listening on {config.server.host}:{app.server.port}", flush=True)
             await _wait_for_signal()
 
-    asyncio.run(serve())
+    _run_server_loop(serve())
     return 0
 
 
@@ -736,6 +736,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     prov.set_defaults(func=_provision)
     return parser
+
+
+def _run_server_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run the server's event loop: uvloop when installed (the ``fast`` extra; about half the
+    per-message cost of the standard loop), unless LAPRAS_EVENT_LOOP=asyncio."""
+    if os.environ.get("LAPRAS_EVENT_LOOP", "uvloop") == "uvloop":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+                runner.run(main)
+            return
+    asyncio.run(main)
 
 
 def _single_threaded_blas() -> None:

@@ -21,12 +21,15 @@ before the data is touched. The engine's work runs in the event loop: it is mill
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import psycopg
 import scipy.sparse as sp
 
@@ -50,6 +53,18 @@ class OutsideEpochViewError(LaprasError):
     """0A000: the statement uses attributes the epoch's view does not cover."""
 
     sqlstate = "0A000"
+
+
+@functools.lru_cache(maxsize=64)
+def _projection(source: Domain, target: Domain) -> npt.NDArray[np.int64]:
+    """For each cell of ``target``, the cell of ``source`` (a sub-product of it) it projects to."""
+    coords = np.unravel_index(np.arange(target.size), target.shape)
+    axes = [target.axis(name) for name in source.names]
+    if not axes:
+        return np.zeros(target.size, dtype=np.int64)
+    return np.asarray(
+        np.ravel_multi_index([coords[ax] for ax in axes], source.shape), dtype=np.int64
+    )
 
 
 def lift(batch: QueryBatch, target: Domain) -> QueryBatch:
@@ -78,14 +93,7 @@ def lift(batch: QueryBatch, target: Domain) -> QueryBatch:
                     raise ValueError("the queries use an attribute outside the target domain")
                 dense = np.take(dense, 0, axis=axis + 1)
         matrix = sp.csr_array(dense.reshape(batch.num_queries, -1))
-    sub = Domain(tuple(kept))
-    coords = np.unravel_index(np.arange(target.size), target.shape)
-    axes = [target.axis(a.name) for a in kept]
-    proj = (
-        np.ravel_multi_index([coords[ax] for ax in axes], sub.shape)
-        if axes
-        else np.zeros(target.size, dtype=np.int64)
-    )
+    proj = _projection(Domain(tuple(kept)), target)
     return QueryBatch(target, sp.csr_array(matrix[:, proj]))
 
 
@@ -128,6 +136,8 @@ class EpochService:
         self.aggregator_dsn = aggregator_dsn
         self._sampler = sampler
         self._handles: dict[str, EpochHandle] = {}
+        # Lifting a batch onto a large view costs milliseconds; repeats must not pay it again.
+        self._lifted: OrderedDict[tuple[str, Domain], QueryBatch] = OrderedDict()
         self._loading = asyncio.Lock()
 
     # -- admin ---------------------------------------------------------------------------------
@@ -261,7 +271,7 @@ class EpochService:
                     hint=f"an administrator starts one with: lapras epoch start --table {table}",
                 )
             try:
-                batch = lift(plan.batch, handle.domain)
+                batch = self._lift(plan.batch, handle.domain)
             except ValueError:
                 raise OutsideEpochViewError(
                     f"the active epoch on {table} answers questions about {', '.join(handle.domain.names)} only",
@@ -285,6 +295,18 @@ class EpochService:
             f"the privacy epoch of table {table} was closed",
             hint=f"an administrator starts a new one with: lapras epoch start --table {table}",
         )
+
+    def _lift(self, batch: QueryBatch, domain: Domain) -> QueryBatch:
+        key = (batch.key, domain)
+        hit = self._lifted.get(key)
+        if hit is None:
+            hit = lift(batch, domain)
+            self._lifted[key] = hit
+            if len(self._lifted) > 4096:
+                self._lifted.popitem(last=False)
+        else:
+            self._lifted.move_to_end(key)
+        return hit
 
     async def _answer_exclusively(self, handle: EpochHandle, batch: QueryBatch) -> Answer:
         async with self.ledger.exclusive(handle.row.id, handle.seq) as tx:

@@ -56,6 +56,15 @@ ab = ["a", "b"]
 """
 
 
+def _event_loop() -> str:
+    """The loop `lapras serve` runs on here: uvloop when installed (the `fast` extra)."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return "asyncio"
+    return "uvloop"
+
+
 def percentile(xs: list[float], q: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(q * len(s)))]
@@ -276,7 +285,8 @@ def main() -> None:
         cmd = "python -m bench.proxy" + (" --quick" if args.quick else "") + " --write-docs"
         section = (
             f"{head}\n\nCommand: `{cmd}` ({rows:,}-row synthetic table; proxy as its own process, "
-            f"clients asyncpg over loopback, {os.cpu_count()} cores shared by PostgreSQL, the proxy and the clients).\n\n{text}\n"
+            f"clients asyncpg over loopback, {os.cpu_count()} cores shared by PostgreSQL, the proxy and the clients; "
+            f"event loop: {_event_loop()}).\n\n{text}\n"
         )
         docs.write_text(body[:start] + section + (body[nxt:] if nxt != -1 else ""))
 
