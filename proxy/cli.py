@@ -492,12 +492,12 @@ def _provision(args: argparse.Namespace) -> int:
     admin_dsn = os.environ[args.admin_dsn_env] if args.admin_dsn_env else args.admin_dsn
     if not admin_dsn:
         raise SystemExit("lapras provision: give --admin-dsn or --admin-dsn-env")
-    passwords = {}
-    for role, var in (
-        (provision.AGGREGATOR, "LAPRAS_AGGREGATOR_PASSWORD"),
-        (provision.PASSTHROUGH, "LAPRAS_PASSTHROUGH_PASSWORD"),
-    ):
-        passwords[role] = os.environ.get(var) or secrets.token_urlsafe(18)
+    env = {
+        provision.AGGREGATOR: "LAPRAS_AGGREGATOR_PASSWORD",
+        provision.PASSTHROUGH: "LAPRAS_PASSTHROUGH_PASSWORD",
+    }
+    given = {role: os.environ.get(var) for role, var in env.items()}
+    passwords = {role: pw or secrets.token_urlsafe(18) for role, pw in given.items()}
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
         provision.ensure_database(admin, args.database)
         for role, pw in passwords.items():
@@ -514,14 +514,7 @@ def _provision(args: argparse.Namespace) -> int:
         conn.commit()
     host = conninfo_to_dict(admin_dsn).get("host", "localhost")
     for role, pw in passwords.items():
-        shown = (
-            pw
-            if not any(
-                os.environ.get(v)
-                for v in ("LAPRAS_AGGREGATOR_PASSWORD", "LAPRAS_PASSTHROUGH_PASSWORD")
-            )
-            else "(from the environment)"
-        )
+        shown = f"from ${env[role]}" if given[role] else pw
         print(f"role {role} on {host}/{args.database}: password {shown}")
     return 0
 
