@@ -59,9 +59,10 @@ from scipy.optimize import lsq_linear
 from scipy.sparse.linalg import lsqr
 
 from dp.calibration import agm_sigma, laplace_scale
-from dp.domain import FloatArray, QueryBatch
+from dp.domain import FloatArray
 from dp.errors import PrivacyParameterError
 from dp.noise import Sampler
+from dp.params import as_query_matrix, check_delta, check_epsilon
 
 NoiseName = Literal["laplace", "gaussian"]
 
@@ -76,48 +77,11 @@ MAX_TRAINING_QUERIES = 1_000_000
 # -- validation ---------------------------------------------------------------------------------
 
 
-def _check_epsilon(epsilon: float) -> None:
-    if not (
-        isinstance(epsilon, int | float)
-        and not isinstance(epsilon, bool)
-        and math.isfinite(epsilon)
-        and epsilon > 0
-    ):
-        raise PrivacyParameterError("epsilon must be a finite number greater than 0")
-
-
-def _check_delta(delta: float) -> None:
-    if not (isinstance(delta, int | float) and not isinstance(delta, bool) and 0 <= delta < 1):
-        raise PrivacyParameterError("delta must be a number with 0 <= delta < 1")
-
-
 def _check_positive_int(value: int, what: str, *, minimum: int = 1) -> None:
     if not (isinstance(value, int | np.integer) and not isinstance(value, bool)):
         raise PrivacyParameterError(f"{what} must be an integer")
     if value < minimum:
         raise PrivacyParameterError(f"{what} must be at least {minimum}")
-
-
-def _as_csr(matrix: Any, n: int | None = None) -> sp.csr_array:
-    """A query matrix (QueryBatch, scipy sparse, dense 2-D or a single 1-D query) as CSR."""
-    if isinstance(matrix, QueryBatch):
-        out = sp.csr_array(matrix.matrix, dtype=np.float64)
-    elif sp.issparse(matrix):
-        out = sp.csr_array(matrix, dtype=np.float64)
-    else:
-        dense = np.asarray(matrix, dtype=np.float64)
-        if dense.ndim == 1:
-            dense = dense.reshape(1, -1)
-        if dense.ndim != 2:
-            raise ValueError("a query matrix must be two-dimensional (one row per query)")
-        out = sp.csr_array(dense)
-    if n is not None and out.shape[1] != n:
-        raise ValueError("the query matrix must have one column per cell of the histogram")
-    out = out.copy()  # canonicalised below: never touch the caller's arrays
-    out.sum_duplicates()  # duplicate entries must add up before norms are taken
-    if out.nnz and not np.all(np.isfinite(out.data)):
-        raise ValueError("query weights must be finite numbers")
-    return out
 
 
 def _as_histogram(histogram: Any) -> FloatArray:
@@ -215,7 +179,7 @@ def greedy_training_set(
         raise PrivacyParameterError("max_correlation must be a number between 0 and 1")
     if max_queries is not None:
         _check_positive_int(max_queries, "max_queries")
-    cand = _as_csr(candidates)
+    cand = as_query_matrix(candidates)
     if cand.shape[0] > MAX_TRAINING_QUERIES:
         raise ValueError("too many candidate queries for the greedy training-set selection")
     dense = np.asarray(cand.toarray(), dtype=np.float64)
@@ -291,10 +255,10 @@ def expected_error(training: Any, evaluation: Any, *, epsilon: float, delta: flo
     ``inf`` when some evaluation query is outside the row space of the training set (its
     answer would then carry an unknown bias). Public inputs only: no privacy cost.
     """
-    _check_epsilon(epsilon)
-    _check_delta(delta)
-    q = _as_csr(training)
-    e = np.asarray(_as_csr(evaluation, int(q.shape[1])).toarray(), dtype=np.float64)
+    check_epsilon(epsilon)
+    check_delta(delta)
+    q = as_query_matrix(training)
+    e = np.asarray(as_query_matrix(evaluation, int(q.shape[1])).toarray(), dtype=np.float64)
     if q.nnz == 0:
         return math.inf
     if delta == 0:
@@ -347,7 +311,7 @@ def choose_training_set(
         g = greedy_training_set(candidates, max_column_l1=cap, max_correlation=max_correlation)
         if g.shape[0] > 0:
             options.append(("greedy", g))
-        evaluation = _as_csr(candidates, n)
+        evaluation = as_query_matrix(candidates, n)
     else:
         evaluation = _evaluation_ranges(n)
     errors = [expected_error(q, evaluation, epsilon=epsilon, delta=delta) for _, q in options]
@@ -445,8 +409,8 @@ class MLDPModel:
 
         Every parameter is validated before the histogram is read.
         """
-        _check_epsilon(epsilon)
-        _check_delta(delta)
+        check_epsilon(epsilon)
+        check_delta(delta)
         if not (isinstance(ridge, int | float) and math.isfinite(ridge) and ridge >= 0):
             raise PrivacyParameterError("ridge must be a finite number >= 0")
         _check_positive_int(branching, "the branching factor", minimum=2)
@@ -467,10 +431,10 @@ class MLDPModel:
         n = int(np.shape(histogram)[0]) if np.ndim(histogram) == 1 else -1
         if n <= 0:
             raise ValueError("the histogram must be a non-empty vector of cell counts")
-        cand = _as_csr(candidates, n) if candidates is not None else None
+        cand = as_query_matrix(candidates, n) if candidates is not None else None
         name: str
         if not isinstance(training, str):
-            name, q = "explicit", _as_csr(training, n)
+            name, q = "explicit", as_query_matrix(training, n)
         elif training == "auto":
             name, q = choose_training_set(
                 n,
@@ -536,7 +500,7 @@ class MLDPModel:
         Given the same training set and noisy answers it returns the same model, bit for bit.
         The privacy fields are recorded as given (they describe how the answers were made).
         """
-        q = _as_csr(training)
+        q = as_query_matrix(training)
         y = np.array(noisy_answers, dtype=np.float64).reshape(-1)
         if y.shape[0] != q.shape[0]:
             raise ValueError("one noisy answer per training query is needed")
@@ -566,7 +530,7 @@ class MLDPModel:
 
     def answer(self, matrix: Any) -> FloatArray:
         """Answers ``matrix @ theta`` of any later queries: post-processing, no privacy cost."""
-        w = _as_csr(matrix, self.num_cells)
+        w = as_query_matrix(matrix, self.num_cells)
         return np.asarray(w @ self.theta, dtype=np.float64)
 
     def expected_variance(self, matrix: Any) -> FloatArray:
@@ -576,7 +540,7 @@ class MLDPModel:
         for Laplace, ``sigma^2`` for Gaussian). Exact for ``ridge == 0`` without the sign
         constraint and for queries in the row space of ``Q``; a reference, not a bound, otherwise.
         """
-        w = np.asarray(_as_csr(matrix, self.num_cells).toarray(), dtype=np.float64)
+        w = np.asarray(as_query_matrix(matrix, self.num_cells).toarray(), dtype=np.float64)
         per = 2.0 * self.noise_scale**2 if self.noise == "laplace" else self.noise_scale**2
         gram_pinv = np.linalg.pinv((self.training.T @ self.training).toarray())
         return np.asarray(per * np.einsum("ij,jk,ik->i", w, gram_pinv, w), dtype=np.float64)

@@ -90,9 +90,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from dp.calibration import laplace_scale, zcdp_rho
-from dp.domain import FloatArray, QueryBatch
+from dp.domain import FloatArray
 from dp.errors import PrivacyParameterError
 from dp.noise import Sampler
+from dp.params import as_query_matrix, check_delta, check_epsilon, is_number
 
 Variant = Literal["mwem", "selection_only"]
 Accounting = Literal["basic", "advanced", "zcdp"]
@@ -104,20 +105,6 @@ DEFAULT_TOTAL_FRACTION = 0.05
 
 
 # -- validation ---------------------------------------------------------------------------------
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _check_epsilon(epsilon: float) -> None:
-    if not (_is_number(epsilon) and math.isfinite(epsilon) and epsilon > 0):
-        raise PrivacyParameterError("epsilon must be a finite number greater than 0")
-
-
-def _check_delta(delta: float) -> None:
-    if not (_is_number(delta) and 0 <= delta < 1):
-        raise PrivacyParameterError("delta must be a number with 0 <= delta < 1")
 
 
 def _check_rounds(rounds: int) -> None:
@@ -132,33 +119,12 @@ def _check_variant(variant: str) -> None:
         raise PrivacyParameterError("variant must be 'mwem' or 'selection_only'")
 
 
-def _as_csr(matrix: Any, n: int | None = None) -> sp.csr_array:
-    if isinstance(matrix, QueryBatch):
-        out = sp.csr_array(matrix.matrix, dtype=np.float64)
-    elif sp.issparse(matrix):
-        out = sp.csr_array(matrix, dtype=np.float64)
-    else:
-        dense = np.asarray(matrix, dtype=np.float64)
-        if dense.ndim == 1:
-            dense = dense.reshape(1, -1)
-        if dense.ndim != 2:
-            raise ValueError("a query matrix must be two-dimensional (one row per query)")
-        out = sp.csr_array(dense)
-    if n is not None and out.shape[1] != n:
-        raise ValueError("the query matrix must have one column per cell of the histogram")
-    out = out.copy()  # canonicalised below: never touch the caller's arrays
-    out.sum_duplicates()  # duplicate entries must add up before weights are read
-    if out.nnz and not np.all(np.isfinite(out.data)):
-        raise ValueError("query weights must be finite numbers")
-    return out
-
-
 # -- the exponential mechanism ------------------------------------------------------------------
 
 
 def _check_selection(epsilon: float, sensitivity: float) -> None:
-    _check_epsilon(epsilon)
-    if not (_is_number(sensitivity) and math.isfinite(sensitivity) and sensitivity > 0):
+    check_epsilon(epsilon)
+    if not (is_number(sensitivity) and math.isfinite(sensitivity) and sensitivity > 0):
         raise PrivacyParameterError("the score sensitivity must be a finite number greater than 0")
 
 
@@ -238,8 +204,8 @@ def round_budget(
     the module docstring). MWEM rounds have ``select == measure``; selection-only rounds have
     ``measure == 0``.
     """
-    _check_epsilon(epsilon_rounds)
-    _check_delta(delta)
+    check_epsilon(epsilon_rounds)
+    check_delta(delta)
     _check_rounds(rounds)
     _check_variant(variant)
     mechanisms = 2 if variant == "mwem" else 1
@@ -314,7 +280,7 @@ class PMWResult:
 
     def answer(self, matrix: Any) -> FloatArray:
         """Answers from the synthetic histogram: post-processing, no privacy cost."""
-        w = _as_csr(matrix, int(self.distribution.shape[0]))
+        w = as_query_matrix(matrix, int(self.distribution.shape[0]))
         return np.asarray(w @ self.synthetic_histogram, dtype=np.float64)
 
 
@@ -378,16 +344,16 @@ def mwem(
     delta)``-DP via the composition rule in ``accounting``. Every parameter is validated before
     the histogram is read.
     """
-    _check_epsilon(epsilon)
-    _check_delta(delta)
+    check_epsilon(epsilon)
+    check_delta(delta)
     _check_rounds(rounds)
     _check_variant(variant)
-    if total is not None and not (_is_number(total) and math.isfinite(total) and total > 0):
+    if total is not None and not (is_number(total) and math.isfinite(total) and total > 0):
         raise PrivacyParameterError("a public total must be a finite number greater than 0")
-    if total is None and not (_is_number(total_fraction) and 0 < total_fraction < 1):
+    if total is None and not (is_number(total_fraction) and 0 < total_fraction < 1):
         raise PrivacyParameterError("total_fraction must be a number strictly between 0 and 1")
     if learning_rate is not None and not (
-        _is_number(learning_rate) and math.isfinite(learning_rate) and learning_rate > 0
+        is_number(learning_rate) and math.isfinite(learning_rate) and learning_rate > 0
     ):
         raise PrivacyParameterError("learning_rate must be a finite number greater than 0")
     if not (isinstance(mw_sweeps, int) and not isinstance(mw_sweeps, bool) and mw_sweeps >= 1):
@@ -395,7 +361,7 @@ def mwem(
     if np.ndim(histogram) != 1 or np.shape(histogram)[0] == 0:
         raise ValueError("the histogram must be a non-empty vector of cell counts")
     n = int(np.shape(histogram)[0])
-    w = _as_csr(workload, n)
+    w = as_query_matrix(workload, n)
     m = int(w.shape[0])
     if m == 0 or w.nnz == 0 or not np.any(w.data != 0):
         raise ValueError("the workload must contain at least one non-zero query")
@@ -493,7 +459,7 @@ def selection_only_transcript_probabilities(
     _check_rounds(rounds)
     x = np.asarray(histogram, dtype=np.float64).reshape(-1)
     n = int(x.shape[0])
-    w = _as_csr(workload, n)
+    w = as_query_matrix(workload, n)
     m = int(w.shape[0])
     if (2 * m) ** rounds > 100_000:
         raise ValueError("too many transcripts to enumerate: this is for tiny universes only")
