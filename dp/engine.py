@@ -865,6 +865,24 @@ def release(
     return ReleaseResult(answers=answers, std_errors=std, events=(ev,))
 
 
+def answer(
+    state: EngineState, batch: QueryBatch, histogram: FloatArray, sampler: Sampler
+) -> tuple[EngineState, Decision, ReleaseResult]:
+    """decide -> apply -> release -> apply, in memory (benchmarks, tests, simulations).
+
+    The same order as the proxy's, without persistence: the decision's events (for a fresh
+    answer, the charge) are applied before the noise is drawn. Raises what :func:`decide`
+    raises; the events of both steps are in ``decision.events`` and ``result.events``.
+    """
+    decision = decide(state, batch)
+    for ev in decision.events:
+        state = apply(state, ev)
+    result = release(state, decision, histogram, sampler)
+    for ev in result.events:
+        state = apply(state, ev)
+    return state, decision, result
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BudgetStatus:
     """Public bookkeeping of an epoch (safe to show: it depends on no data)."""

@@ -32,7 +32,7 @@ import numpy as np
 from bench.accuracy import compare
 from dp.baselines import offline_mm, online_independent_noise
 from dp.domain import Domain, FloatArray, QueryBatch
-from dp.engine import EngineConfig, apply, decide, release, start
+from dp.engine import EngineConfig, answer, start
 from dp.errors import BudgetExhaustedError
 from dp.noise import SeededSampler
 from dp.strategy import Strategy, optimize_strategy
@@ -102,15 +102,10 @@ def run_lapras(
     for q in stream:
         batch = QueryBatch.from_dense(dom, [q])
         try:
-            d = decide(state, batch)
+            state, _, r = answer(state, batch, x, sampler)
         except BudgetExhaustedError:
             refused += 1
             continue
-        for ev in d.events:
-            state = apply(state, ev)
-        r = release(state, d, x, sampler)
-        for ev in r.events:
-            state = apply(state, ev)
         errs.append(abs(r.answers[0] - float(q @ x)))
     return (float(np.mean(errs)) if errs else float("nan")), refused
 

@@ -63,7 +63,7 @@ import numpy as np
 
 import sql_fixtures.flights as flights
 from dp.domain import QueryBatch
-from dp.engine import EngineConfig, apply, decide, release, start
+from dp.engine import EngineConfig, answer, start
 from dp.errors import BudgetExhaustedError
 from dp.noise import SeededSampler
 from dp.strategy import optimize_strategy
@@ -249,15 +249,10 @@ def run_engine(
     refused = good = 0
     for batch in stream.batches:
         try:
-            d = decide(state, batch)
+            state, d, r = answer(state, batch, x, sampler)
         except BudgetExhaustedError:
             refused += 1
             continue
-        for ev in d.events:
-            state = apply(state, ev)
-        r = release(state, d, x, sampler)
-        for ev in r.events:
-            state = apply(state, ev)
         good += d.kind.value == "matrix"
         errs.extend(np.abs(np.asarray(r.answers) - batch.answer(x)).tolist())
     return Run(

@@ -25,6 +25,7 @@ from dp.engine import (
     Released,
     ReserveExhaustedError,
     StreamLengthExhaustedError,
+    answer,
     apply,
     decide,
     fold,
@@ -75,14 +76,8 @@ class Run:
         return Run(state=st_, ledger=list(evs))
 
     def ask(self, batch: QueryBatch) -> tuple[Decision, tuple[float, ...]]:
-        d = decide(self.state, batch)
-        for ev in d.events:  # persist + apply before releasing
-            self.ledger.append(ev)
-            self.state = apply(self.state, ev)
-        r = release(self.state, d, X, self.sampler)
-        for ev in r.events:
-            self.ledger.append(ev)
-            self.state = apply(self.state, ev)
+        self.state, d, r = answer(self.state, batch, X, self.sampler)
+        self.ledger += [*d.events, *r.events]  # in order: the charge before the release
         return d, r.answers
 
     def charges(self) -> list[Charged]:
