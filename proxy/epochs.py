@@ -38,7 +38,7 @@ from dp import engine
 from dp.domain import Domain, FloatArray, QueryBatch
 from dp.errors import LaprasError
 from dp.noise import Sampler
-from proxy.ledger import EpochConflictError, EpochLockedError, EpochRow, Ledger
+from proxy.ledger import EpochLockedError, EpochRow, Ledger, conflict_error
 
 log = logging.getLogger("lapras.epochs")
 
@@ -200,10 +200,7 @@ class EpochService:
                 f"table {decl.name} has no view {view}", hint=f"views: {', '.join(views)}"
             )
         if await self.ledger.active_epoch(decl.name) is not None:
-            raise EpochConflictError(
-                f"an epoch is already active for table {decl.name}",
-                hint="close it first (lapras epoch close): a budget is never reset silently",
-            )
+            raise conflict_error(decl.name)
         domain = views[view].domain
         batch = self.predicted_batch(decl.name, view, predicted)
         histogram = await self.exact_histogram(decl.name, view)

@@ -211,8 +211,13 @@ def decode(payload: str) -> Any:
     return engine_codec.decode_event(json.loads(payload))
 
 
-def _histogram_bytes(histogram: FloatArray) -> bytes:
+def histogram_bytes(histogram: FloatArray) -> bytes:
+    """A pinned histogram as stored: little-endian float64, byte-exact."""
     return np.ascontiguousarray(np.asarray(histogram, dtype="<f8")).tobytes()
+
+
+def histogram_from_bytes(cells: bytes) -> FloatArray:
+    return np.frombuffer(cells, dtype="<f8").astype(np.float64)
 
 
 def _row(r: Sequence[Any]) -> EpochRow:
@@ -330,13 +335,13 @@ class PgLedger:
                     (table, view, config_json, actor, reason),
                 )
             except psycopg.errors.UniqueViolation:
-                raise _conflict(table) from None
+                raise conflict_error(table) from None
             row = await cur.fetchone()
             assert row is not None
             epoch_id = int(row[0])
             await self._conn.execute(
                 "INSERT INTO lapras.histograms (epoch_id, view_name, cells) VALUES (%s, %s, %s)",
-                (epoch_id, view, _histogram_bytes(histogram)),
+                (epoch_id, view, histogram_bytes(histogram)),
             )
             tx = _PgTransaction(self._conn, epoch_id, 0, [])
             await tx.append(events)
@@ -406,7 +411,7 @@ class PgLedger:
             row = await cur.fetchone()
         if row is None:
             raise LookupError("the epoch has no pinned histogram")
-        return np.frombuffer(bytes(row[0]), dtype="<f8").astype(np.float64)
+        return histogram_from_bytes(bytes(row[0]))
 
     async def events(self, epoch_id: int, after: int = 0) -> list[tuple[int, object]]:
         async with self._locked():
@@ -484,7 +489,8 @@ class PgLedger:
         ]
 
 
-def _conflict(table: str) -> EpochConflictError:
+def conflict_error(table: str) -> EpochConflictError:
+    """The refusal to start a second active epoch on a table (every ledger, every caller)."""
     return EpochConflictError(
         f"an epoch is already active for table {table}",
         hint="close it first (lapras epoch close): a budget is never reset silently",

@@ -21,19 +21,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-
 from dp import engine_codec
 from dp.domain import FloatArray
 from dp.engine import EngineConfig
 from proxy.ledger import (
     AdminEntry,
-    EpochConflictError,
     EpochLockedError,
     EpochRow,
     LedgerEntry,
+    conflict_error,
     decode,
     encode,
+    histogram_bytes,
+    histogram_from_bytes,
 )
 
 
@@ -113,12 +113,9 @@ class MemLedger:
     ) -> int:
         config_json = json.dumps(engine_codec.encode_config(config), allow_nan=False)
         encoded = [encode(ev) for ev in events]  # fail before anything is written
-        cells = np.ascontiguousarray(np.asarray(histogram, dtype="<f8")).tobytes()
+        cells = histogram_bytes(histogram)
         if self._active(table) is not None:
-            raise EpochConflictError(
-                f"an epoch is already active for table {table}",
-                hint="close it first (lapras epoch close): a budget is never reset silently",
-            )
+            raise conflict_error(table)
         epoch_id = self.store.next_id
         self.store.next_id += 1
         at = _now()
@@ -189,7 +186,7 @@ class MemLedger:
         e = self.store.epochs.get(epoch_id)
         if e is None or view not in e.histograms:
             raise LookupError("the epoch has no pinned histogram")
-        return np.frombuffer(e.histograms[view], dtype="<f8").astype(np.float64)
+        return histogram_from_bytes(e.histograms[view])
 
     async def events(self, epoch_id: int, after: int = 0) -> list[tuple[int, object]]:
         e = self.store.epochs.get(epoch_id)
