@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from mechanism_helpers import SpySampler, histogram, ranges
 from scipy import stats
 
 from dp.calibration import zcdp_rho
-from dp.domain import FloatArray
 from dp.errors import PrivacyParameterError
 from dp.noise import SeededSampler
 from dp.pmw import (
@@ -25,38 +25,6 @@ from dp.pmw import (
     selection_only_transcript_probabilities,
     selection_probabilities,
 )
-
-
-class SpySampler:
-    """A seeded sampler that records every call."""
-
-    def __init__(self, seed: int = 0) -> None:
-        self.inner = SeededSampler(seed)
-        self.calls: list[tuple[str, float, int]] = []
-
-    def gaussian(self, scale: float, size: int) -> FloatArray:
-        self.calls.append(("gaussian", scale, size))
-        return self.inner.gaussian(scale, size)
-
-    def laplace(self, scale: float, size: int) -> FloatArray:
-        self.calls.append(("laplace", scale, size))
-        return self.inner.laplace(scale, size)
-
-
-def ranges(n: int, m: int, seed: int) -> FloatArray:
-    rng = np.random.default_rng(seed)
-    w = np.zeros((m, n))
-    for i in range(m):
-        a, b = sorted(rng.integers(0, n + 1, 2))
-        w[i, a : max(b, a + 1)] = 1.0
-    return w
-
-
-def histogram(n: int, total: int, seed: int) -> FloatArray:
-    rng = np.random.default_rng(seed)
-    shape = np.exp(-0.5 * ((np.arange(n) - 0.35 * n) / (0.15 * n)) ** 2) + 0.05
-    return rng.multinomial(total, shape / shape.sum()).astype(np.float64)
-
 
 ALL_RANGES_3 = np.array(
     [[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 0], [0, 1, 1], [1, 1, 1]], dtype=np.float64
