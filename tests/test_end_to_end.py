@@ -16,55 +16,16 @@ from typing import Any
 import asyncpg
 import psycopg
 import pytest
+from epoch_helpers import DASHBOARD, config_text, reset_ledger, start_epoch
 
-import sql_fixtures.adult as adult
 from dp.noise import SeededSampler
-from proxy.app import App, admin_service, engine_config, running
+from proxy.app import App, running
 from proxy.config import Config, parse_config
 from proxy.ledger import decode
-
-DASHBOARD = [
-    "SELECT sex, count(*) FROM adult GROUP BY sex",
-    "SELECT count(*) FROM adult WHERE age BETWEEN 30 AND 39",
-    "SELECT income, count(*) FROM adult GROUP BY income",
-]
 
 
 def make_config(pg: Any, **privacy: Any) -> Config:
     return parse_config(config_text(pg, **privacy), "test.toml")
-
-
-def config_text(pg: Any, **privacy: Any) -> str:
-    """A whole lapras.toml for the test backend (Adult protected)."""
-    settings = {
-        "epsilon": 1.0,
-        "delta": 1e-3,
-        "stream_length": 50,
-        "view": "age_sex_income",
-        **privacy,
-    }
-    lines = "\n".join(
-        f"{k} = {v!r}" if not isinstance(v, str) else f'{k} = "{v}"' for k, v in settings.items()
-    )
-    text = (
-        adult.DECLARATION.read_text()
-        + f"""
-[server]
-listen = "127.0.0.1:0"
-
-[backend]
-aggregator_dsn = "{pg.aggregator_dsn}"
-passthrough_dsn = "{pg.passthrough_dsn}"
-
-[[users]]
-name = "analyst"
-password = "secret"
-
-[privacy]
-{lines}
-"""
-    )
-    return text
 
 
 class Proxy:
@@ -105,26 +66,6 @@ class Proxy:
     def dsn(self) -> str:
         assert self.app is not None
         return f"postgresql://analyst:secret@127.0.0.1:{self.app.server.port}/lapras_test"
-
-
-def reset_ledger(pg: Any) -> None:
-    with psycopg.connect(pg.admin_dsn, autocommit=True) as conn:
-        conn.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
-
-
-def start_epoch(config: Config, predicted: list[str], seed: int = 1, **overrides: Any) -> int:
-    async def go() -> int:
-        async with admin_service(config, sampler=lambda: SeededSampler(seed)) as service:
-            return await service.start_epoch(
-                table="adult",
-                view="age_sex_income",
-                config=engine_config(config.privacy, **overrides),
-                predicted=predicted,
-                actor="pytest",
-                reason="test",
-            )
-
-    return asyncio.run(go())
 
 
 @contextmanager

@@ -15,7 +15,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from test_end_to_end import Proxy, client, config_text, make_config, reset_ledger, start_epoch
+from epoch_helpers import config_text, reset_ledger, start_epoch
+from test_end_to_end import Proxy, client, make_config
 
 from proxy.embedded import EmbeddedPostgres
 

@@ -7,7 +7,6 @@ many times (an import of the proxy costs seconds on a loaded machine; a fork cos
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import signal
@@ -20,32 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from epoch_helpers import ADMIN as ADMIN
+from epoch_helpers import ANALYST, config_text
+from epoch_helpers import DASHBOARD as DASHBOARD
+from epoch_helpers import reset_ledger as reset_ledger
 
-import sql_fixtures.adult as adult
-from dp.noise import SeededSampler
-from proxy.app import admin_service, engine_config
 from proxy.config import Config, parse_config
 from proxy.ledger import decode
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-ANALYST = ("analyst", "secret")
-ADMIN = ("root", "admin-secret")
-DASHBOARD = [
-    "SELECT sex, count(*) FROM adult GROUP BY sex",
-    "SELECT count(*) FROM adult WHERE age BETWEEN 30 AND 39",
-    "SELECT income, count(*) FROM adult GROUP BY income",
-]
-
-
-def _toml(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return f'"{v}"'
-    return repr(v)
-
-
 #: The environment of every process the tests start: one BLAS thread per process. (Under load,
 #: OpenBLAS's own threads make a 296-cell eigendecomposition ~100x slower on 2 cores.)
 ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -77,66 +60,11 @@ def cli_start_epoch(config_path: Path, predicted: list[str], *extra: str) -> int
     return int(found.group(1))
 
 
-def config_text(pg: Any, **privacy: Any) -> str:
-    settings = {
-        "epsilon": 1.0,
-        "delta": 1e-3,
-        "stream_length": 50,
-        "view": "age_sex_income",
-        **privacy,
-    }
-    lines = "\n".join(f"{k} = {_toml(v)}" for k, v in settings.items())
-    return (
-        adult.DECLARATION.read_text()
-        + f"""
-[server]
-listen = "127.0.0.1:0"
-shutdown_grace = 1
-
-[backend]
-aggregator_dsn = "{pg.aggregator_dsn}"
-passthrough_dsn = "{pg.passthrough_dsn}"
-
-[[users]]
-name = "{ANALYST[0]}"
-password = "{ANALYST[1]}"
-
-[[users]]
-name = "{ADMIN[0]}"
-password = "{ADMIN[1]}"
-admin = true
-
-[privacy]
-{lines}
-"""
-    )
-
-
 def write_config(folder: Path, pg: Any, **privacy: Any) -> tuple[Path, Config]:
     text = config_text(pg, **privacy)
     path = folder / "lapras.toml"
     path.write_text(text)
     return path, parse_config(text, str(path))
-
-
-def reset_ledger(pg: Any) -> None:
-    with psycopg.connect(pg.admin_dsn, autocommit=True) as conn:
-        conn.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
-
-
-def start_epoch(config: Config, predicted: list[str], seed: int = 1, **overrides: Any) -> int:
-    async def go() -> int:
-        async with admin_service(config, sampler=lambda: SeededSampler(seed)) as service:
-            return await service.start_epoch(
-                table="adult",
-                view="age_sex_income",
-                config=engine_config(config.privacy, **overrides),
-                predicted=predicted,
-                actor="pytest",
-                reason="ledger tests",
-            )
-
-    return asyncio.run(go())
 
 
 def ledger_rows(pg: Any, epoch: int) -> list[tuple[int, str, Any]]:
