@@ -45,11 +45,10 @@ EXAMPLES = (
 
 
 def _statements(path: Path) -> list[str]:
-    """The statements of a .sql file (comment lines dropped, split on ';')."""
-    text = "\n".join(
-        line for line in path.read_text().splitlines() if not line.lstrip().startswith("--")
-    )
-    return [s.strip() for s in text.split(";") if s.strip()]
+    """The statements of a .sql file, split as the proxy splits a Query (quotes, comments)."""
+    from rewriter.split import split_statements
+
+    return [p.text.strip() for p in split_statements(path.read_text()) if p.text.strip()]
 
 
 async def _progress(label: str, work: Awaitable[_T], every: float = 5.0) -> _T:
