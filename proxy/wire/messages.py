@@ -82,6 +82,13 @@ class _Reader:
             raise self._bad("negative count")
         return n
 
+    def int16s(self, n: int) -> tuple[int, ...]:
+        if self._pos + 2 * n > len(self._data):
+            raise self._bad("truncated Int16")
+        v = struct.unpack_from(f"!{n}h", self._data, self._pos)
+        self._pos += 2 * n
+        return v
+
     def byte(self) -> bytes:
         if self._pos >= len(self._data):
             raise self._bad("truncated Byte1")
@@ -435,9 +442,11 @@ FrontendMessage = (
 
 
 def _format_codes(r: _Reader) -> tuple[int, ...]:
-    codes = tuple(r.int16() for _ in range(r.count()))
+    codes = r.int16s(r.count())
     if any(c not in (0, 1) for c in codes):
-        raise ProtocolViolation(f"unsupported format code: {next(c for c in codes if c > 1)}")
+        raise ProtocolViolation(
+            f"unsupported format code: {next(c for c in codes if c not in (0, 1))}"
+        )
     return codes
 
 
@@ -572,8 +581,94 @@ FRONTEND_EMPTY_TYPES = frozenset(b"SHXc")
 FRONTEND_TYPES = frozenset(_FRONTEND)
 
 
+# The messages without a body, decoded once (they are frozen values).
+_BODILESS: dict[bytes, FrontendMessage] = {
+    b"S": Sync(),
+    b"H": Flush(),
+    b"X": Terminate(),
+    b"c": CopyDone(),
+}
+
+
+def _names(body: bytes) -> tuple[str, str, int]:
+    """Two NUL-terminated UTF-8 strings at the start of ``body``, and the offset after them
+    (ValueError / UnicodeDecodeError when they are not there)."""
+    a = body.index(0)
+    b = body.index(0, a + 1)
+    return body[:a].decode(), body[a + 1 : b].decode(), b + 1
+
+
+def _fast_bind(body: bytes) -> Bind | None:
+    portal, stmt, pos = _names(body)
+    (nf,) = _I16.unpack_from(body, pos)
+    pfmts = struct.unpack_from(f"!{nf}h", body, pos + 2)
+    pos += 2 + 2 * nf
+    (np,) = _I16.unpack_from(body, pos)
+    pos += 2
+    params: list[bytes | None] = []
+    for _ in range(np):
+        (n,) = _I32.unpack_from(body, pos)
+        pos += 4
+        if n == -1:
+            params.append(None)
+            continue
+        if n < 0 or pos + n > len(body):
+            return None
+        params.append(body[pos : pos + n])
+        pos += n
+    (nr,) = _I16.unpack_from(body, pos)
+    rfmts = struct.unpack_from(f"!{nr}h", body, pos + 2)
+    if pos + 2 + 2 * nr != len(body) or nf < 0 or nr < 0 or np < 0:
+        return None
+    if any(c not in (0, 1) for c in pfmts + rfmts) or (nf > 1 and nf != np):
+        return None
+    return Bind(
+        portal=portal,
+        statement=stmt,
+        param_formats=pfmts,
+        params=tuple(params),
+        result_formats=rfmts,
+    )
+
+
+def _fast_execute(body: bytes) -> Execute | None:
+    end = body.index(0)
+    if len(body) != end + 5:
+        return None
+    (n,) = _I32.unpack_from(body, end + 1)
+    return Execute(portal=body[:end].decode(), max_rows=max(n, 0))
+
+
+def _fast_describe_close(body: bytes, cls: type[Describe] | type[Close]) -> Describe | Close | None:
+    kind = body[:1]
+    end = body.index(0, 1)
+    if kind not in (b"S", b"P") or len(body) != end + 1:
+        return None
+    return cls(kind="S" if kind == b"S" else "P", name=body[1:end].decode())
+
+
+# The messages of a relayed prepared statement's round trip, decoded without a _Reader; None
+# (or an exception) means "not well formed": the full decoder then says why.
+_FAST: dict[bytes, Callable[[bytes], FrontendMessage | None]] = {
+    b"B": _fast_bind,
+    b"E": _fast_execute,
+    b"D": lambda body: _fast_describe_close(body, Describe),
+    b"C": lambda body: _fast_describe_close(body, Close),
+}
+
+
 def decode_frontend(type_byte: bytes, body: bytes) -> FrontendMessage:
     """Decode one frontend message body; unknown types and bad layouts are 08P01."""
+    if not body and type_byte in _BODILESS:
+        return _BODILESS[type_byte]
+    fast = _FAST.get(type_byte)
+    if fast is not None:
+        try:
+            msg = fast(body)
+        except (ValueError, IndexError, struct.error):  # UnicodeDecodeError is a ValueError
+            msg = None
+        if msg is not None:
+            return msg
     dec = _FRONTEND.get(type_byte)
     if dec is None:
         code = type_byte[0] if type_byte else -1
@@ -1158,7 +1253,7 @@ class FrameBuffer:
     leg (backend messages) and by :mod:`proxy.wire.protocol` for the client leg.
     """
 
-    __slots__ = ("_buf", "_empty", "_max", "_small")
+    __slots__ = ("_buf", "_empty", "_limits", "_max", "_small")
 
     def __init__(
         self,
@@ -1171,6 +1266,11 @@ class FrameBuffer:
         self._max = max_message
         self._small = small_types
         self._empty = empty_types
+        # The largest length field allowed per type byte (4 = no body allowed).
+        self._limits = tuple(
+            4 if t in empty_types else SMALL_MESSAGE_LIMIT if t in small_types else max_message
+            for t in range(256)
+        )
 
     def feed(self, data: bytes) -> None:
         self._buf += data
@@ -1186,21 +1286,59 @@ class FrameBuffer:
     def peek(self, n: int) -> bytes:
         return bytes(self._buf[:n])
 
+    def _length(self, pos: int) -> int:
+        """The checked length field of the frame starting at ``pos`` (5 bytes buffered)."""
+        t = self._buf[pos]
+        (length,) = _I32.unpack_from(self._buf, pos + 1)
+        if 4 <= length <= self._limits[t]:
+            return int(length)
+        if length < 4:
+            raise ProtocolViolation(f"invalid message length {length}")
+        if t in self._empty:
+            raise ProtocolViolation(f"invalid message length {length} for type {chr(t)!r}")
+        raise ProtocolViolation(f"message of type {chr(t)!r} too large ({length} bytes)")
+
     def next_frame(self) -> tuple[bytes, bytes] | None:
         buf = self._buf
         if len(buf) < 5:
             return None
-        t = buf[0]
-        (length,) = _I32.unpack_from(buf, 1)
-        if length < 4:
-            raise ProtocolViolation(f"invalid message length {length}")
-        if t in self._empty and length != 4:
-            raise ProtocolViolation(f"invalid message length {length} for type {chr(t)!r}")
-        limit = SMALL_MESSAGE_LIMIT if t in self._small else self._max
-        if length > limit:
-            raise ProtocolViolation(f"message of type {chr(t)!r} too large ({length} bytes)")
+        length = self._length(0)
         if len(buf) < length + 1:
             return None
         body = bytes(buf[5 : length + 1])
+        t = buf[0]
         del buf[: length + 1]
         return bytes((t,)), body
+
+    def next_raw(self) -> bytes | None:
+        """The next complete frame as it came (type byte, length, body), or None."""
+        buf = self._buf
+        if len(buf) < 5:
+            return None
+        end = self._length(0) + 1
+        if len(buf) < end:
+            return None
+        frame = bytes(buf[:end])
+        del buf[:end]
+        return frame
+
+    def raw_frames(self) -> list[bytes]:
+        """Every complete frame buffered, each as it came (type byte, length, body): one
+        pass and one cut of the buffer, for relaying a whole read at once."""
+        buf = self._buf
+        n = len(buf)
+        pos = 0
+        out: list[bytes] = []
+        limits = self._limits
+        while n - pos >= 5:
+            (length,) = _I32.unpack_from(buf, pos + 1)
+            if not 4 <= length <= limits[buf[pos]]:
+                self._length(pos)  # raises the right violation
+            end = pos + length + 1
+            if end > n:
+                break
+            out.append(bytes(buf[pos:end]))
+            pos = end
+        if pos:
+            del buf[:pos]
+        return out

@@ -2,7 +2,7 @@
 
 Feed the bytes read from the client to :meth:`ServerConnection.receive_data`, take decoded
 frontend messages from :meth:`ServerConnection.next_event`, and turn every backend message into
-bytes with :meth:`ServerConnection.send` (or :meth:`send_raw` for relayed frames). The machine
+bytes with :meth:`ServerConnection.send` (or pass relayed frames through :meth:`relay`). The machine
 watches both directions and tracks the connection state; it never reads a socket, so it can be
 driven by tests and by Hypothesis directly. No asyncio here.
 
@@ -60,6 +60,10 @@ class ConnState(enum.Enum):
     COPY_IN = "copy-in"
     CLOSED = "closed"
 
+    # Members are singletons: hash by identity (Enum's own __hash__ is Python code, and the
+    # state is looked up in a table for every message).
+    __hash__ = object.__hash__
+
 
 IDLE_STATES = frozenset({ConnState.READY, ConnState.IN_TRANSACTION, ConnState.FAILED_TRANSACTION})
 _STATUS_STATE = {
@@ -99,6 +103,8 @@ for _s in (*IDLE_STATES, ConnState.COPY_IN):
     TRANSITIONS[(_s, "send:CopyBothResponse")] = ConnState.COPY_IN
 for _s in ConnState:
     TRANSITIONS[(_s, "send:FatalError")] = ConnState.CLOSED
+# The "recv:" rows keyed by the type byte, for the per-message lookup.
+_ON_RECV = {(s, ord(k[5])): v for (s, k), v in TRANSITIONS.items() if k.startswith("recv:")}
 
 _EXTENDED_TYPES = frozenset(b"PBDECH")
 
@@ -139,6 +145,9 @@ class ServerConnection:
         # An extended-query message was received since the last Sync/Query.
         self.batch_open = False
         self.startup: StartupMessage | None = None
+        # The frame (type byte, length, body) of the message next_event returned last, so a
+        # relayed message goes upstream exactly as the client sent it.
+        self.last_frame = b""
 
     # -- input ---------------------------------------------------------------------------
 
@@ -171,16 +180,16 @@ class ServerConnection:
                 return CONNECTION_CLOSED
             if self.state is ConnState.PRE_STARTUP:
                 return self._startup_event()
-            frame = self._frames.next_frame()
+            frame = self._frames.next_raw()
             if frame is None:
                 return CONNECTION_CLOSED if self._eof else NEED_DATA
-            t, body = frame
-            tb = t[0]
+            tb = frame[0]
             if tb not in ACCEPTS[self.state]:
                 if self.state is ConnState.AUTHENTICATING:
                     raise ProtocolViolation(f"expected password response, got message type {tb}")
                 raise ProtocolViolation(f"invalid frontend message type {tb}")
-            msg = decode_frontend(t, body)
+            msg = decode_frontend(frame[:1], frame[5:])
+            self.last_frame = frame
             if self.state is ConnState.SKIP_UNTIL_SYNC and tb not in b"SX":
                 continue  # discarded, protocol-flow "Extended Query"
             self._on_receive(tb)
@@ -226,7 +235,7 @@ class ServerConnection:
         return msg
 
     def _on_receive(self, tb: int) -> None:
-        new = TRANSITIONS.get((self.state, f"recv:{chr(tb)}"))
+        new = _ON_RECV.get((self.state, tb))
         if tb in b"SQF":
             self.pending_ready += 1
             self.batch_open = False
@@ -258,12 +267,12 @@ class ServerConnection:
         self._observe(msg.TYPE[0], data)
         return data
 
-    def send_raw(self, type_byte: bytes, body: bytes) -> bytes:
-        """Frame a relayed backend message without decoding it (only the type and, for
-        ReadyForQuery and ErrorResponse, one field are looked at)."""
-        data = struct.pack("!ci", type_byte, len(body) + 4) + body
-        self._observe(type_byte[0], data)
-        return data
+    def relay(self, frame: bytes) -> bytes:
+        """A backend frame passed through as it is (type byte, length, body); only the type
+        and, for ReadyForQuery and ErrorResponse, one field are looked at."""
+        if frame[0] in _OBSERVED:
+            self._observe(frame[0], frame)
+        return frame
 
     def send_ssl_answer(self, accept: bool) -> bytes:
         """The one-byte answer to SSLRequest/GSSENCRequest ('S' or 'N', protocol-flow SSL)."""
@@ -272,19 +281,19 @@ class ServerConnection:
     def _observe(self, tb: int, data: bytes) -> None:
         if self.state is ConnState.CLOSED:
             return
-        if tb == ord("R") and data[5:9] == b"\x00\x00\x00\x00":
+        if tb == _R and data[5:9] == b"\x00\x00\x00\x00":
             new = TRANSITIONS.get((self.state, "send:AuthenticationOk"))
             if new is not None:
                 self.state = new
             return
-        if tb == ord("Z"):
+        if tb == _Z:
             status = chr(data[5])
             self.txn_status = status if status in _STATUS_STATE else "I"
             if self.pending_ready > 0:
                 self.pending_ready -= 1
             self.state = _STATUS_STATE[self.txn_status]
             return
-        if tb == ord("E"):
+        if tb == _E:
             if _is_fatal(data):
                 self.state = TRANSITIONS[(self.state, "send:FatalError")]
                 return
@@ -293,9 +302,9 @@ class ServerConnection:
             if self.state in IDLE_STATES and self.pending_ready == 0 and self.batch_open:
                 self.state = ConnState.SKIP_UNTIL_SYNC
             return
-        if tb == ord("G"):
+        if tb == _G:
             self.state = TRANSITIONS.get((self.state, "send:CopyInResponse"), self.state)
-        elif tb == ord("W"):
+        elif tb == _W:
             self.state = TRANSITIONS.get((self.state, "send:CopyBothResponse"), self.state)
 
     def enter_skip(self) -> None:
@@ -306,6 +315,11 @@ class ServerConnection:
 
     def close(self) -> None:
         self.state = ConnState.CLOSED
+
+
+# The backend message types that change the connection's state; the rest pass unobserved.
+_R, _Z, _E, _G, _W = b"RZEGW"
+_OBSERVED = frozenset(b"RZEGW")
 
 
 def _is_fatal(data: bytes) -> bool:

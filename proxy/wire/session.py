@@ -50,6 +50,7 @@ from proxy.errors import (
 )
 from proxy.wire import types as pgtypes
 from proxy.wire.auth import Authenticator
+from proxy.wire.channel import Channel
 from proxy.wire.messages import (
     AuthenticationOk,
     BackendKeyData,
@@ -153,6 +154,8 @@ class Kind(enum.Enum):
     QUERY = "Q"
     FUNCTION = "F"
 
+    __hash__ = object.__hash__  # identity: members are singletons (see ConnState)
+
 
 _EXTENDED_KINDS = frozenset(
     {Kind.PARSE, Kind.BIND, Kind.DESCRIBE_S, Kind.DESCRIBE_P, Kind.EXECUTE, Kind.CLOSE}
@@ -237,12 +240,15 @@ class Session:
         self.user = ""
         self.database = ""
         self._out = bytearray()
-        self._pump_task: asyncio.Task[None] | None = None
         self._local_task: asyncio.Future[LocalResult] | None = None
-        self._read_fut: asyncio.Future[bytes] | None = None
+        self._client: Channel | None = None  # the client socket once logged in
+        self._waiter: asyncio.Future[None] | None = None  # the task waiting for client input
+        self._parked = False  # the task waits for client input in the query loop
+        self._stash: tuple[Event, bytes] | BaseException | None = None  # left for the task
+        self._reading_paused = False
         self._up_buf = bytearray()
+        self._frame = b""  # the client message being dispatched, as it came
         self._upstream_dead = False
-        self.idle_reading = False
         self.stop_requested = False
         self.registered = False
 
@@ -262,7 +268,7 @@ class Session:
         for m in msgs:
             self._send(m)
         self._flush_client()
-        await self.writer.drain()
+        await self._drain()
 
     async def _fatal(self, err: LaprasError) -> None:
         with contextlib.suppress(Exception):
@@ -280,44 +286,121 @@ class Session:
                 return ev
             self.conn.receive_data(await self._read(timeout))
 
-    async def _read_idle_aware(self) -> bytes:
-        """Read from the client; when the session is idle (nothing owed by the backend, the
-        client owes the next message) the idle timeouts apply. The session may become idle
-        while we wait (the pump answers the last Sync), so re-evaluate when that happens."""
-        cfg = self.cfg
-        if not (cfg.idle_session_timeout or cfg.idle_in_transaction_timeout):
-            return await self.reader.read(65536)
-        if self._read_fut is None:
-            self._read_fut = asyncio.ensure_future(self.reader.read(65536))
-        fut = self._read_fut
+    async def _drain(self) -> None:
+        """Wait while the client's write buffer is full."""
+        if self._client is not None:
+            await self._client.drain()
+        else:
+            await self.writer.drain()
+
+    def _on_client_data(self, data: bytes) -> None:
+        """A read from the client (``b""``: end of input), from the event loop. While the
+        session task waits for input, messages that only go upstream are relayed here at
+        once (``_relay_now``); the first one that needs the task (routing, a local answer,
+        waiting) is left for it, with everything after it."""
+        self.conn.receive_data(data)
+        if self._parked and data and self._fast_lane_open():
+            try:
+                if self._relay_ready_events():
+                    return  # all relayed: the task sleeps on
+            except Exception as e:  # a protocol violation: the task reports it
+                self._stash = e
+        elif not self._parked and self.conn.buffered > _READ_AHEAD and self._client is not None:
+            self._client.pause_reading()  # resumed when the task reads again
+            self._reading_paused = True
+        self._wake_task()
+
+    def _on_client_lost(self, e: BaseException) -> None:
+        self.conn.receive_data(b"")
+        self._wake_task()
+
+    def _wake_task(self) -> None:
+        w = self._waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def _fast_lane_open(self) -> bool:
+        up = self.upstream
+        return (
+            self._stash is None
+            and not self.stop_requested
+            and not self._upstream_dead
+            and up is not None
+            and not up.writing_paused
+            and not (self.cfg.idle_session_timeout or self.cfg.idle_in_transaction_timeout)
+        )
+
+    def _relay_ready_events(self) -> bool:
+        """Relay the complete messages buffered while they only go upstream; True when all
+        were, False when one is left in ``_stash`` for the task."""
         while True:
-            timeout, err = self._idle_timeout()
-            if timeout:
-                done, _ = await asyncio.wait({fut}, timeout=timeout)
-                if not done:
-                    assert err is not None
-                    raise _IdleTimeout(err)
-            elif self.pending:
-                waiter: asyncio.Future[object] = asyncio.ensure_future(self.idle.wait())
-                both: set[asyncio.Future[object]] = {fut, waiter}  # type: ignore[arg-type]
-                try:
-                    await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    waiter.cancel()
-                if not fut.done():
-                    continue
-            else:
-                await asyncio.wait({fut})
-            self._read_fut = None
-            return fut.result()
+            ev = self.conn.next_event()
+            if ev is NEED_DATA:
+                break
+            self._frame = self.conn.last_frame
+            if not self._relay_now(ev):
+                self._stash = (ev, self._frame)
+                return False
+        if self._up_buf and self.upstream is not None:
+            self.upstream.write(bytes(self._up_buf))
+            self._up_buf.clear()
+        return True
+
+    async def _wait_client(self) -> None:
+        """Park until the client's next read; when the session is idle (nothing owed by the
+        backend, the client owes the next message) the idle timeouts apply. The session may
+        become idle while we wait (the backend answers the last Sync), so re-evaluate then."""
+        loop = asyncio.get_running_loop()
+        self._parked = True
+        if self._reading_paused and self._client is not None:
+            self._reading_paused = False
+            self._client.resume_reading()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._waiter = fut
+        try:
+            timed = self.cfg.idle_session_timeout or self.cfg.idle_in_transaction_timeout
+            while not fut.done():
+                timeout, err = self._idle_timeout() if timed else (None, None)
+                if timeout:
+                    done, _ = await asyncio.wait({fut}, timeout=timeout)
+                    if not done:
+                        assert err is not None
+                        raise _IdleTimeout(err)
+                elif timed and self.pending:
+                    idle = asyncio.ensure_future(self.idle.wait())
+                    both: set[asyncio.Future[object]] = {fut, idle}  # type: ignore[arg-type]
+                    try:
+                        await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        idle.cancel()
+                else:
+                    await fut
+        finally:
+            self._parked = False
+            self._waiter = None
 
     async def _next_idle_event(self) -> Event:
         while True:
+            stash = self._stash
+            if stash is not None:
+                self._stash = None
+                if isinstance(stash, BaseException):
+                    raise stash
+                ev, self._frame = stash
+                return ev
             ev = self.conn.next_event()
             if ev is not NEED_DATA:
+                self._frame = self.conn.last_frame
                 return ev
-            await self._flush_up()
-            self.conn.receive_data(await self._read_idle_aware())
+            if self._up_buf and self.upstream is not None and not self._upstream_dead:
+                await self._flush_up()
+                continue  # input may have come meanwhile: look again before parking
+            await self._wait_client()
+
+    @property
+    def idle_reading(self) -> bool:
+        """Waiting for the client with nothing in flight (shutdown may end it now)."""
+        return self._parked and self._is_idle()
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -352,20 +435,18 @@ class Session:
 
     async def _close(self) -> None:
         self.conn.close()
-        if self._read_fut is not None:
-            self._read_fut.cancel()
         if self.registered:
             self.server.unregister(self)
             self.registered = False
-        if self._pump_task is not None:
-            self._pump_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._pump_task
+        self._upstream_dead = True  # our own close: nothing more to relay or report
         if self.upstream is not None:
             with contextlib.suppress(Exception):
                 await self.upstream.close()
         with contextlib.suppress(Exception):
             self._flush_client()
+        if self._client is not None:
+            await self._client.close()
+            return
         self.writer.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.writer.wait_closed(), 2.0)
@@ -458,7 +539,10 @@ class Session:
         self._send(ReadyForQuery(status="I"))
         self._flush_client()
         await self.writer.drain()
-        self._pump_task = asyncio.create_task(self._pump(), name=f"lapras-pump-{self.pid}")
+        up.start_relay(self._on_frames, self._on_upstream_lost)
+        self._client = Channel.take_over(
+            self.reader, self.writer, self._on_client_data, self._on_client_lost
+        )
         return True
 
     # ---------------------------------------------------------------- query loop
@@ -486,14 +570,11 @@ class Session:
                     AdminShutdown("terminating connection due to administrator command")
                 )
                 return
-            self.idle_reading = self._is_idle()
             try:
                 ev = await self._next_idle_event()
             except _IdleTimeout as t:
                 await self._fatal(t.error)
                 return
-            finally:
-                self.idle_reading = False
             if isinstance(ev, ConnectionClosed):
                 return
             if self._upstream_dead:
@@ -511,7 +592,48 @@ class Session:
             and self.conn.buffered == 0
         )
 
+    def _relay_now(self, ev: Event) -> bool:
+        """Relay ``ev`` at once when it only goes upstream (Bind, Describe, Execute, Close
+        of a relayed statement or portal, a Sync closing a relayed batch): no routing, no
+        waiting. False when the task must handle it. ``self._frame`` is its frame."""
+        if isinstance(ev, Bind):
+            stmt = self.statements.get(ev.statement)
+            if stmt is None or isinstance(stmt.route, Relay):
+                self.portals.pop(ev.portal, None)
+                self._forward(self._frame, Kind.BIND)
+                return True
+        elif isinstance(ev, Execute):
+            if ev.portal not in self.portals:
+                self._forward(self._frame, Kind.EXECUTE)
+                return True
+        elif isinstance(ev, Describe):
+            if ev.kind == "S":
+                stmt = self.statements.get(ev.name)
+                if stmt is None or isinstance(stmt.route, Relay):
+                    self._forward(self._frame, Kind.DESCRIBE_S)
+                    return True
+            elif ev.name not in self.portals:
+                self._forward(self._frame, Kind.DESCRIBE_P)
+                return True
+        elif isinstance(ev, Close):
+            if ev.kind == "S":
+                stmt = self.statements.get(ev.name)
+                if stmt is None or isinstance(stmt.route, Relay):
+                    self.statements.pop(ev.name, None)
+                    self._forward(self._frame, Kind.CLOSE)
+                    return True
+            elif ev.name not in self.portals:
+                self._forward(self._frame, Kind.CLOSE)
+                return True
+        elif isinstance(ev, Sync) and (self.upstream_open or self.pending):
+            self._forward(self._frame, Kind.SYNC)
+            self.upstream_open = False
+            return True
+        return False
+
     async def _dispatch(self, ev: Event) -> None:
+        if self._relay_now(ev):
+            return
         if isinstance(ev, Query):
             await self._simple_query(ev.sql)
         elif isinstance(ev, Parse):
@@ -534,7 +656,7 @@ class Session:
             if self.copy_in:
                 if not isinstance(ev, CopyData):
                     self.copy_in = False
-                self._up(ev.encode())
+                self._up(self._frame)
             # else: PostgreSQL ignores stray copy messages (postgres.c, 'c'/'d'/'f').
         elif isinstance(ev, FunctionCall):
             if await self._settle():
@@ -606,7 +728,7 @@ class Session:
             await self.idle.wait()
         if self._upstream_dead:
             raise SessionClosed
-        await self.writer.drain()
+        await self._drain()
 
     async def _settle(self) -> bool:
         """Quiesce; True when an error meanwhile put the client into skip-until-Sync, so the
@@ -614,24 +736,39 @@ class Session:
         await self._quiesce()
         return self.conn.state is ConnState.SKIP_UNTIL_SYNC
 
-    async def _pump(self) -> None:
-        up = self.upstream
-        assert up is not None
+    def _on_frames(self, frames: list[bytes]) -> None:
+        """What one read from the backend brought, handled in the event loop's callback
+        (no task switch on the relay's hot path)."""
+        if self._upstream_dead:
+            return
         try:
-            while True:
-                t, body = await up.read_frame()
-                self._on_upstream(t, body)
-                if not up.frame_ready():
-                    self._flush_client()
-                    if not self.pending:
-                        self.idle.set()
-                    await self.writer.drain()
-        except asyncio.CancelledError:
-            raise
-        except (ConnectionError, OSError, ProtocolViolation) as e:
+            for frame in frames:
+                self._on_upstream(frame)
+            self._flush_client()
+        except ProtocolViolation as e:  # the backend sent something undecodable
             self._upstream_gone(e)
+            return
         except Exception as e:
-            render_unexpected(e, where="upstream pump")
+            render_unexpected(e, where="upstream relay")
+            self._upstream_gone(e)
+            return
+        if not self.pending:
+            self.idle.set()
+        if self._client is not None and self._client.writing_paused:
+            # The client reads slower than the backend writes: stop reading the backend
+            # until the client has caught up (what awaiting drain() did in a read loop).
+            assert self.upstream is not None
+            self.upstream.pause_reading()
+            self.server.keep(asyncio.create_task(self._resume_upstream()))
+
+    async def _resume_upstream(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._drain()
+        if self.upstream is not None and not self._upstream_dead:
+            self.upstream.resume_reading()
+
+    def _on_upstream_lost(self, e: BaseException) -> None:
+        if not self._upstream_dead:
             self._upstream_gone(e)
 
     def _upstream_gone(self, e: BaseException) -> None:
@@ -664,34 +801,36 @@ class Session:
             if s.on_fail:
                 s.on_fail()
 
-    def _relay(self, t: bytes, body: bytes) -> None:
-        self._out += self.conn.send_raw(t, body)
+    def _relay(self, frame: bytes) -> None:
+        self._out += self.conn.relay(frame)
 
-    def _on_upstream(self, t: bytes, body: bytes) -> None:
-        tb = t[0]
+    def _on_upstream(self, frame: bytes) -> None:
+        """One backend frame (type byte, length, body): relayed, kept for a hidden request
+        or used to track the expectations and the transaction status."""
+        tb = frame[0]
         e = self.pending[0] if self.pending else None
         if tb in b"NSA":  # asynchronous: NoticeResponse, ParameterStatus, Notification
-            if tb == ord("S"):
-                ps = decode_backend(t, body)
+            if tb == _S:
+                ps = _decode(frame)
                 assert isinstance(ps, ParameterStatus)
                 self.params[ps.name] = ps.value
-                self._relay(t, body)
+                self._relay(frame)
             elif e is not None and not e.forward:
                 if e.sink is not None:
-                    e.sink.append(decode_backend(t, body))
+                    e.sink.append(_decode(frame))
             else:
-                self._relay(t, body)
+                self._relay(frame)
             return
         if e is None:
             # Unsolicited (e.g. FATAL from pg_terminate_backend): pass it on.
-            self._relay(t, body)
+            self._relay(frame)
             return
-        if tb == ord("E"):
+        if tb == _E:
             e.failed = True
             if e.forward:
-                self._relay(t, body)
+                self._relay(frame)
             elif e.sink is not None:
-                e.sink.append(decode_backend(t, body))
+                e.sink.append(_decode(frame))
             if e.kind in _EXTENDED_KINDS:
                 # The backend now skips to Sync: the replies of skipped messages never come.
                 self.pending.popleft()
@@ -703,8 +842,8 @@ class Session:
                     # client's batch must be discarded too.
                     self.conn.enter_skip()
             return
-        if tb == ord("Z"):
-            self.status = chr(body[0]) if body[:1] in (b"I", b"T", b"E") else "I"
+        if tb == _Z:
+            self.status = chr(frame[5]) if frame[5:6] in (b"I", b"T", b"E") else "I"
             if e.kind not in _READY_KINDS:
                 # Messages the backend skipped without our knowing: resynchronise on Sync.
                 self._skip_to_sync()
@@ -712,10 +851,10 @@ class Session:
             if e.kind in _READY_KINDS and self.pending and self.pending[0] is e:
                 self.pending.popleft()
                 if e.forward and e.forward_ready:
-                    self._relay(t, body)
+                    self._relay(frame)
             else:
                 log.warning("session %d: unexpected ReadyForQuery from upstream", self.pid)
-                self._relay(t, body)
+                self._relay(frame)
             if not self.pending:
                 self.upstream_open = False
             if self.status == "I":
@@ -724,9 +863,9 @@ class Session:
         if tb in b"GW":
             self.copy_in = True
         if e.forward:
-            self._relay(t, body)
+            self._relay(frame)
         elif e.sink is not None:
-            e.sink.append(decode_backend(t, body))
+            e.sink.append(_decode(frame))
         if tb in _COMPLETES[e.kind]:
             self.pending.popleft()
 
@@ -764,7 +903,7 @@ class Session:
         if self.status == "I":
             self.portals.clear()
         self._flush_client()
-        await self.writer.drain()
+        await self._drain()
 
     async def _fail_upstream(self, extended: bool) -> None:
         """Make the backend's transaction (or open extended batch) fail like ours."""
@@ -918,12 +1057,14 @@ class Session:
         if all(isinstance(r, Relay) for r in routes):
             for s in stmts:
                 self._on_simple_statement(s)
+            data = self._frame  # the client's Query, as it came
             if any(isinstance(r, Relay) and r.sql is not None for r in routes):
                 sql = ";\n".join(
                     r.sql if isinstance(r, Relay) and r.sql is not None else s
                     for s, r in zip(stmts, routes, strict=True)
                 )
-            self._forward(Query(sql=sql).encode(), Kind.QUERY, on_fail=self._query_skipped)
+                data = Query(sql=sql).encode()
+            self._forward(data, Kind.QUERY, on_fail=self._query_skipped)
             return
         if await self._settle():
             self.conn.pending_ready = max(self.conn.pending_ready - 1, 0)
@@ -1012,11 +1153,13 @@ class Session:
         info = self._info(m.sql, "extended", m.name, m.param_oids)
         route = await self._route(info)
         if isinstance(route, Relay):
+            frame = self._frame
             if route.sql is not None:
                 m = Parse(name=m.name, sql=route.sql, param_oids=m.param_oids)
+                frame = m.encode()
             stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info)
             if m.name and existing is not None:
-                self._forward(m.encode(), Kind.PARSE)  # the backend answers 42P05
+                self._forward(self._frame, Kind.PARSE)  # the backend answers 42P05
                 return
             self.statements[m.name] = stmt
 
@@ -1024,7 +1167,7 @@ class Session:
                 if self.statements.get(name) is s:
                     del self.statements[name]
 
-            self._forward(m.encode(), Kind.PARSE, on_fail=dropped)
+            self._forward(frame, Kind.PARSE, on_fail=dropped)
             return
         if m.name == "":
             self.statements.pop("", None)
@@ -1047,11 +1190,8 @@ class Session:
         await self._write(ParseComplete())
 
     async def _bind(self, m: Bind) -> None:
-        stmt = self.statements.get(m.statement)
-        if stmt is None or isinstance(stmt.route, Relay):
-            self.portals.pop(m.portal, None)
-            self._forward(m.encode(), Kind.BIND)
-            return
+        """Bind to a statement answered here (``_relay_now`` relays the others)."""
+        stmt = self.statements[m.statement]
         if await self._settle():
             return
         if m.portal and m.portal in self.portals:
@@ -1095,11 +1235,9 @@ class Session:
         await self._write(BindComplete())
 
     async def _describe(self, m: Describe) -> None:
+        """Describe a statement or portal answered here (``_relay_now`` relays the others)."""
         if m.kind == "S":
-            stmt = self.statements.get(m.name)
-            if stmt is None or isinstance(stmt.route, Relay):
-                self._forward(m.encode(), Kind.DESCRIBE_S)
-                return
+            stmt = self.statements[m.name]
             if await self._settle():
                 return
             oids = stmt.described.param_oids if stmt.described else stmt.param_oids
@@ -1107,19 +1245,14 @@ class Session:
             self._send(ParameterDescription(oids=oids))
             await self._write(RowDescription(fields=fields) if fields else NoData())
             return
-        portal = self.portals.get(m.name)
-        if portal is None:
-            self._forward(m.encode(), Kind.DESCRIBE_P)
-            return
+        portal = self.portals[m.name]
         if await self._settle():
             return
         await self._write(RowDescription(fields=portal.fields) if portal.fields else NoData())
 
     async def _execute(self, m: Execute) -> None:
-        portal = self.portals.get(m.portal)
-        if portal is None:
-            self._forward(m.encode(), Kind.EXECUTE)
-            return
+        """Execute a portal answered here (``_relay_now`` relays the others)."""
+        portal = self.portals[m.portal]
         if await self._settle():
             return
         if self.status == "E":
@@ -1158,24 +1291,17 @@ class Session:
             await self._write(CommandComplete(tag=portal.tag or f"SELECT {end - start}"))
 
     async def _close_msg(self, m: Close) -> None:
+        """Close a statement or portal answered here (``_relay_now`` relays the others)."""
         if m.kind == "S":
-            stmt = self.statements.pop(m.name, None)
-            if stmt is None or isinstance(stmt.route, Relay):
-                self._forward(m.encode(), Kind.CLOSE)
-                return
+            del self.statements[m.name]
         else:
-            if self.portals.pop(m.name, None) is None:
-                self._forward(m.encode(), Kind.CLOSE)
-                return
+            del self.portals[m.name]
         if await self._settle():
             return
         await self._write(CloseComplete())
 
     async def _sync(self) -> None:
-        if self.upstream_open or self.pending:
-            self._forward(Sync().encode(), Kind.SYNC)
-            self.upstream_open = False
-            return
+        """A Sync with nothing relayed since the last one (``_relay_now`` relays the others)."""
         await self._ready()
 
     async def _flush(self) -> None:
@@ -1194,6 +1320,16 @@ class Session:
         if self.upstream is not None and self.pending:
             task = asyncio.create_task(self.upstream.cancel())
             self.server.keep(task)
+
+
+_E, _S, _Z = b"ESZ"
+
+# Client bytes buffered beyond this while the task is busy pause reading from the client.
+_READ_AHEAD = 1 << 20
+
+
+def _decode(frame: bytes) -> BackendMessage:
+    return decode_backend(frame[:1], frame[5:])
 
 
 def _dup_statement(name: str) -> LaprasError:

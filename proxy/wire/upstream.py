@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import scramp
 
-from proxy.errors import UpstreamUnavailable
+from proxy.errors import ProtocolViolation, UpstreamUnavailable
+from proxy.wire.channel import Channel
 from proxy.wire.messages import (
     MAX_BACKEND_MESSAGE,
     AuthenticationCleartextPassword,
@@ -94,7 +95,8 @@ class Described:
 
 
 class UpstreamConnection:
-    """A logged-in connection to the backend, read frame by frame."""
+    """A logged-in connection to the backend: read frame by frame while logging in, then
+    (``start_relay``) frames go to a callback as they arrive."""
 
     def __init__(
         self,
@@ -110,6 +112,7 @@ class UpstreamConnection:
         self.notices: list[NoticeResponse] = []
         self.backend_key: BackendKeyData | None = None
         self.closed = False
+        self._channel: Channel | None = None
 
     @classmethod
     async def connect(
@@ -205,11 +208,52 @@ class UpstreamConnection:
                 raise ConnectionError("upstream closed the connection")
             self._frames.feed(data)
 
-    def frame_ready(self) -> bool:
-        """True when a complete frame is already buffered (no read needed)."""
-        return len(self._frames) >= 5 and len(self._frames) >= 1 + int.from_bytes(
-            self._frames.peek(5)[1:5], "big"
-        )
+    def start_relay(
+        self,
+        on_frames: Callable[[list[bytes]], None],
+        on_lost: Callable[[BaseException], None],
+    ) -> None:
+        """From now on every complete frame the backend sends goes to ``on_frames`` (a list
+        per read, each frame as it came: type byte, length, body), called from the event
+        loop; ``on_lost`` is called once when the connection ends or the backend breaks the
+        protocol. No ``read_*`` after this."""
+
+        def lost(e: BaseException) -> None:
+            if not self.closed:
+                self.closed = True
+                on_lost(e)
+
+        def deliver() -> None:
+            try:
+                frames = self._frames.raw_frames()
+            except ProtocolViolation as e:
+                lost(e)
+                return
+            if frames and not self.closed:
+                on_frames(frames)
+
+        def on_data(data: bytes) -> None:
+            if not data:
+                lost(ConnectionResetError("upstream closed the connection"))
+                return
+            self._frames.feed(data)
+            deliver()
+
+        self._channel = Channel.take_over(self._reader, self._writer, on_data, lost)
+        asyncio.get_running_loop().call_soon(deliver)  # frames read with the login's last bytes
+
+    @property
+    def writing_paused(self) -> bool:
+        """The write buffer towards the backend is above its high-water mark."""
+        return self._channel is not None and self._channel.writing_paused
+
+    def pause_reading(self) -> None:
+        if self._channel is not None:
+            self._channel.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self._channel is not None:
+            self._channel.resume_reading()
 
     async def read_message(self) -> object:
         t, body = await self.read_frame()
@@ -221,13 +265,19 @@ class UpstreamConnection:
         self._writer.write(data)
 
     async def drain(self) -> None:
-        await self._writer.drain()
+        if self._channel is not None:
+            await self._channel.drain()
+        else:
+            await self._writer.drain()
 
     async def close(self) -> None:
         if not self.closed:
             self.closed = True
             with contextlib.suppress(Exception):
                 self._writer.write(b"X\x00\x00\x00\x04")
+        if self._channel is not None:
+            await self._channel.close()
+            return
         self._writer.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._writer.wait_closed(), 2.0)

@@ -185,3 +185,63 @@ def test_byte_soup_backend_only_protocol_violation(t: bytes, body: bytes) -> Non
 def test_byte_soup_startup_only_protocol_violation(body: bytes) -> None:
     with contextlib.suppress(ProtocolViolation):
         m.decode_startup_packet(body)
+
+
+def _reference_decode(t: bytes, body: bytes) -> object:
+    """The _Reader-based decoder every frontend type has (decode_frontend's fast paths for
+    Bind/Execute/Describe/Close must agree with it exactly)."""
+    try:
+        return m._FRONTEND[t](m._Reader(body, t.decode()))
+    except ProtocolViolation as e:
+        return ("08P01", str(e))
+
+
+def _decoded(t: bytes, body: bytes) -> object:
+    try:
+        return m.decode_frontend(t, body)
+    except ProtocolViolation as e:
+        return ("08P01", str(e))
+
+
+_name = st.text(max_size=4).filter(lambda x: "\x00" not in x).map(lambda x: x.encode() + b"\x00")
+_codes = st.lists(st.integers(-1, 2), max_size=3)
+
+
+@st.composite
+def _bodies(draw: st.DrawFn) -> tuple[bytes, bytes]:
+    """A (type, body) of Bind / Execute / Describe / Close, laid out field by field with
+    values the decoder must refuse among the valid ones (format codes -1 and 2, as many or
+    fewer formats than parameters, negative row limits, other subtypes)."""
+    t = draw(st.sampled_from([b"B", b"E", b"D", b"C"]))
+    if t == b"B":
+        pf = draw(_codes)
+        params = draw(st.lists(st.none() | st.binary(max_size=3), max_size=3))
+        rf = draw(_codes)
+        body = draw(_name) + draw(_name) + struct.pack(f"!h{len(pf)}h", len(pf), *pf)
+        body += struct.pack("!h", len(params))
+        for v in params:
+            body += struct.pack("!i", -1) if v is None else struct.pack("!i", len(v)) + v
+        body += struct.pack(f"!h{len(rf)}h", len(rf), *rf)
+    elif t == b"E":
+        body = draw(_name) + struct.pack("!i", draw(st.integers(-(2**31), 2**31 - 1)))
+    else:
+        body = draw(st.sampled_from([b"S", b"P", b"X"])) + draw(_name)
+    return t, body
+
+
+@settings(max_examples=600, deadline=None)
+@given(
+    _bodies(),
+    st.lists(st.tuples(st.integers(0, 40), st.binary(max_size=4)), max_size=2),
+    st.integers(-3, 3),
+)
+def test_fast_decoders_agree_with_the_reference(tb, edits, cut) -> None:  # type: ignore[no-untyped-def]
+    """Well-formed and refused bodies, with bytes replaced, cut short or extended: the fast
+    path gives the same message, or the same 08P01, as the full decoder."""
+    t, body = tb
+    assert _decoded(t, body) == _reference_decode(t, body)
+    mutated = bytearray(body)
+    for pos, data in edits:
+        mutated[pos : pos + len(data)] = data
+    mutated = mutated[: len(mutated) + cut] if cut < 0 else mutated + b"\x00" * cut
+    assert _decoded(t, bytes(mutated)) == _reference_decode(t, bytes(mutated))

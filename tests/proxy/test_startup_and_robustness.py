@@ -461,3 +461,48 @@ def test_tls_when_a_certificate_is_configured(pg, tls_context) -> None:  # type:
             assert c.execute("SELECT count(*) FROM adult WHERE age > 1").fetchone() == (1001,)
         with psycopg.connect(dsn + "?sslmode=disable") as c:  # plaintext still accepted
             assert not c.pgconn.ssl_in_use
+
+
+async def test_slow_reader_holds_back_the_backend(proxy, pg) -> None:  # type: ignore[no-untyped-def]
+    """A client that stops reading a large result stops the proxy reading the backend (the
+    backend waits in ClientWrite) instead of the proxy buffering the whole result; the
+    rows then arrive complete, and other sessions are served meanwhile."""
+    c = await RawClient.login(proxy.host, proxy.port, proxy.user, proxy.password, proxy.database)
+    app = "lapras-slow-reader"
+    rows = 40_000
+    try:
+        await c.send(
+            m.Query(sql=f"SET application_name = '{app}'"),
+        )
+        await c.until_ready()
+        await c.send(m.Query(sql=f"SELECT repeat('x', 1000) FROM generate_series(1, {rows})"))
+        waiting = None
+        with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+            for _ in range(100):
+                await asyncio.sleep(0.05)
+                waiting = admin.execute(
+                    "SELECT state, wait_event FROM pg_stat_activity WHERE application_name = %s",
+                    (app,),
+                ).fetchone()
+                if waiting == ("active", "ClientWrite"):
+                    break
+        assert waiting == ("active", "ClientWrite")
+        with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+            for _ in range(30):  # and stays there while the client does not read
+                await asyncio.sleep(0.1)
+                waiting = admin.execute(
+                    "SELECT state, wait_event FROM pg_stat_activity WHERE application_name = %s",
+                    (app,),
+                ).fetchone()
+                assert waiting == ("active", "ClientWrite")
+        other = await RawClient.login(
+            proxy.host, proxy.port, proxy.user, proxy.password, proxy.database
+        )
+        await other.send(m.Query(sql="SELECT 1"))
+        assert any(isinstance(x, m.DataRow) for x in await other.until_ready())
+        await other.close()
+        got = await c.until_ready()
+        assert sum(isinstance(x, m.DataRow) for x in got) == rows
+        assert isinstance(got[-2], m.CommandComplete) and got[-2].tag == f"SELECT {rows}"
+    finally:
+        await c.close()
