@@ -122,7 +122,8 @@ class DPRouter:
             self._cache.popitem(last=False)
         return st
 
-    async def route(self, statement: StatementInfo) -> Route:
+    def route(self, statement: StatementInfo) -> Route:
+        """Decided without waiting (classification is pure and cached)."""
         command = admin.parse(statement.sql)
         if command is not None:
             return self._admin_route(statement, command)

@@ -103,6 +103,10 @@ for _s in (*IDLE_STATES, ConnState.COPY_IN):
     TRANSITIONS[(_s, "send:CopyBothResponse")] = ConnState.COPY_IN
 for _s in ConnState:
     TRANSITIONS[(_s, "send:FatalError")] = ConnState.CLOSED
+# Decoded messages remembered per connection: which types, up to which frame size, how many.
+_MEMO_TYPES = frozenset(b"QPBDEC")
+_MEMO_FRAME = 512
+_MEMO_SIZE = 256
 # The "recv:" rows keyed by the type byte, for the per-message lookup.
 _ON_RECV = {(s, ord(k[5])): v for (s, k), v in TRANSITIONS.items() if k.startswith("recv:")}
 
@@ -148,6 +152,10 @@ class ServerConnection:
         # The frame (type byte, length, body) of the message next_event returned last, so a
         # relayed message goes upstream exactly as the client sent it.
         self.last_frame = b""
+        # Messages this client sent before, by their frame: clients repeat the same Bind,
+        # Execute, Describe, Parse... for every execution of a statement, and messages are
+        # frozen values. Per connection, so no session can time another's messages.
+        self._decoded: dict[bytes, FrontendMessage] = {}
 
     # -- input ---------------------------------------------------------------------------
 
@@ -188,7 +196,13 @@ class ServerConnection:
                 if self.state is ConnState.AUTHENTICATING:
                     raise ProtocolViolation(f"expected password response, got message type {tb}")
                 raise ProtocolViolation(f"invalid frontend message type {tb}")
-            msg = decode_frontend(frame[:1], frame[5:])
+            msg = self._decoded.get(frame)
+            if msg is None:
+                msg = decode_frontend(frame[:1], frame[5:])
+                if len(frame) <= _MEMO_FRAME and tb in _MEMO_TYPES:
+                    if len(self._decoded) >= _MEMO_SIZE:
+                        self._decoded.clear()
+                    self._decoded[frame] = msg
             self.last_frame = frame
             if self.state is ConnState.SKIP_UNTIL_SYNC and tb not in b"SX":
                 continue  # discarded, protocol-flow "Extended Query"

@@ -23,7 +23,7 @@ command tag and notices. It may raise any LaprasError; other exceptions become X
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -131,7 +131,10 @@ class Execution:
 
 
 class StatementRouter(Protocol):
-    async def route(self, statement: StatementInfo) -> Route: ...
+    # A router that decides without waiting returns the Route itself: the session then
+    # relays at once from its read callback (the relay's fast lane); an awaitable is awaited
+    # by the session's task.
+    def route(self, statement: StatementInfo) -> Route | Awaitable[Route]: ...
 
     async def execute(self, execution: Execution) -> LocalResult: ...
 
@@ -163,7 +166,7 @@ class ProtectedTablesRouter:
                     hits.append(t.name.lower())
         return hits, trees[0] if len(trees) == 1 else None
 
-    async def route(self, statement: StatementInfo) -> Route:
+    def route(self, statement: StatementInfo) -> Route:
         hits, tree = self.protected_tables(statement.sql)
         if not hits:
             return RELAY

@@ -20,11 +20,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import inspect
 import logging
 import re
 import secrets
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -246,6 +247,7 @@ class Session:
         self._parked = False  # the task waits for client input in the query loop
         self._stash: tuple[Event, bytes] | BaseException | None = None  # left for the task
         self._reading_paused = False
+        self._session_info: SessionInfo | None = None  # the last one made (most stay the same)
         self._up_buf = bytearray()
         self._frame = b""  # the client message being dispatched, as it came
         self._upstream_dead = False
@@ -593,9 +595,24 @@ class Session:
         )
 
     def _relay_now(self, ev: Event) -> bool:
-        """Relay ``ev`` at once when it only goes upstream (Bind, Describe, Execute, Close
-        of a relayed statement or portal, a Sync closing a relayed batch): no routing, no
-        waiting. False when the task must handle it. ``self._frame`` is its frame."""
+        """Relay ``ev`` at once when it only goes upstream (a Query or Parse the router
+        relays without waiting; Bind, Describe, Execute, Close of a relayed statement or
+        portal; a Sync closing a relayed batch): no waiting. False when the task must handle it. ``self._frame`` is its frame."""
+        if isinstance(ev, Query):
+            stmts = split_statements(ev.sql)
+            return self._relay_query(
+                stmts, [self._route_now(self._info(s, "simple")) for s in stmts]
+            )
+        if isinstance(ev, Parse):
+            existing = self.statements.get(ev.name)
+            if ev.name and existing is not None and not isinstance(existing.route, Relay):
+                return False
+            info = self._info(ev.sql, "extended", ev.name, ev.param_oids)
+            route = self._route_now(info)
+            if not isinstance(route, Relay):
+                return False
+            self._relay_parse(ev, info, route, existing)
+            return True
         if isinstance(ev, Bind):
             stmt = self.statements.get(ev.statement)
             if stmt is None or isinstance(stmt.route, Relay):
@@ -809,6 +826,12 @@ class Session:
         or used to track the expectations and the transaction status."""
         tb = frame[0]
         e = self.pending[0] if self.pending else None
+        if e is not None and e.forward and tb not in _TRACKED:
+            # The common case: a reply to relay as it is (rows, completions, descriptions).
+            self._out += frame
+            if tb in _COMPLETES[e.kind]:
+                self.pending.popleft()
+            return
         if tb in b"NSA":  # asynchronous: NoticeResponse, ParameterStatus, Notification
             if tb == _S:
                 ps = _decode(frame)
@@ -874,23 +897,41 @@ class Session:
     def _info(
         self, sql: str, protocol: str, name: str = "", oids: tuple[int, ...] = ()
     ) -> StatementInfo:
+        app = self.params.get("application_name", "")
+        si = self._session_info
+        if si is None or si.txn_status != self.status or si.application_name != app:
+            si = self._session_info = SessionInfo(
+                user=self.user,
+                database=self.database,
+                application_name=app,
+                session_pid=self.pid,
+                txn_status=self.status,
+            )
         return StatementInfo(
             sql=sql,
             protocol="simple" if protocol == "simple" else "extended",
             statement_name=name,
             param_oids=oids,
-            session=SessionInfo(
-                user=self.user,
-                database=self.database,
-                application_name=self.params.get("application_name", ""),
-                session_pid=self.pid,
-                txn_status=self.status,
-            ),
+            session=si,
         )
+
+    def _route_now(self, info: StatementInfo) -> Route | None:
+        """The router's decision when it comes without waiting (a synchronous ``route``);
+        None when the task must ask (an asynchronous router, or an error to report)."""
+        try:
+            r = self.server.router.route(info)
+        except Exception:
+            return None  # the task asks again and reports it
+        if isinstance(r, Relay | Refuse | AnswerLocally):
+            return r
+        if inspect.iscoroutine(r):
+            r.close()  # never started: nothing ran
+        return None
 
     async def _route(self, info: StatementInfo) -> Route:
         try:
-            return await self.server.router.route(info)
+            r = self.server.router.route(info)
+            return r if isinstance(r, Relay | Refuse | AnswerLocally) else await r
         except LaprasError as e:
             return Refuse(e)
         except Exception as e:
@@ -1047,25 +1088,33 @@ class Session:
         if m:
             self.statements.pop(m.group(2) if m.group(1) else m.group(2).lower(), None)
 
-    async def _simple_query(self, sql: str) -> None:
-        """protocol-flow "Simple Query", statement by statement when the router must."""
+    def _relay_query(self, stmts: list[str], routes: Sequence[Route | None]) -> bool:
+        """Relay the Query being dispatched when every statement in it is relayed (False,
+        nothing done, otherwise)."""
+        relays = [r for r in routes if isinstance(r, Relay)]
+        if len(relays) != len(stmts):
+            return False
         # A simple Query destroys the unnamed statement and portal (protocol-flow).
         self.statements.pop("", None)
         self.portals.pop("", None)
+        for s in stmts:
+            self._on_simple_statement(s)
+        data = self._frame  # the client's Query, as it came
+        if any(r.sql is not None for r in relays):
+            sql = ";\n".join(r.sql or s for s, r in zip(stmts, relays, strict=True))
+            data = Query(sql=sql).encode()
+        self._forward(data, Kind.QUERY, on_fail=self._query_skipped)
+        return True
+
+    async def _simple_query(self, sql: str) -> None:
+        """protocol-flow "Simple Query", statement by statement when the router must."""
         stmts = split_statements(sql)
         routes = [await self._route(self._info(s, "simple")) for s in stmts]
-        if all(isinstance(r, Relay) for r in routes):
-            for s in stmts:
-                self._on_simple_statement(s)
-            data = self._frame  # the client's Query, as it came
-            if any(isinstance(r, Relay) and r.sql is not None for r in routes):
-                sql = ";\n".join(
-                    r.sql if isinstance(r, Relay) and r.sql is not None else s
-                    for s, r in zip(stmts, routes, strict=True)
-                )
-                data = Query(sql=sql).encode()
-            self._forward(data, Kind.QUERY, on_fail=self._query_skipped)
+        if self._relay_query(stmts, routes):
             return
+        # A simple Query destroys the unnamed statement and portal (protocol-flow).
+        self.statements.pop("", None)
+        self.portals.pop("", None)
         if await self._settle():
             self.conn.pending_ready = max(self.conn.pending_ready - 1, 0)
             return
@@ -1144,6 +1193,25 @@ class Session:
     async def _local_error(self, err: LaprasError) -> None:
         await self._refuse(err, extended=True)
 
+    def _relay_parse(
+        self, m: Parse, info: StatementInfo, route: Relay, existing: Statement | None
+    ) -> None:
+        frame = self._frame
+        if route.sql is not None:
+            m = Parse(name=m.name, sql=route.sql, param_oids=m.param_oids)
+            frame = m.encode()
+        stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info)
+        if m.name and existing is not None:
+            self._forward(self._frame, Kind.PARSE)  # the backend answers 42P05
+            return
+        self.statements[m.name] = stmt
+
+        def dropped(name: str = m.name, s: Statement = stmt) -> None:
+            if self.statements.get(name) is s:
+                del self.statements[name]
+
+        self._forward(frame, Kind.PARSE, on_fail=dropped)
+
     async def _parse(self, m: Parse) -> None:
         """protocol-flow "Extended Query", Parse."""
         existing = self.statements.get(m.name)
@@ -1153,21 +1221,7 @@ class Session:
         info = self._info(m.sql, "extended", m.name, m.param_oids)
         route = await self._route(info)
         if isinstance(route, Relay):
-            frame = self._frame
-            if route.sql is not None:
-                m = Parse(name=m.name, sql=route.sql, param_oids=m.param_oids)
-                frame = m.encode()
-            stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info)
-            if m.name and existing is not None:
-                self._forward(self._frame, Kind.PARSE)  # the backend answers 42P05
-                return
-            self.statements[m.name] = stmt
-
-            def dropped(name: str = m.name, s: Statement = stmt) -> None:
-                if self.statements.get(name) is s:
-                    del self.statements[name]
-
-            self._forward(frame, Kind.PARSE, on_fail=dropped)
+            self._relay_parse(m, info, route, existing)
             return
         if m.name == "":
             self.statements.pop("", None)
@@ -1323,6 +1377,9 @@ class Session:
 
 
 _E, _S, _Z = b"ESZ"
+# Backend message types that need more than relaying: asynchronous ones, errors, the end
+# of a request, COPY, authentication (the connection state watches Z, E, G, W and R).
+_TRACKED = frozenset(b"NSAEZGWR")
 
 # Client bytes buffered beyond this while the task is busy pause reading from the client.
 _READ_AHEAD = 1 << 20

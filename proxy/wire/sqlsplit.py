@@ -19,6 +19,9 @@ _DOLLAR_TAG = re.compile(r"\$([A-Za-z_\x80-\uffff][A-Za-z0-9_\x80-\uffff]*)?\$")
 
 def split_statements(sql: str) -> list[str]:
     out: list[str] = []
+    if ";" not in sql:  # only a ';' ends a statement: one (or none), without the scan
+        _add(out, sql)
+        return out
     start = 0
     i = 0
     n = len(sql)
@@ -88,8 +91,12 @@ def _ident_char(c: str) -> bool:
 
 
 def _add(out: list[str], stmt: str) -> None:
-    if _strip_comments(stmt).strip():
-        out.append(stmt.strip())
+    stripped = stmt.strip()
+    if "-" not in stmt and "/" not in stmt:  # no comment to look past
+        if stripped:
+            out.append(stripped)
+    elif _strip_comments(stmt).strip():
+        out.append(stripped)
 
 
 def _strip_comments(stmt: str) -> str:

@@ -65,7 +65,7 @@ class TestRouter(ProtectedTablesRouter):
 
     __test__ = False
 
-    async def route(self, statement):  # type: ignore[no-untyped-def]
+    def route(self, statement):  # type: ignore[no-untyped-def]
         from proxy.wire.router import AnswerLocally
 
         sql = " ".join(statement.sql.lower().split())
@@ -73,7 +73,7 @@ class TestRouter(ProtectedTablesRouter):
             raise RuntimeError("lapras-bug: a deliberate router failure")
         if sql.startswith("select count(*) from adult where age >"):
             return AnswerLocally(plan="count")
-        return await super().route(statement)
+        return super().route(statement)
 
     async def execute(self, execution):  # type: ignore[no-untyped-def]
         from proxy.wire.router import LocalResult, Notice
@@ -95,6 +95,23 @@ class TestRouter(ProtectedTablesRouter):
                 rows=((1000 + n,),), notices=(Notice(message="lapras: local answer"),)
             )
         return await super().execute(execution)
+
+
+class AsyncTestRouter(TestRouter):
+    """The same decisions from a coroutine: the session's task awaits them (no relaying
+    from the read callback)."""
+
+    __test__ = False
+
+    async def route(self, statement):  # type: ignore[no-untyped-def]
+        return super().route(statement)
+
+
+@pytest.fixture(scope="session")
+def async_router_proxy(pg: object) -> Iterator[Proxy]:
+    cfg = make_config(pg, upstream_database=pg.database)  # type: ignore[attr-defined]
+    with BackgroundServer(cfg, AsyncTestRouter({"adult"})) as srv:
+        yield Proxy("127.0.0.1", srv.port, USER, PASSWORD, pg.database, srv)  # type: ignore[attr-defined]
 
 
 _ = AuthMethod

@@ -47,12 +47,14 @@ def direct(pg):  # type: ignore[no-untyped-def]
     return connect
 
 
-@pytest.fixture
-def proxied(proxy):  # type: ignore[no-untyped-def]
+@pytest.fixture(params=["sync router", "async router"])
+def proxied(request):  # type: ignore[no-untyped-def]
+    """The proxy with a router that decides at once (relayed from the read callback) and
+    with one that decides in a coroutine (relayed by the session's task)."""
+    p = request.getfixturevalue("proxy" if request.param == "sync router" else "async_router_proxy")
+
     async def connect() -> RawClient:
-        return await RawClient.login(
-            proxy.host, proxy.port, proxy.user, proxy.password, proxy.database
-        )
+        return await RawClient.login(p.host, p.port, p.user, p.password, p.database)
 
     return connect
 
