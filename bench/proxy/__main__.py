@@ -8,7 +8,9 @@ table ``synth`` (``a`` in 0..99, ``b`` in 0..9), runs ``lapras serve`` as its ow
 real deployment shape) with an epoch per table, and measures with asyncpg clients (1 and 50
 concurrent connections, each its own connection):
 
-- passthrough ``SELECT 1`` through the proxy vs directly on PostgreSQL;
+- passthrough ``SELECT 1`` through the proxy vs directly on PostgreSQL (asyncpg's cached
+  prepared statement, and one psycopg/libpq connection with the simple and the extended
+  protocol);
 - a DP COUNT answered from the Matrix Mechanism release (first ask of a predicted query), from a
   stored answer (a repeat), and online with fresh noise (a durable charge per answer);
 - the exact COUNT run directly on PostgreSQL, for scale.
@@ -91,6 +93,34 @@ async def measure(dsn: str, queries: list[str], clients: int) -> tuple[float, fl
         1000 * percentile(latencies, 0.5),
         1000 * percentile(latencies, 0.99),
         len(queries) / elapsed,
+    )
+
+
+def measure_libpq(dsn: str, n: int, protocol: str) -> tuple[float, float, float]:
+    """One psycopg (libpq) connection running ``SELECT 1`` n times: ``simple`` is a Query
+    message per call (PQexec, as psql and many BI drivers send), ``extended`` an unnamed
+    Parse/Bind/Describe/Execute/Sync per call (psycopg without preparing)."""
+    latencies: list[float] = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+
+        def once() -> None:
+            if protocol == "simple":
+                conn.pgconn.exec_(b"SELECT 1")
+            else:
+                conn.execute("SELECT 1", prepare=False).fetchall()
+
+        for _ in range(100):
+            once()
+        start = time.perf_counter()
+        for _ in range(n):
+            t = time.perf_counter()
+            once()
+            latencies.append(time.perf_counter() - t)
+        elapsed = time.perf_counter() - start
+    return (
+        1000 * percentile(latencies, 0.5),
+        1000 * percentile(latencies, 0.99),
+        n / elapsed,
     )
 
 
@@ -223,13 +253,21 @@ def main() -> None:
             )
 
         for clients in (1, 50):
-            run("SELECT 1, direct", direct_dsn, ["SELECT 1"] * n_req, clients)
+            run("SELECT 1 via asyncpg, direct", direct_dsn, ["SELECT 1"] * n_req, clients)
             run(
-                "SELECT 1, through the proxy (passthrough)",
+                "SELECT 1 via asyncpg, through the proxy (passthrough)",
                 proxy_dsn,
                 ["SELECT 1"] * n_req,
                 clients,
             )
+        for protocol in ("simple", "extended"):
+            for name, dsn in (("direct", direct_dsn), ("through the proxy", proxy_dsn)):
+                label = f"SELECT 1 via psycopg, {protocol} protocol, {name}"
+                p50, p99, rps = measure_libpq(dsn, n_req, protocol)
+                results.append((label, 1, p50, p99, rps))
+                print(
+                    f"  {label:<46}   1 clients  p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  {rps:8.0f}/s"
+                )
         for table, predicted in (("adult", predicted_adult), ("synth", predicted_synth)):
             run(f"{table}: DP COUNT from the MM release (first ask)", proxy_dsn, predicted, 1)
             run(

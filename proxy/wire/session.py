@@ -1225,9 +1225,6 @@ class Session:
             return
         if m.name == "":
             self.statements.pop("", None)
-        if isinstance(route, Refuse):
-            await self._refuse(route.error, extended=True)
-            return
         if await self._settle():
             return
         if self.status == "E":
@@ -1235,7 +1232,11 @@ class Session:
             self._flush_client()
             return
         stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info)
-        if route.describe_upstream:
+        # A refused statement is prepared as the backend prepares it (its Describe gives the
+        # types, its errors -- a syntax error, an unknown column -- come now) and refused at
+        # Bind: PostgreSQL checks privileges when a statement is bound, not when it is parsed,
+        # and tools describe statements they never run.
+        if isinstance(route, Refuse) or route.describe_upstream:
             d = await self._describe_upstream(m.sql, m.param_oids, extended=True)
             if d is None:
                 return
@@ -1246,6 +1247,9 @@ class Session:
     async def _bind(self, m: Bind) -> None:
         """Bind to a statement answered here (``_relay_now`` relays the others)."""
         stmt = self.statements[m.statement]
+        if isinstance(stmt.route, Refuse):
+            await self._refuse(stmt.route.error, extended=True)
+            return
         if await self._settle():
             return
         if m.portal and m.portal in self.portals:

@@ -77,6 +77,21 @@ async def _both(
 
 
 CASES: dict[str, list[tuple[object, ...]]] = {
+    # PostgreSQL checks privileges at Bind: a protected table's statement parses and
+    # describes, and is refused when bound (the backend refuses the passthrough role too).
+    "row access refused at Bind": [
+        (
+            Parse(name="r", sql="SELECT * FROM adult WHERE age > $1"),
+            Describe(kind="S", name="r"),
+            Sync(),
+        ),
+        (Bind(statement="r", params=(b"30",)), Execute(), Sync()),
+        (Parse(sql="SELECT age FROM adult"), Bind(), Describe(kind="P"), Execute(), Sync()),
+        (Close(kind="S", name="r"), Sync()),
+    ],
+    "syntax error on a protected table at Parse": [
+        (Parse(sql="SELECT * FROM adult WHERE"), Bind(), Execute(), Sync()),
+    ],
     "empty query": [(Query(sql=""),), (Query(sql=";"),)],
     "multi-statement error in the middle": [
         (Query(sql="SELECT 1 AS a; SELECT * FROM nosuch; SELECT 3"),)
@@ -304,9 +319,9 @@ async def test_refusal_in_pipeline_skips_to_sync_and_fails_transaction(proxied: 
     got = await c.until_ready()
     assert [type(m).__name__ for m in got] == [
         "ParseComplete", "BindComplete", "DataRow", "CommandComplete",
-        "ErrorResponse", "ReadyForQuery",
+        "ParseComplete", "ErrorResponse", "ReadyForQuery",
     ]  # fmt: skip
-    err = got[4]
+    err = got[5]
     assert isinstance(err, ErrorResponse) and err.sqlstate == "42501"
     assert got[-1] == ReadyForQuery(status="E")
     await c.send(Query(sql="SELECT 1"))
