@@ -79,6 +79,22 @@ def describe_answer(answer: Answer) -> Notice:
     return Notice(message=message, detail=detail)
 
 
+def _route_of(st: rewriter.Statement) -> Route:
+    if isinstance(st, rewriter.Passthrough):
+        return Relay(sql=st.sql) if st.rewritten else RELAY
+    if isinstance(st, rewriter.Refused):
+        return Refuse(st.error)
+    if isinstance(st, rewriter.ZeroRowProbe):
+        return AnswerLocally(result=LocalResult(rows=()))
+    if st.needs_params:
+        # Parameter types: the backend's own inference (asyncpg, pg8000 Describe first).
+        return AnswerLocally(plan=st)
+    # The rewriter knows the result columns exactly as PostgreSQL types them (checked
+    # against the backend by the exactness tests): no Describe round trip to the backend.
+    columns = tuple(Column(name=c.name, type_oid=c.type_oid) for c in st.columns)
+    return AnswerLocally(plan=st, columns=columns, describe_upstream=False)
+
+
 class DPRouter:
     """Routes every statement with the rewriter and answers DP statements through epochs."""
 
@@ -89,17 +105,25 @@ class DPRouter:
         log_sql: bool = False,
         cache_size: int = 512,
         admins: frozenset[str] = frozenset(),
+        log_interval: float = 0.1,
     ) -> None:
+        """``log_interval``: seconds the query log gathers records before one write."""
         self.service = service
+        self.log_interval = log_interval
         self.log_sql = log_sql
         self.admins = admins
-        self._cache: OrderedDict[str, rewriter.Statement] = OrderedDict()
+        self._cache: OrderedDict[str, tuple[rewriter.Statement, Route]] = OrderedDict()
         self._cache_size = cache_size
         self._pending: list[dict[str, Any]] = []
         self._flusher: asyncio.Task[None] | None = None
 
     def classify(self, sql: str) -> rewriter.Statement:
         """The classification of one statement (cached by text: classify is pure)."""
+        return self._classified(sql)[0]
+
+    def _classified(self, sql: str) -> tuple[rewriter.Statement, Route]:
+        """The classification of one statement and its route, cached by text (both are pure
+        functions of it)."""
         hit = self._cache.get(sql)
         if hit is not None:
             self._cache.move_to_end(sql)
@@ -117,31 +141,18 @@ class DPRouter:
                     hint="send one statement per Parse",
                 ),
             )
-        self._cache[sql] = st
+        hit = (st, _route_of(st))
+        self._cache[sql] = hit
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
-        return st
+        return hit
 
     def route(self, statement: StatementInfo) -> Route:
         """Decided without waiting (classification is pure and cached)."""
         command = admin.parse(statement.sql)
         if command is not None:
             return self._admin_route(statement, command)
-        st = self.classify(statement.sql)
-        if isinstance(st, rewriter.Passthrough):
-            return Relay(sql=st.sql) if st.rewritten else RELAY
-        if isinstance(st, rewriter.Refused):
-            self._log(statement, None, "refused")
-            return Refuse(st.error)
-        if isinstance(st, rewriter.ZeroRowProbe):
-            return AnswerLocally(result=LocalResult(rows=()))
-        if st.needs_params:
-            # Parameter types: the backend's own inference (asyncpg, pg8000 Describe first).
-            return AnswerLocally(plan=st)
-        # The rewriter knows the result columns exactly as PostgreSQL types them (checked
-        # against the backend by the exactness tests): no Describe round trip to the backend.
-        columns = tuple(Column(name=c.name, type_oid=c.type_oid) for c in st.columns)
-        return AnswerLocally(plan=st, columns=columns, describe_upstream=False)
+        return self._classified(statement.sql)[1]
 
     def _admin_route(self, statement: StatementInfo, command: admin.AdminCommand | str) -> Route:
         if statement.session.user not in self.admins:
@@ -172,14 +183,30 @@ class DPRouter:
         except LaprasError:
             self._log(execution.statement, (st, plan, execution.params), "refused")
             raise
+        return self._result(execution, st, plan, answer)
+
+    def execute_now(self, execution: Execution) -> LocalResult | None:
+        """A stored answer (an exact repeat) at once; None for everything else."""
+        st = execution.route.plan
+        if not isinstance(st, rewriter.DPStatement):
+            return None
+        try:
+            plan = st.plan if st.plan is not None else rewriter.bind(st, execution.params)
+        except LaprasError:
+            return None  # execute() reports it
+        answer = self.service.answer_now(plan)
+        return None if answer is None else self._result(execution, st, plan, answer)
+
+    def _result(
+        self, execution: Execution, st: rewriter.DPStatement, plan: rewriter.Plan, answer: Answer
+    ) -> LocalResult:
         rows = rewriter.postprocess(plan, np.asarray(answer.answers, dtype=np.float64))
         self._log(execution.statement, (st, plan, execution.params), answer.kind.value)
         return LocalResult(rows=tuple(tuple(r) for r in rows), notices=(describe_answer(answer),))
 
-    def _log(self, statement: StatementInfo, dp: tuple[Any, Any, Any] | None, outcome: str) -> None:
-        """Append to the query log without delaying the answer."""
-        if dp is None:
-            return  # refusals before planning name no template
+    def _log(self, statement: StatementInfo, dp: tuple[Any, Any, Any], outcome: str) -> None:
+        """Append to the query log without delaying the answer (DP statements only:
+        refusals before planning name no template)."""
         st, plan, params = dp
         fp = rewriter.fingerprint(st, params) if st.plan is None else plan.fingerprint
         record = {
@@ -202,9 +229,11 @@ class DPRouter:
             await asyncio.gather(self._flusher, return_exceptions=True)
 
     async def _flush_log(self) -> None:
-        """Write what accumulated, in batches, until nothing is pending (one task at a time:
-        under load the batches grow and the log costs one round trip per batch)."""
+        """Write what accumulated, in batches, until nothing is pending (one task at a time;
+        each batch gathers records for ``log_interval`` seconds, so under load the log costs
+        one round trip per interval, not one per answer)."""
         while self._pending:
+            await asyncio.sleep(self.log_interval)
             batch, self._pending = self._pending, []
             try:
                 await self.service.ledger.log_queries(batch)

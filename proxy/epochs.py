@@ -118,6 +118,14 @@ class EpochHandle:
     state: engine.EngineState
     seq: int
     lock: asyncio.Lock
+    _status: tuple[engine.EngineState, engine.BudgetStatus] | None = None
+
+    def status(self) -> engine.BudgetStatus:
+        """The budget status of the current state (computed once per state: repeats, the
+        most common answers, leave the state as it is)."""
+        if self._status is None or self._status[0] is not self.state:
+            self._status = (self.state, engine.status(self.state))
+        return self._status[1]
 
 
 class EpochService:
@@ -227,7 +235,7 @@ class EpochService:
         handle = await self._handle(self.table(table).name, refresh=True)
         if handle is None:
             return None
-        return handle.row, engine.status(handle.state)
+        return handle.row, handle.status()
 
     # -- answering -----------------------------------------------------------------------------
 
@@ -275,15 +283,9 @@ class EpochService:
                     hint="use only those columns, or ask an administrator for an epoch over a view with the others",
                 ) from None
             async with handle.lock:
-                stored = handle.state.answers.get(batch.key)
-                if stored is not None:  # exact repeat: no ledger, no noise
-                    return Answer(
-                        answers=stored.answers,
-                        std_errors=stored.std_errors,
-                        kind=engine.DecisionKind.REPEAT,
-                        charge=0.0,
-                        status=engine.status(handle.state),
-                    )
+                repeat = self._repeat(handle, batch)
+                if repeat is not None:
+                    return repeat
                 try:
                     return await self._answer_exclusively(handle, batch)
                 except EpochLockedError:
@@ -291,6 +293,32 @@ class EpochService:
         raise NoActiveEpochError(
             f"the privacy epoch of table {table} was closed",
             hint=f"an administrator starts a new one with: lapras epoch start --table {table}",
+        )
+
+    def answer_now(self, plan: rewriter.Plan) -> Answer | None:
+        """The answer of an exact repeat in a loaded epoch, without waiting; None when the
+        plan needs :meth:`answer` (no epoch loaded, outside its view, not a repeat)."""
+        handle = self._handles.get(plan.table.split(".")[-1])
+        if handle is None:
+            return None
+        try:
+            batch = self._lift(plan.batch, handle.domain)
+        except ValueError:
+            return None
+        return self._repeat(handle, batch)
+
+    @staticmethod
+    def _repeat(handle: EpochHandle, batch: QueryBatch) -> Answer | None:
+        """An exact repeat is answered with the stored answer: no ledger, no noise."""
+        stored = handle.state.answers.get(batch.key)
+        if stored is None:
+            return None
+        return Answer(
+            answers=stored.answers,
+            std_errors=stored.std_errors,
+            kind=engine.DecisionKind.REPEAT,
+            charge=0.0,
+            status=handle.status(),
         )
 
     def _lift(self, batch: QueryBatch, domain: Domain) -> QueryBatch:
@@ -330,5 +358,5 @@ class EpochService:
             std_errors=result.std_errors,
             kind=decision.kind,
             charge=charge,
-            status=engine.status(handle.state),
+            status=handle.status(),
         )

@@ -138,6 +138,10 @@ class StatementRouter(Protocol):
 
     async def execute(self, execution: Execution) -> LocalResult: ...
 
+    # The answer when it is already made and giving it changes nothing (a stored answer):
+    # the session then answers from its read callback; None sends it to ``execute``.
+    def execute_now(self, execution: Execution) -> LocalResult | None: ...
+
 
 class ProtectedTablesRouter:
     """A small real router: relays everything except statements that reference a protected
@@ -182,6 +186,9 @@ class ProtectedTablesRouter:
 
     async def execute(self, execution: Execution) -> LocalResult:
         return LocalResult(rows=())
+
+    def execute_now(self, execution: Execution) -> LocalResult | None:
+        return None
 
 
 def _is_zero_row_probe(tree: object) -> bool:

@@ -248,6 +248,7 @@ class Session:
         self._stash: tuple[Event, bytes] | BaseException | None = None  # left for the task
         self._reading_paused = False
         self._session_info: SessionInfo | None = None  # the last one made (most stay the same)
+        self._routed: tuple[StatementInfo, Route] | None = None  # the last synchronous route
         self._up_buf = bytearray()
         self._frame = b""  # the client message being dispatched, as it came
         self._upstream_dead = False
@@ -298,7 +299,7 @@ class Session:
     def _on_client_data(self, data: bytes) -> None:
         """A read from the client (``b""``: end of input), from the event loop. While the
         session task waits for input, messages that only go upstream are relayed here at
-        once (``_relay_now``); the first one that needs the task (routing, a local answer,
+        once (``_handle_now``); the first one that needs the task (routing, a local answer,
         waiting) is left for it, with everything after it."""
         self.conn.receive_data(data)
         if self._parked and data and self._fast_lane_open():
@@ -340,7 +341,7 @@ class Session:
             if ev is NEED_DATA:
                 break
             self._frame = self.conn.last_frame
-            if not self._relay_now(ev):
+            if not self._handle_now(ev):
                 self._stash = (ev, self._frame)
                 return False
         if self._up_buf and self.upstream is not None:
@@ -594,10 +595,17 @@ class Session:
             and self.conn.buffered == 0
         )
 
-    def _relay_now(self, ev: Event) -> bool:
-        """Relay ``ev`` at once when it only goes upstream (a Query or Parse the router
-        relays without waiting; Bind, Describe, Execute, Close of a relayed statement or
-        portal; a Sync closing a relayed batch): no waiting. False when the task must handle it. ``self._frame`` is its frame."""
+    def _handle_now(self, ev: Event) -> bool:
+        """Handle ``ev`` at once when that needs no waiting; False when the task must
+        (routing by an asynchronous router, the backend's Describe, a local execution, an
+        error to answer, replies still owed by the backend before a local answer).
+        ``self._frame`` is its frame.
+
+        Relayed at once: a Query or Parse the router relays; Bind, Describe, Execute, Close
+        of a relayed statement or portal; a Sync closing a relayed batch. Answered at once,
+        when the backend owes nothing (so the answer keeps its place): a Parse of a statement
+        answered here, Bind/Describe/Close of one, an Execute of rows already made, a Sync."""
+        idle = not self.pending
         if isinstance(ev, Query):
             stmts = split_statements(ev.sql)
             return self._relay_query(
@@ -609,20 +617,36 @@ class Session:
                 return False
             info = self._info(ev.sql, "extended", ev.name, ev.param_oids)
             route = self._route_now(info)
-            if not isinstance(route, Relay):
+            if isinstance(route, Relay):
+                self._relay_parse(ev, info, route, existing)
+                return True
+            if route is None or not idle or (ev.name and existing is not None):
                 return False
-            self._relay_parse(ev, info, route, existing)
-            return True
+            if ev.name == "":
+                self.statements.pop("", None)
+            return self._prepare_local(ev, info, route)
         if isinstance(ev, Bind):
             stmt = self.statements.get(ev.statement)
             if stmt is None or isinstance(stmt.route, Relay):
                 self.portals.pop(ev.portal, None)
                 self._forward(self._frame, Kind.BIND)
                 return True
+            if (
+                not idle
+                or isinstance(stmt.route, Refuse)
+                or self._bind_portal(ev, stmt) is not None
+            ):
+                return False
         elif isinstance(ev, Execute):
-            if ev.portal not in self.portals:
+            portal = self.portals.get(ev.portal)
+            if portal is None:
                 self._forward(self._frame, Kind.EXECUTE)
                 return True
+            if not idle or self.status == "E":
+                return False
+            if portal.rows is None and not self._execute_now(portal, ev):
+                return False
+            self._send_rows(portal, ev)
         elif isinstance(ev, Describe):
             if ev.kind == "S":
                 stmt = self.statements.get(ev.name)
@@ -632,6 +656,9 @@ class Session:
             elif ev.name not in self.portals:
                 self._forward(self._frame, Kind.DESCRIBE_P)
                 return True
+            if not idle:
+                return False
+            self._describe_local(ev)
         elif isinstance(ev, Close):
             if ev.kind == "S":
                 stmt = self.statements.get(ev.name)
@@ -642,14 +669,24 @@ class Session:
             elif ev.name not in self.portals:
                 self._forward(self._frame, Kind.CLOSE)
                 return True
-        elif isinstance(ev, Sync) and (self.upstream_open or self.pending):
-            self._forward(self._frame, Kind.SYNC)
-            self.upstream_open = False
+            if not idle:
+                return False
+            self._close_local(ev)
+        elif isinstance(ev, Sync):
+            if self.upstream_open or not idle:
+                self._forward(self._frame, Kind.SYNC)
+                self.upstream_open = False
+                return True
+            self._ready_now()
             return True
-        return False
+        else:
+            return False
+        self._flush_client()  # a local answer of Bind, Execute, Describe or Close
+        return True
 
     async def _dispatch(self, ev: Event) -> None:
-        if self._relay_now(ev):
+        if self._handle_now(ev):
+            await self._drain()
             return
         if isinstance(ev, Query):
             await self._simple_query(ev.sql)
@@ -663,8 +700,6 @@ class Session:
             await self._execute(ev)
         elif isinstance(ev, Close):
             await self._close_msg(ev)
-        elif isinstance(ev, Sync):
-            await self._sync()
         elif isinstance(ev, Flush):
             await self._flush()
         elif isinstance(ev, Terminate):
@@ -923,12 +958,16 @@ class Session:
         except Exception:
             return None  # the task asks again and reports it
         if isinstance(r, Relay | Refuse | AnswerLocally):
+            self._routed = (info, r)  # the task, taking over this statement, reuses it
             return r
         if inspect.iscoroutine(r):
             r.close()  # never started: nothing ran
         return None
 
     async def _route(self, info: StatementInfo) -> Route:
+        routed, self._routed = self._routed, None
+        if routed is not None and routed[0] == info:
+            return routed[1]
         try:
             r = self.server.router.route(info)
             return r if isinstance(r, Relay | Refuse | AnswerLocally) else await r
@@ -940,11 +979,14 @@ class Session:
 
     async def _ready(self) -> None:
         """Send ReadyForQuery with the backend's status (nothing is pending upstream)."""
+        self._ready_now()
+        await self._drain()
+
+    def _ready_now(self) -> None:
         self._send(ReadyForQuery(status=self.status))  # type: ignore[arg-type]
         if self.status == "I":
             self.portals.clear()
         self._flush_client()
-        await self._drain()
 
     async def _fail_upstream(self, extended: bool) -> None:
         """Make the backend's transaction (or open extended batch) fail like ours."""
@@ -1021,7 +1063,15 @@ class Session:
         task = asyncio.ensure_future(self.server.router.execute(execution))
         self._local_task = task
         try:
-            done, _ = await asyncio.wait({task}, timeout=self.cfg.statement_timeout or None)
+            if not self.cfg.statement_timeout:
+                try:
+                    return await task
+                except asyncio.CancelledError:
+                    me = asyncio.current_task()
+                    if me is not None and me.cancelling():
+                        raise  # the session itself is being stopped
+                    raise QueryCanceled("canceling statement due to user request") from None
+            done, _ = await asyncio.wait({task}, timeout=self.cfg.statement_timeout)
         finally:
             self._local_task = None
         if not done:
@@ -1212,6 +1262,22 @@ class Session:
 
         self._forward(frame, Kind.PARSE, on_fail=dropped)
 
+    def _prepare_local(self, m: Parse, info: StatementInfo, route: Route) -> bool:
+        """Answer a Parse that needs nothing from the backend (a failed transaction, or a
+        statement answered here whose columns the router gave); False otherwise."""
+        if self.status == "E":
+            self._send(render_error(InFailedTransaction()))
+            self._flush_client()
+            return True
+        if not isinstance(route, AnswerLocally) or route.describe_upstream:
+            return False
+        self.statements[m.name] = Statement(
+            sql=m.sql, route=route, param_oids=m.param_oids, info=info
+        )
+        self._send(ParseComplete())
+        self._flush_client()
+        return True
+
     async def _parse(self, m: Parse) -> None:
         """protocol-flow "Extended Query", Parse."""
         existing = self.statements.get(m.name)
@@ -1223,13 +1289,14 @@ class Session:
         if isinstance(route, Relay):
             self._relay_parse(m, info, route, existing)
             return
+        if m.name and existing is not None:  # a relayed statement has the name
+            await self._local_error(_dup_statement(m.name))
+            return
         if m.name == "":
             self.statements.pop("", None)
         if await self._settle():
             return
-        if self.status == "E":
-            self._send(render_error(InFailedTransaction()))
-            self._flush_client()
+        if self._prepare_local(m, info, route):
             return
         stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info)
         # A refused statement is prepared as the backend prepares it (its Describe gives the
@@ -1245,35 +1312,38 @@ class Session:
         await self._write(ParseComplete())
 
     async def _bind(self, m: Bind) -> None:
-        """Bind to a statement answered here (``_relay_now`` relays the others)."""
+        """Bind to a statement answered here (``_handle_now`` relays the others)."""
         stmt = self.statements[m.statement]
         if isinstance(stmt.route, Refuse):
             await self._refuse(stmt.route.error, extended=True)
             return
         if await self._settle():
             return
-        if m.portal and m.portal in self.portals:
-            await self._local_error(DuplicateCursor(f'portal "{m.portal}" already exists'))
+        err = self._bind_portal(m, stmt)
+        if err is not None:
+            await self._local_error(err)
             return
+        self._flush_client()
+        await self._drain()
+
+    def _bind_portal(self, m: Bind, stmt: Statement) -> LaprasError | None:
+        """Make the portal of a Bind to a statement answered here and send BindComplete; or
+        return the error to answer (then nothing is done)."""
+        if m.portal and m.portal in self.portals:
+            return DuplicateCursor(f'portal "{m.portal}" already exists')
         oids = stmt.described.param_oids if stmt.described else stmt.param_oids
         if len(m.params) != len(oids):
-            await self._local_error(
-                ProtocolError(
-                    f"bind message supplies {len(m.params)} parameters, but prepared statement "
-                    f'"{m.statement}" requires {len(oids)}'
-                )
+            return ProtocolError(
+                f"bind message supplies {len(m.params)} parameters, but prepared statement "
+                f'"{m.statement}" requires {len(oids)}'
             )
-            return
         fields = self._fields(stmt) or ()
         fmts = resolve_formats(m.result_formats, len(fields))
         if fmts is None:
-            await self._local_error(
-                ProtocolError(
-                    f"bind message has {len(m.result_formats)} result formats but query has "
-                    f"{len(fields)} columns"
-                )
+            return ProtocolError(
+                f"bind message has {len(m.result_formats)} result formats but query has "
+                f"{len(fields)} columns"
             )
-            return
         pfmts = tuple(m.param_format(i) for i in range(len(m.params)))
         try:
             values = tuple(
@@ -1281,8 +1351,7 @@ class Session:
                 for oid, raw, f in zip(oids, m.params, pfmts, strict=True)
             )
         except (ValueError, ArithmeticError, UnicodeDecodeError) as e:
-            await self._local_error(_bad_param(e))
-            return
+            return _bad_param(e)
         self.portals[m.portal] = Portal(
             statement=stmt,
             params=values,
@@ -1290,26 +1359,30 @@ class Session:
             param_formats=pfmts,
             fields=tuple(f.with_format(fmt) for f, fmt in zip(fields, fmts, strict=True)),
         )
-        await self._write(BindComplete())
+        self._send(BindComplete())
+        return None
 
     async def _describe(self, m: Describe) -> None:
-        """Describe a statement or portal answered here (``_relay_now`` relays the others)."""
+        """Describe a statement or portal answered here (``_handle_now`` relays the others)."""
+        if await self._settle():
+            return
+        self._describe_local(m)
+        self._flush_client()
+        await self._drain()
+
+    def _describe_local(self, m: Describe) -> None:
         if m.kind == "S":
             stmt = self.statements[m.name]
-            if await self._settle():
-                return
             oids = stmt.described.param_oids if stmt.described else stmt.param_oids
             fields = self._fields(stmt)
             self._send(ParameterDescription(oids=oids))
-            await self._write(RowDescription(fields=fields) if fields else NoData())
-            return
-        portal = self.portals[m.name]
-        if await self._settle():
-            return
-        await self._write(RowDescription(fields=portal.fields) if portal.fields else NoData())
+            self._send(RowDescription(fields=fields) if fields else NoData())
+        else:
+            portal = self.portals[m.name]
+            self._send(RowDescription(fields=portal.fields) if portal.fields else NoData())
 
     async def _execute(self, m: Execute) -> None:
-        """Execute a portal answered here (``_relay_now`` relays the others)."""
+        """Execute a portal answered here (``_handle_now`` relays the others)."""
         portal = self.portals[m.portal]
         if await self._settle():
             return
@@ -1317,25 +1390,53 @@ class Session:
             await self._local_error(InFailedTransaction())
             return
         if portal.rows is None:
-            stmt = portal.statement
-            assert isinstance(stmt.route, AnswerLocally)
-            execution = Execution(
-                statement=stmt.info or self._info(stmt.sql, "extended"),
-                route=stmt.route,
-                param_oids=stmt.described.param_oids if stmt.described else stmt.param_oids,
-                params=portal.params,
-                raw_params=portal.raw_params,
-                param_formats=portal.param_formats,
-                fields=portal.fields,
-                max_rows=m.max_rows,
-            )
-            res = await self._local_result(execution, extended=True)
+            res = await self._local_result(self._execution(portal, m), extended=True)
             if res is None:
                 return
             portal.rows, portal.tag, portal.notices = res
             for n in portal.notices:
                 self._send(n)
+        self._send_rows(portal, m)
+        self._flush_client()
+        await self._drain()
+
+    def _execution(self, portal: Portal, m: Execute) -> Execution:
+        stmt = portal.statement
+        assert isinstance(stmt.route, AnswerLocally)
+        return Execution(
+            statement=stmt.info or self._info(stmt.sql, "extended"),
+            route=stmt.route,
+            param_oids=stmt.described.param_oids if stmt.described else stmt.param_oids,
+            params=portal.params,
+            raw_params=portal.raw_params,
+            param_formats=portal.param_formats,
+            fields=portal.fields,
+            max_rows=m.max_rows,
+        )
+
+    def _execute_now(self, portal: Portal, m: Execute) -> bool:
+        """Make the rows of a portal answered here when the router has the answer at once
+        (a stored answer); False when the task must run the execution."""
+        route = portal.statement.route
+        if not isinstance(route, AnswerLocally):
+            return False
+        execution = self._execution(portal, m)
+        try:
+            result = route.result or self.server.router.execute_now(execution)
+            if result is None:
+                return False
+            portal.rows = self._encode_rows(result, execution.fields)
+        except Exception:  # the task runs it again and reports what goes wrong
+            return False
+        portal.tag, portal.notices = result.command_tag or "", self._notices(result)
+        for n in portal.notices:
+            self._send(n)
+        return True
+
+    def _send_rows(self, portal: Portal, m: Execute) -> None:
+        """The next rows of a portal answered here, and how the Execute ends."""
         rows = portal.rows
+        assert rows is not None
         start = portal.sent
         end = len(rows) if m.max_rows <= 0 else min(len(rows), start + m.max_rows)
         for row in rows[start:end]:
@@ -1344,23 +1445,24 @@ class Session:
         if m.max_rows > 0 and end - start == m.max_rows:
             # As PostgreSQL: max_rows fetched, the end is not known yet (protocol-flow,
             # "Extended Query": PortalSuspended).
-            await self._write(PortalSuspended())
+            self._send(PortalSuspended())
         else:
-            await self._write(CommandComplete(tag=portal.tag or f"SELECT {end - start}"))
+            self._send(CommandComplete(tag=portal.tag or f"SELECT {end - start}"))
 
     async def _close_msg(self, m: Close) -> None:
-        """Close a statement or portal answered here (``_relay_now`` relays the others)."""
+        """Close a statement or portal answered here (``_handle_now`` relays the others)."""
+        if await self._settle():
+            return
+        self._close_local(m)
+        self._flush_client()
+        await self._drain()
+
+    def _close_local(self, m: Close) -> None:
         if m.kind == "S":
             del self.statements[m.name]
         else:
             del self.portals[m.name]
-        if await self._settle():
-            return
-        await self._write(CloseComplete())
-
-    async def _sync(self) -> None:
-        """A Sync with nothing relayed since the last one (``_relay_now`` relays the others)."""
-        await self._ready()
+        self._send(CloseComplete())
 
     async def _flush(self) -> None:
         if self.need_flush:
