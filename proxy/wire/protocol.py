@@ -177,37 +177,36 @@ class ServerConnection:
         after that the connection is closed.
         """
         try:
-            return self._next_event()
+            while True:
+                if self.state is ConnState.CLOSED:
+                    return CONNECTION_CLOSED
+                if self.state is ConnState.PRE_STARTUP:
+                    return self._startup_event()
+                frame = self._frames.next_raw()
+                if frame is None:
+                    return CONNECTION_CLOSED if self._eof else NEED_DATA
+                tb = frame[0]
+                if tb not in ACCEPTS[self.state]:
+                    if self.state is ConnState.AUTHENTICATING:
+                        raise ProtocolViolation(
+                            f"expected password response, got message type {tb}"
+                        )
+                    raise ProtocolViolation(f"invalid frontend message type {tb}")
+                msg = self._decoded.get(frame)
+                if msg is None:
+                    msg = decode_frontend(frame[:1], frame[5:])
+                    if len(frame) <= _MEMO_FRAME and tb in _MEMO_TYPES:
+                        if len(self._decoded) >= _MEMO_SIZE:
+                            self._decoded.clear()
+                        self._decoded[frame] = msg
+                self.last_frame = frame
+                if self.state is ConnState.SKIP_UNTIL_SYNC and tb not in b"SX":
+                    continue  # discarded, protocol-flow "Extended Query"
+                self._on_receive(tb)
+                return msg
         except (ProtocolViolation, StartupFeatureNotSupported):
             self.state = ConnState.CLOSED
             raise
-
-    def _next_event(self) -> Event:
-        while True:
-            if self.state is ConnState.CLOSED:
-                return CONNECTION_CLOSED
-            if self.state is ConnState.PRE_STARTUP:
-                return self._startup_event()
-            frame = self._frames.next_raw()
-            if frame is None:
-                return CONNECTION_CLOSED if self._eof else NEED_DATA
-            tb = frame[0]
-            if tb not in ACCEPTS[self.state]:
-                if self.state is ConnState.AUTHENTICATING:
-                    raise ProtocolViolation(f"expected password response, got message type {tb}")
-                raise ProtocolViolation(f"invalid frontend message type {tb}")
-            msg = self._decoded.get(frame)
-            if msg is None:
-                msg = decode_frontend(frame[:1], frame[5:])
-                if len(frame) <= _MEMO_FRAME and tb in _MEMO_TYPES:
-                    if len(self._decoded) >= _MEMO_SIZE:
-                        self._decoded.clear()
-                    self._decoded[frame] = msg
-            self.last_frame = frame
-            if self.state is ConnState.SKIP_UNTIL_SYNC and tb not in b"SX":
-                continue  # discarded, protocol-flow "Extended Query"
-            self._on_receive(tb)
-            return msg
 
     def _startup_event(self) -> Event:
         if len(self._frames) < 4:

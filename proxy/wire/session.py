@@ -1,18 +1,29 @@
 """One client session: start-up, authentication, then the query loop over a pinned upstream.
 
-Two tasks per session. The session task reads client messages in order, asks the
-:class:`~proxy.wire.router.StatementRouter` about each statement and either forwards the
-message to the backend or answers it locally. The pump task relays backend frames to the client
-as they come (no re-encoding), matching each against an *expectation* recorded when the
-corresponding client message was forwarded. Before any local answer the session *quiesces*:
-it sends Flush upstream and waits until every earlier expectation is met, so local and relayed
-replies leave in the client's message order (PgDog's buffering pattern; pgwire-research §6.7).
+Start-up and login run in the session task on asyncio streams. After login both sockets are
+taken over by :class:`~proxy.wire.channel.Channel` callbacks:
+
+* **Backend replies** are handled in the upstream read callback: each frame is relayed to the
+  client as it came (no re-encoding), matched against an *expectation* recorded when the
+  corresponding client message was forwarded.
+* **Client messages** are read in order. While the session task waits for input, the client's
+  read callback handles every message that needs no waiting at once (``_handle_now``): what
+  the router relays (it decides synchronously), and local answers that need nothing from the
+  backend while the backend owes nothing. The first message that needs waiting -- an
+  asynchronous router, the backend's Describe, a local execution, an error to answer -- is left
+  for the session task, with everything after it. Both paths run the same code; the fast one
+  only saves the task switch per message, which is most of the relay's cost in Python.
+
+Before any local answer the session *quiesces*: it sends Flush upstream and waits until every
+earlier expectation is met, so local and relayed replies leave in the client's message order
+(PgDog's buffering pattern; pgwire-research §6.7).
 
 Errors follow protocol-flow "Extended Query": after an ErrorResponse the backend skips to Sync;
-the pump drops the expectations of skipped messages, and the client-side state machine discards
-what arrives before the Sync. A refused statement makes the backend's transaction fail as well
-(a hidden statement that errors, its error swallowed), so 25P02 and COMMIT -> ROLLBACK come from
-PostgreSQL itself (pgwire-research §6.4).
+the relay drops the expectations of skipped messages, and the client-side state machine
+discards what arrives before the Sync. A refused statement makes the backend's transaction fail
+as well (a hidden statement that errors, its error swallowed), so 25P02 and COMMIT -> ROLLBACK
+come from PostgreSQL itself (pgwire-research §6.4). As in PostgreSQL, a refused statement is
+prepared (Parse, Describe) and refused at Bind.
 """
 
 from __future__ import annotations
@@ -243,6 +254,7 @@ class Session:
         self._out = bytearray()
         self._local_task: asyncio.Future[LocalResult] | None = None
         self._client: Channel | None = None  # the client socket once logged in
+        self._client_write: Callable[[bytes], None] = writer.write
         self._waiter: asyncio.Future[None] | None = None  # the task waiting for client input
         self._parked = False  # the task waits for client input in the query loop
         self._stash: tuple[Event, bytes] | BaseException | None = None  # left for the task
@@ -263,7 +275,7 @@ class Session:
     def _flush_client(self) -> None:
         if self._out:
             try:
-                self.writer.write(bytes(self._out))
+                self._client_write(bytes(self._out))
             finally:
                 self._out.clear()
 
@@ -330,6 +342,8 @@ class Session:
             and not self._upstream_dead
             and up is not None
             and not up.writing_paused
+            and not (self._client is not None and self._client.writing_paused)
+            # with idle timeouts the task keeps the time: it sees every message
             and not (self.cfg.idle_session_timeout or self.cfg.idle_in_transaction_timeout)
         )
 
@@ -546,6 +560,7 @@ class Session:
         self._client = Channel.take_over(
             self.reader, self.writer, self._on_client_data, self._on_client_lost
         )
+        self._client_write = self._client.transport.write  # TLS, if any, is set up by now
         return True
 
     # ---------------------------------------------------------------- query loop
@@ -742,8 +757,9 @@ class Session:
             await self.upstream.drain()
 
     def _expect(self, e: Expect) -> Expect:
+        if not self.pending:
+            self.idle.clear()  # set only while nothing is pending
         self.pending.append(e)
-        self.idle.clear()
         return e
 
     def _forward(

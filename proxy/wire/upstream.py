@@ -113,6 +113,7 @@ class UpstreamConnection:
         self.backend_key: BackendKeyData | None = None
         self.closed = False
         self._channel: Channel | None = None
+        self._write: Callable[[bytes], None] = writer.write
 
     @classmethod
     async def connect(
@@ -240,6 +241,7 @@ class UpstreamConnection:
             deliver()
 
         self._channel = Channel.take_over(self._reader, self._writer, on_data, lost)
+        self._write = self._channel.transport.write
         asyncio.get_running_loop().call_soon(deliver)  # frames read with the login's last bytes
 
     @property
@@ -262,7 +264,7 @@ class UpstreamConnection:
     def write(self, data: bytes) -> None:
         if self.closed:
             raise ConnectionError("upstream connection is closed")
-        self._writer.write(data)
+        self._write(data)
 
     async def drain(self) -> None:
         if self._channel is not None:
