@@ -323,7 +323,7 @@ def main() -> None:
         cmd = "python -m bench.proxy" + (" --quick" if args.quick else "") + " --write-docs"
         section = (
             f"{head}\n\nCommand: `{cmd}` ({rows:,}-row synthetic table; proxy as its own process, "
-            f"clients asyncpg over loopback, {os.cpu_count()} cores shared by PostgreSQL, the proxy and the clients; "
+            f"clients asyncpg (and one psycopg connection) over loopback, {os.cpu_count()} cores shared by PostgreSQL, the proxy and the clients; "
             f"event loop: {_event_loop()}).\n\n{text}\n"
         )
         docs.write_text(body[:start] + section + (body[nxt:] if nxt != -1 else ""))
