@@ -21,7 +21,7 @@ from proxy.dp_router import DPRouter
 from proxy.epochs import EpochService
 from proxy.ledger import PgLedger
 from proxy.wire.auth import AuthConfig, AuthMethod, UserCredential
-from proxy.wire.server import ProxyServer, ServerConfig
+from proxy.wire.server import ProxyServer, ServerConfig, WorkerSlot
 from proxy.wire.upstream import UpstreamConfig
 
 #: Keys of [privacy] that map onto dp.engine.EngineConfig.
@@ -71,9 +71,13 @@ class App:
 
 @asynccontextmanager
 async def running(
-    config: Config, *, sampler: Callable[[], Sampler] = SecureSampler
+    config: Config,
+    *,
+    sampler: Callable[[], Sampler] = SecureSampler,
+    worker: WorkerSlot | None = None,
 ) -> AsyncIterator[App]:
-    """Start everything the configuration describes; stop it all on exit."""
+    """Start everything the configuration describes; stop it all on exit. ``worker``: this
+    process is one of several serving the port (``lapras serve`` with ``workers > 1``)."""
     logging.getLogger("sqlglot").setLevel(logging.ERROR)  # sqlglot warns on what we refuse
     ledger = await PgLedger.connect(config.backend.aggregator_dsn)
     try:
@@ -100,6 +104,7 @@ async def running(
                 statement_timeout=s.statement_timeout or None,
                 ssl_context=_ssl(config),
                 shutdown_grace=s.shutdown_grace,
+                worker=worker,
             ),
             router,
         )

@@ -221,14 +221,15 @@ async def _demo_async(args: argparse.Namespace, config: Any) -> None:
         await _wait_for_signal()
 
 
-async def _wait_for_signal() -> None:
+async def _wait_for_signal(*, quiet: bool = False) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    print("\nShutting down ...", flush=True)
+    if not quiet:
+        print("\nShutting down ...", flush=True)
 
 
 # -- serve and admin ----------------------------------------------------------------------------
@@ -244,6 +245,8 @@ def _serve(args: argparse.Namespace) -> int:
     from proxy.app import running
 
     config = _load(args)
+    if config.server.workers > 1:
+        return _serve_workers(args, config)
 
     async def serve() -> None:
         async with running(config) as app:
@@ -252,6 +255,100 @@ def _serve(args: argparse.Namespace) -> int:
 
     _run_server_loop(serve())
     return 0
+
+
+def _serve_workers(args: argparse.Namespace, config: Any) -> int:
+    """Run ``workers`` server processes on one port and supervise them: a signal stops them
+    all (each shuts down gracefully); one that exits on its own stops the others, and the
+    exit status says so (a supervisor such as systemd or Docker restarts the whole)."""
+    import multiprocessing
+    import tempfile
+
+    from proxy.embedded import _free_port
+    from proxy.wire.server import WorkerSlot
+
+    n = config.server.workers
+    port = config.server.port or _free_port()
+    ctx = multiprocessing.get_context("spawn")
+    connections = ctx.Value("i", 0)
+    sockets = tempfile.mkdtemp(prefix="lapras-workers-")
+    ready = [ctx.Event() for _ in range(n)]
+    procs = [
+        ctx.Process(
+            target=_worker_main,
+            args=(
+                args.config,
+                port,
+                WorkerSlot(index=i, count=n, sockets=sockets, connections=connections),
+                ready[i],
+                args.verbose,
+            ),
+            name=f"lapras-worker-{i}",
+        )
+        for i in range(n)
+    ]
+    stop = False
+
+    def on_signal(signum: int, frame: Any) -> None:
+        nonlocal stop
+        stop = True
+
+    old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    status = 0
+    try:
+        for p in procs:
+            p.start()
+        announced = False
+        while not stop:
+            if not announced and all(e.is_set() for e in ready):
+                print(
+                    f"LAPRAS proxy listening on {config.server.host}:{port} ({n} worker processes)",
+                    flush=True,
+                )
+                announced = True
+            if any(not p.is_alive() for p in procs):
+                status = 1
+                print("lapras: a worker process exited; stopping the others", file=sys.stderr)
+                break
+            time.sleep(0.1)
+        if stop:
+            print("\nShutting down ...", flush=True)
+    finally:
+        for p in procs:
+            if p.is_alive() and p.pid is not None:
+                os.kill(p.pid, signal.SIGTERM)
+        for p in procs:
+            p.join(config.server.shutdown_grace + 10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+        shutil.rmtree(sockets, ignore_errors=True)
+    return status
+
+
+def _worker_main(config_path: str, port: int, slot: Any, ready: Any, verbose: bool) -> None:
+    """One worker process of ``_serve_workers`` (a spawned process: imports afresh)."""
+    import dataclasses
+
+    from proxy.app import running
+    from proxy.config import load_config
+
+    _single_threaded_blas()
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format=f"%(levelname)s worker {slot.index} %(name)s: %(message)s",
+    )
+    config = load_config(Path(config_path))
+    config = dataclasses.replace(config, server=dataclasses.replace(config.server, port=port))
+
+    async def serve() -> None:
+        async with running(config, worker=slot):
+            ready.set()
+            await _wait_for_signal(quiet=True)
+
+    _run_server_loop(serve())
 
 
 def _config_check(args: argparse.Namespace) -> int:

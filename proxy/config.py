@@ -42,6 +42,7 @@ class ServerConfig:
     tls_key: Path | None = None
     shutdown_grace: float = 10.0
     auth: AuthMethod = "scram-sha-256"
+    workers: int = 1  # processes serving the port
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,6 +128,7 @@ def _server(source: str, data: Any) -> ServerConfig:
             "tls_cert",
             "tls_key",
             "shutdown_grace",
+            "workers",
         }
     )
     auth = s.get("auth", str, "scram-sha-256")
@@ -151,6 +153,9 @@ def _server(source: str, data: Any) -> ServerConfig:
     max_conn = s.get("max_connections", int, 100)
     if max_conn < 1:
         raise s.error("max_connections", "must be at least 1")
+    workers = s.get("workers", int, 1)
+    if not 1 <= workers <= 64:
+        raise s.error("workers", "must be between 1 and 64 (processes serving the port)")
     return ServerConfig(
         host=host,
         port=int(port_text),
@@ -159,6 +164,7 @@ def _server(source: str, data: Any) -> ServerConfig:
         tls_key=Path(key) if key else None,
         shutdown_grace=float(s.get("shutdown_grace", (int, float), 10.0)),
         auth=auth,
+        workers=workers,
         **numbers,
     )
 

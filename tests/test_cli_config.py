@@ -100,3 +100,25 @@ def test_docker_configuration_is_valid(
         monkeypatch.setenv(name, f"postgresql://{name.lower()}@postgres/lapras")
     assert cli.main(["config", "check", "--config", str(ROOT / "docker" / "lapras.toml")]) == 0
     assert "listen 0.0.0.0:6432" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("server", "expected"),
+    [
+        ("workers = 0", "server.workers: must be between 1 and 64"),
+        ("workers = 65", "server.workers: must be between 1 and 64"),
+        ('workers = "2"', "server.workers: must be"),
+    ],
+)
+def test_server_workers_are_checked(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    server: str,
+    expected: str,
+) -> None:
+    monkeypatch.setenv("LAPRAS_TEST_ANALYST_PASSWORD", "pw")
+    text = BASE.replace('listen = "127.0.0.1:6432"', 'listen = "127.0.0.1:6432"\n' + server)
+    code, out = _check(tmp_path, text, capsys)
+    assert code == 2, out
+    assert "cfg.toml: " + expected in out

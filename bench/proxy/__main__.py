@@ -146,7 +146,7 @@ def provision(pg: Any, rows: int) -> None:
         conn.commit()
 
 
-def write_config(pg: Any, folder: Path, port: int) -> Path:
+def write_config(pg: Any, folder: Path, port: int, workers: int = 1) -> Path:
     import sql_fixtures.adult as adult
     from proxy import provision as prov
 
@@ -157,6 +157,7 @@ def write_config(pg: Any, folder: Path, port: int) -> Path:
 [server]
 listen = "127.0.0.1:{port}"
 max_connections = 200
+workers = {workers}
 
 [backend]
 aggregator_dsn = "{pg.dsn(prov.AGGREGATOR, "bench")}"
@@ -187,6 +188,7 @@ def main() -> None:
     )
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--write-docs", action="store_true")
+    ap.add_argument("--workers", type=int, default=1, help="proxy processes ([server] workers)")
     args = ap.parse_args()
     rows = 1_000_000 if args.quick else 10_000_000
     n_req = 2_000 if args.quick else 10_000
@@ -200,7 +202,7 @@ def main() -> None:
     try:
         provision(pg, rows)
         port = _free_port()
-        config = write_config(pg, folder, port)
+        config = write_config(pg, folder, port, args.workers)
         predicted_adult = [
             f"SELECT count(*) FROM adult WHERE age BETWEEN {a} AND {a + k}"
             for a in range(17, 80)
@@ -320,9 +322,19 @@ def main() -> None:
         head = "## Proxy latency and throughput (`bench/proxy`)"
         start = body.index(head)
         nxt = body.find("\n## ", start + len(head))
-        cmd = "python -m bench.proxy" + (" --quick" if args.quick else "") + " --write-docs"
+        cmd = (
+            "python -m bench.proxy"
+            + (" --quick" if args.quick else "")
+            + (f" --workers {args.workers}" if args.workers > 1 else "")
+            + " --write-docs"
+        )
+        shape = (
+            "proxy as its own process"
+            if args.workers == 1
+            else f"proxy as {args.workers} worker processes on one port"
+        )
         section = (
-            f"{head}\n\nCommand: `{cmd}` ({rows:,}-row synthetic table; proxy as its own process, "
+            f"{head}\n\nCommand: `{cmd}` ({rows:,}-row synthetic table; {shape}, "
             f"clients asyncpg (and one psycopg connection) over loopback, {os.cpu_count()} cores shared by PostgreSQL, the proxy and the clients; "
             f"event loop: {_event_loop()}).\n\n{text}\n"
         )

@@ -6,6 +6,12 @@
 Graceful shutdown (after uvicorn/hypercorn): stop listening, end idle sessions at once with
 FATAL 57P01 (as PostgreSQL's fast shutdown), let busy sessions finish their current work for
 up to ``grace`` seconds, then cancel them (they too send 57P01 on the way out).
+
+Several worker processes can serve one port (``[server] workers``, :class:`WorkerSlot`): the
+kernel spreads connections over them (``SO_REUSEPORT``), they share the connection limit
+through a counter in shared memory, and a CancelRequest that reaches the wrong worker is
+passed on, over a Unix socket, to the worker whose session its key names (a session's
+BackendKeyData pid encodes its worker).
 """
 
 from __future__ import annotations
@@ -14,20 +20,39 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import os
 import secrets
 import ssl
+import struct
 import threading
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from proxy.wire.auth import AuthConfig
-from proxy.wire.messages import DEFAULT_MAX_MESSAGE
+from proxy.wire.messages import CANCEL_REQUEST_CODE, DEFAULT_MAX_MESSAGE, CancelRequest
 from proxy.wire.router import StatementRouter
 from proxy.wire.session import Session
 from proxy.wire.upstream import UpstreamConfig
 
 log = logging.getLogger("lapras.proxy.server")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerSlot:
+    """This process's place among the proxy's worker processes."""
+
+    index: int  # 0 .. count - 1
+    count: int
+    sockets: str  # the group's folder of cancel sockets
+    connections: Any  # multiprocessing.Value("i"): sessions open in the whole group
+
+    def cancel_socket(self, index: int) -> str:
+        return os.path.join(self.sockets, f"cancel-{index}.sock")
+
+    def owner(self, pid: int) -> int:
+        """The worker whose session has this BackendKeyData pid."""
+        return (pid - 1) % self.count
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +70,7 @@ class ServerConfig:
     ssl_context: ssl.SSLContext | None = None  # answer SSLRequest with 'S' when set
     upstream_database: str | None = None  # None: the client's database
     shutdown_grace: float = 5.0
+    worker: WorkerSlot | None = None  # one of several processes serving the port
 
 
 class ProxyServer:
@@ -52,6 +78,7 @@ class ProxyServer:
         self.config = config
         self.router = router
         self._server: asyncio.Server | None = None
+        self._cancels: asyncio.Server | None = None  # cancel requests from the other workers
         self._tasks: set[asyncio.Task[Any]] = set()
         self._sessions: dict[int, Session] = {}
         self._conn_tasks: dict[Session, asyncio.Task[Any]] = {}
@@ -60,9 +87,18 @@ class ProxyServer:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
+        w = self.config.worker
         self._server = await asyncio.start_server(
-            self._on_connect, self.config.host, self.config.port, reuse_address=True
+            self._on_connect,
+            self.config.host,
+            self.config.port,
+            reuse_address=True,
+            reuse_port=w is not None,
         )
+        if w is not None:
+            self._cancels = await asyncio.start_unix_server(
+                self._on_passed_cancel, w.cancel_socket(w.index)
+            )
 
     @property
     def port(self) -> int:
@@ -83,6 +119,8 @@ class ProxyServer:
         self._closing = True
         if self._server is not None:
             self._server.close()
+        if self._cancels is not None:
+            self._cancels.close()
         for s, t in list(self._conn_tasks.items()):
             s.stop_requested = True
             if s.idle_reading or not s.registered:
@@ -126,29 +164,64 @@ class ProxyServer:
 
     def register(self, session: Session) -> bool:
         """Admit a session after its StartupMessage; False when at the connection limit."""
-        if self._closing or len(self._sessions) >= self.config.max_connections:
+        if self._closing or not self._admit():
             return False
+        w = self.config.worker
+        count, index = (w.count, w.index) if w is not None else (1, 0)
         while True:
             # Our own pid with the sign bit clear (PgBouncer does the same; pg_basebackup
-            # and others treat a negative pid as an error).
-            pid = secrets.randbelow(2**31 - 2) + 1
+            # and others treat a negative pid as an error), naming this worker.
+            pid = secrets.randbelow((2**31 - 2) // count) * count + index + 1
             if pid not in self._sessions:
                 break
         session.pid = pid
         self._sessions[pid] = session
         return True
 
+    def _admit(self) -> bool:
+        w = self.config.worker
+        if w is None:
+            return len(self._sessions) < self.config.max_connections
+        with w.connections.get_lock():
+            if w.connections.value >= self.config.max_connections:
+                return False
+            w.connections.value += 1
+            return True
+
     def unregister(self, session: Session) -> None:
         if self._sessions.get(session.pid) is session:
             del self._sessions[session.pid]
+            w = self.config.worker
+            if w is not None:
+                with w.connections.get_lock():
+                    w.connections.value -= 1
 
     async def cancel(self, pid: int, key: int) -> None:
         """Cancel the session with this BackendKeyData; a wrong key is ignored silently."""
+        w = self.config.worker
+        if w is not None and w.owner(pid) != w.index:
+            await _pass_cancel(w.cancel_socket(w.owner(pid)), pid, key)
+            return
         s = self._sessions.get(pid)
         if s is not None and secrets.compare_digest(
             key.to_bytes(4, "big"), s.key.to_bytes(4, "big")
         ):
             s.cancel()
+
+    async def _on_passed_cancel(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """A CancelRequest another worker received for one of our sessions."""
+        try:
+            data = await asyncio.wait_for(reader.readexactly(16), 5.0)
+            length, code, pid, key = struct.unpack("!iiiI", data)
+            w = self.config.worker
+            if length == 16 and code == CANCEL_REQUEST_CODE and w and w.owner(pid) == w.index:
+                await self.cancel(pid, key)
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
 
     def keep(self, task: asyncio.Task[Any]) -> None:
         self._tasks.add(task)
@@ -208,3 +281,18 @@ class BackgroundServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+async def _pass_cancel(path: str, pid: int, key: int) -> None:
+    """Hand a CancelRequest to the worker listening on ``path`` (silently, like a cancel)."""
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_unix_connection(path), 2.0)
+    except (OSError, TimeoutError):
+        return
+    try:
+        writer.write(CancelRequest(pid=pid, key=key).encode())
+        await writer.drain()
+    except OSError:
+        pass
+    finally:
+        writer.close()
