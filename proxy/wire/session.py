@@ -809,8 +809,17 @@ class Session:
         (no task switch on the relay's hot path)."""
         if self._upstream_dead:
             return
+        pending, out = self.pending, self._out
         try:
             for frame in frames:
+                tb = frame[0]
+                if pending and tb not in _TRACKED and pending[0].forward:
+                    # The common case, inline: a reply to relay as it came (rows,
+                    # completions, descriptions), maybe completing its expectation.
+                    out += frame
+                    if tb in _COMPLETES[pending[0].kind]:
+                        pending.popleft()
+                    continue
                 self._on_upstream(frame)
             self._flush_client()
         except ProtocolViolation as e:  # the backend sent something undecodable
@@ -877,12 +886,6 @@ class Session:
         or used to track the expectations and the transaction status."""
         tb = frame[0]
         e = self.pending[0] if self.pending else None
-        if e is not None and e.forward and tb not in _TRACKED:
-            # The common case: a reply to relay as it is (rows, completions, descriptions).
-            self._out += frame
-            if tb in _COMPLETES[e.kind]:
-                self.pending.popleft()
-            return
         if tb in b"NSA":  # asynchronous: NoticeResponse, ParameterStatus, Notification
             if tb == _S:
                 ps = _decode(frame)
