@@ -1348,6 +1348,8 @@ class Session:
     def _bind_portal(self, m: Bind, stmt: Statement) -> LaprasError | None:
         """Make the portal of a Bind to a statement answered here and send BindComplete; or
         return the error to answer (then nothing is done)."""
+        if self.status == "E":  # as PostgreSQL's exec_bind_message in a failed transaction
+            return InFailedTransaction()
         if m.portal and m.portal in self.portals:
             return DuplicateCursor(f'portal "{m.portal}" already exists')
         oids = stmt.described.param_oids if stmt.described else stmt.param_oids

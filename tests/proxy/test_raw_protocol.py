@@ -89,6 +89,12 @@ CASES: dict[str, list[tuple[object, ...]]] = {
         (Parse(sql="SELECT age FROM adult"), Bind(), Describe(kind="P"), Execute(), Sync()),
         (Close(kind="S", name="r"), Sync()),
     ],
+    "Bind in a failed transaction, to a statement prepared before (answered here)": [
+        (Parse(name="c", sql="SELECT count(*) FROM adult WHERE age > $1"), Sync()),
+        (Query(sql="BEGIN; SELECT 1/0"),),
+        (Bind(statement="c", params=(b"30",)), Execute(), Sync()),
+        (Query(sql="ROLLBACK"),),
+    ],
     "syntax error on a protected table at Parse": [
         (Parse(sql="SELECT * FROM adult WHERE"), Bind(), Execute(), Sync()),
     ],
