@@ -56,25 +56,34 @@ def test_good_file_is_summarised(
 
 
 @pytest.mark.parametrize(
-    ("privacy", "expected"),
+    ("section", "line", "expected"),
     [
-        ("budget = 1", "[privacy]: has an unknown key 'budget'"),
-        ("epsilon = 0", "[privacy]: epsilon must be a finite number greater than 0"),
-        ('accountant = "pure"', "[privacy]: the pure accountant requires delta = 0"),
-        ('view = "nope"', "privacy.view: 'nope' is not a view of any protected table"),
-        ('log_sql = "yes"', "privacy.log_sql: must be true or false"),
+        ("privacy", "budget = 1", "[privacy]: has an unknown key 'budget'"),
+        ("privacy", "epsilon = 0", "[privacy]: epsilon must be a finite number greater than 0"),
+        ("privacy", 'accountant = "pure"', "[privacy]: the pure accountant requires delta = 0"),
+        ("privacy", 'view = "nope"', "privacy.view: 'nope' is not a view of any protected table"),
+        ("privacy", 'log_sql = "yes"', "privacy.log_sql: must be true or false"),
+        ("server", "workers = 0", "server.workers: must be between 1 and 64"),
+        ("server", "workers = 65", "server.workers: must be between 1 and 64"),
+        ("server", 'workers = "2"', "server.workers: must be"),
     ],
 )
-def test_privacy_errors_name_the_key(
+def test_errors_name_the_key(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-    privacy: str,
+    section: str,
+    line: str,
     expected: str,
 ) -> None:
     monkeypatch.setenv("LAPRAS_TEST_ANALYST_PASSWORD", "pw")
-    code, out = _check(tmp_path, BASE + "[privacy]\n" + privacy + "\n", capsys)
-    assert code == 2
+    listen = 'listen = "127.0.0.1:6432"'
+    if section == "server":
+        text = BASE.replace(listen, listen + "\n" + line)
+    else:
+        text = BASE + f"[{section}]\n{line}\n"
+    code, out = _check(tmp_path, text, capsys)
+    assert code == 2, out
     assert "cfg.toml: " + expected in out
 
 
@@ -100,25 +109,3 @@ def test_docker_configuration_is_valid(
         monkeypatch.setenv(name, f"postgresql://{name.lower()}@postgres/lapras")
     assert cli.main(["config", "check", "--config", str(ROOT / "docker" / "lapras.toml")]) == 0
     assert "listen 0.0.0.0:6432" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    ("server", "expected"),
-    [
-        ("workers = 0", "server.workers: must be between 1 and 64"),
-        ("workers = 65", "server.workers: must be between 1 and 64"),
-        ('workers = "2"', "server.workers: must be"),
-    ],
-)
-def test_server_workers_are_checked(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-    server: str,
-    expected: str,
-) -> None:
-    monkeypatch.setenv("LAPRAS_TEST_ANALYST_PASSWORD", "pw")
-    text = BASE.replace('listen = "127.0.0.1:6432"', 'listen = "127.0.0.1:6432"\n' + server)
-    code, out = _check(tmp_path, text, capsys)
-    assert code == 2, out
-    assert "cfg.toml: " + expected in out

@@ -7,8 +7,11 @@ can all talk to it over TCP, as real clients do.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -112,6 +115,21 @@ def async_router_proxy(pg: object) -> Iterator[Proxy]:
     cfg = make_config(pg, upstream_database=pg.database)  # type: ignore[attr-defined]
     with BackgroundServer(cfg, AsyncTestRouter({"adult"})) as srv:
         yield Proxy("127.0.0.1", srv.port, USER, PASSWORD, pg.database, srv)  # type: ignore[attr-defined]
+
+
+def assert_cancels(conn: Any, sql: str, cancel: Callable[[], object]) -> None:
+    """``sql`` on the psycopg connection ``conn`` ends with 57014 when ``cancel`` runs half a
+    second in, well before the statement would end, and the session serves the next one."""
+    import psycopg
+
+    timer = threading.Timer(0.5, cancel)
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(psycopg.errors.QueryCanceled):
+        conn.execute(sql)
+    assert time.monotonic() - t0 < 20
+    timer.join()
+    assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
 _ = AuthMethod
