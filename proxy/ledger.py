@@ -450,16 +450,21 @@ class PgLedger:
         if not records:
             return
         rows = [{**r, "bindings": json.dumps(r["bindings"], default=str)} for r in records]
+        # One statement for the whole batch (a column array each), not one per row.
+        columns = [
+            [r[c] for r in rows]
+            for c in ("analyst", "table", "view", "template", "bindings", "key", "outcome", "sql")
+        ]
         async with self._locked(), self._conn.transaction():
             await self._conn.execute("SET LOCAL synchronous_commit = off")
-            async with self._conn.cursor() as cur:
-                await cur.executemany(
-                    "INSERT INTO lapras.query_log"
-                    " (analyst, table_name, view_name, template, bindings, query_key, outcome, sql)"
-                    " VALUES (%(analyst)s, %(table)s, %(view)s, %(template)s, %(bindings)s,"
-                    " %(key)s, %(outcome)s, %(sql)s)",
-                    rows,
-                )
+            await self._conn.execute(
+                "INSERT INTO lapras.query_log"
+                " (analyst, table_name, view_name, template, bindings, query_key, outcome, sql)"
+                " SELECT a, t, v, tp, b::json, k, o, s FROM unnest("
+                + ", ".join(["%s::text[]"] * 8)
+                + ") AS u(a, t, v, tp, b, k, o, s)",
+                columns,
+            )
 
     async def history(self, epoch_id: int, limit: int) -> list[LedgerEntry]:
         """The epoch's last ``limit`` ledger rows, newest first."""

@@ -10,7 +10,8 @@ concurrent connections, each its own connection):
 
 - passthrough ``SELECT 1`` through the proxy vs directly on PostgreSQL (asyncpg's cached
   prepared statement, and one psycopg/libpq connection with the simple and the extended
-  protocol);
+  protocol), and through a bare byte pipe (``bench/proxy/pipe.py``: the cost of one more hop
+  on this machine, the floor of any proxy);
 - a DP COUNT answered from the Matrix Mechanism release (first ask of a predicted query), from a
   stored answer (a repeat), and online with fresh noise (a durable charge per answer);
 - the exact COUNT run directly on PostgreSQL, for scale.
@@ -198,6 +199,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="lapras-bench-proxy-"))
     pg = EmbeddedPostgres(folder / "pg").start()
     server: subprocess.Popen[bytes] | None = None
+    pipe: subprocess.Popen[bytes] | None = None
     results: list[tuple[str, int, float, float, float]] = []
     try:
         provision(pg, rows)
@@ -239,6 +241,12 @@ def main() -> None:
         )
         proxy_dsn = f"postgresql://bench:bench@127.0.0.1:{port}/bench"
         direct_dsn = pg.dsn(database="bench")
+        # The floor of any proxy here: a bare byte pipe on the same event loop.
+        pipe_port = _free_port()
+        pipe = subprocess.Popen(
+            [sys.executable, "-m", "bench.proxy.pipe", str(pipe_port), str(pg.port)], cwd=ROOT
+        )
+        pipe_dsn = direct_dsn.replace(f":{pg.port}/", f":{pipe_port}/")
         for _ in range(100):
             try:
                 asyncio.run(measure(proxy_dsn, ["SELECT 1"], 1))
@@ -254,8 +262,15 @@ def main() -> None:
                 flush=True,
             )
 
+        for _ in range(100):
+            try:
+                asyncio.run(measure(pipe_dsn, ["SELECT 1"], 1))
+                break
+            except OSError:
+                time.sleep(0.2)
         for clients in (1, 50):
             run("SELECT 1 via asyncpg, direct", direct_dsn, ["SELECT 1"] * n_req, clients)
+            run("SELECT 1 via asyncpg, bare byte pipe", pipe_dsn, ["SELECT 1"] * n_req, clients)
             run(
                 "SELECT 1 via asyncpg, through the proxy (passthrough)",
                 proxy_dsn,
@@ -263,7 +278,11 @@ def main() -> None:
                 clients,
             )
         for protocol in ("simple", "extended"):
-            for name, dsn in (("direct", direct_dsn), ("through the proxy", proxy_dsn)):
+            for name, dsn in (
+                ("direct", direct_dsn),
+                ("bare byte pipe", pipe_dsn),
+                ("through the proxy", proxy_dsn),
+            ):
                 label = f"SELECT 1 via psycopg, {protocol} protocol, {name}"
                 p50, p99, rps = measure_libpq(dsn, n_req, protocol)
                 results.append((label, 1, p50, p99, rps))
@@ -301,6 +320,8 @@ def main() -> None:
             agg = pg.dsn("lapras_aggregator", "bench")
             run(f"{table}: exact COUNT, direct on PostgreSQL", agg, exact, 1)
     finally:
+        if pipe is not None:
+            pipe.kill()
         if server is not None:
             server.send_signal(signal.SIGINT)
             try:

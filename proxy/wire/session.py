@@ -357,10 +357,12 @@ class Session:
             self._frame = self.conn.last_frame
             if not self._handle_now(ev):
                 self._stash = (ev, self._frame)
+                self._flush_client()  # what was answered before it
                 return False
         if self._up_buf and self.upstream is not None:
             self.upstream.write(bytes(self._up_buf))
             self._up_buf.clear()
+        self._flush_client()  # the local answers of this read, in one write
         return True
 
     async def _wait_client(self) -> None:
@@ -614,7 +616,7 @@ class Session:
         """Handle ``ev`` at once when that needs no waiting; False when the task must
         (routing by an asynchronous router, the backend's Describe, a local execution, an
         error to answer, replies still owed by the backend before a local answer).
-        ``self._frame`` is its frame.
+        ``self._frame`` is its frame. Local answers are only queued: the caller sends them.
 
         Relayed at once: a Query or Parse the router relays; Bind, Describe, Execute, Close
         of a relayed statement or portal; a Sync closing a relayed batch. Answered at once,
@@ -696,11 +698,11 @@ class Session:
             return True
         else:
             return False
-        self._flush_client()  # a local answer of Bind, Execute, Describe or Close
-        return True
+        return True  # a local answer of Bind, Execute, Describe or Close: sent by the caller
 
     async def _dispatch(self, ev: Event) -> None:
         if self._handle_now(ev):
+            self._flush_client()
             await self._drain()
             return
         if isinstance(ev, Query):
@@ -999,13 +1001,13 @@ class Session:
     async def _ready(self) -> None:
         """Send ReadyForQuery with the backend's status (nothing is pending upstream)."""
         self._ready_now()
+        self._flush_client()
         await self._drain()
 
     def _ready_now(self) -> None:
         self._send(ReadyForQuery(status=self.status))  # type: ignore[arg-type]
         if self.status == "I":
             self.portals.clear()
-        self._flush_client()
 
     async def _fail_upstream(self, extended: bool) -> None:
         """Make the backend's transaction (or open extended batch) fail like ours."""
@@ -1286,7 +1288,6 @@ class Session:
         statement answered here whose columns the router gave); False otherwise."""
         if self.status == "E":
             self._send(render_error(InFailedTransaction()))
-            self._flush_client()
             return True
         if not isinstance(route, AnswerLocally) or route.describe_upstream:
             return False
@@ -1294,7 +1295,6 @@ class Session:
             sql=m.sql, route=route, param_oids=m.param_oids, info=info
         )
         self._send(ParseComplete())
-        self._flush_client()
         return True
 
     async def _parse(self, m: Parse) -> None:
@@ -1316,6 +1316,7 @@ class Session:
         if await self._settle():
             return
         if self._prepare_local(m, info, route):
+            self._flush_client()
             return
         stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info)
         # A refused statement is prepared as the backend prepares it (its Describe gives the

@@ -281,9 +281,16 @@ class TestPgLedger(LedgerContract):
             "outcome": "fresh",
             "sql": None,
         }
-        await a.log_queries([record])
+        other = {**record, "bindings": ["Male", 1.5], "sql": "SELECT 1", "view": None}
+        await a.log_queries([record, other, record])
         async with await psycopg.AsyncConnection.connect(pg.aggregator_dsn) as conn:
             cur = await conn.execute(
-                "SELECT analyst, template, bindings::text, outcome FROM lapras.query_log"
+                "SELECT analyst, template, bindings::text, outcome, sql, view_name"
+                " FROM lapras.query_log ORDER BY id"
             )
-            assert await cur.fetchall() == [("ann", record["template"], "[40]", "fresh")]
+            row = ("ann", record["template"], "[40]", "fresh", None, "v")
+            assert await cur.fetchall() == [
+                row,
+                ("ann", record["template"], '["Male", 1.5]', "fresh", "SELECT 1", None),
+                row,
+            ]
