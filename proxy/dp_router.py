@@ -117,10 +117,6 @@ class DPRouter:
         self._pending: list[dict[str, Any]] = []
         self._flusher: asyncio.Task[None] | None = None
 
-    def classify(self, sql: str) -> rewriter.Statement:
-        """The classification of one statement (cached by text: classify is pure)."""
-        return self._classified(sql)[0]
-
     def _classified(self, sql: str) -> tuple[rewriter.Statement, Route]:
         """The classification of one statement and its route, cached by text (both are pure
         functions of it)."""

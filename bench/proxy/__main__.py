@@ -97,6 +97,16 @@ async def measure(dsn: str, queries: list[str], clients: int) -> tuple[float, fl
     )
 
 
+def wait_until_serving(dsn: str) -> None:
+    """Wait (up to 20 s) until a server started in the background answers on ``dsn``."""
+    for _ in range(100):
+        try:
+            asyncio.run(measure(dsn, ["SELECT 1"], 1))
+            return
+        except OSError:
+            time.sleep(0.2)
+
+
 def measure_libpq(dsn: str, n: int, protocol: str) -> tuple[float, float, float]:
     """One psycopg (libpq) connection running ``SELECT 1`` n times: ``simple`` is a Query
     message per call (PQexec, as psql and many BI drivers send), ``extended`` an unnamed
@@ -247,12 +257,8 @@ def main() -> None:
             [sys.executable, "-m", "bench.proxy.pipe", str(pipe_port), str(pg.port)], cwd=ROOT
         )
         pipe_dsn = direct_dsn.replace(f":{pg.port}/", f":{pipe_port}/")
-        for _ in range(100):
-            try:
-                asyncio.run(measure(proxy_dsn, ["SELECT 1"], 1))
-                break
-            except OSError:
-                time.sleep(0.2)
+        wait_until_serving(proxy_dsn)
+        wait_until_serving(pipe_dsn)
 
         def run(name: str, dsn: str, queries: list[str], clients: int) -> None:
             p50, p99, rps = asyncio.run(measure(dsn, queries, clients))
@@ -262,12 +268,6 @@ def main() -> None:
                 flush=True,
             )
 
-        for _ in range(100):
-            try:
-                asyncio.run(measure(pipe_dsn, ["SELECT 1"], 1))
-                break
-            except OSError:
-                time.sleep(0.2)
         for clients in (1, 50):
             run("SELECT 1 via asyncpg, direct", direct_dsn, ["SELECT 1"] * n_req, clients)
             run("SELECT 1 via asyncpg, bare byte pipe", pipe_dsn, ["SELECT 1"] * n_req, clients)

@@ -112,6 +112,17 @@ class Channel(asyncio.Protocol):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self.closed), timeout)
 
+    @staticmethod
+    async def close_stream(writer: asyncio.StreamWriter, channel: Channel | None) -> None:
+        """Close a socket, taken over by ``channel`` or still on its streams, and wait (a
+        while) until it is closed."""
+        if channel is not None:
+            await channel.close()
+            return
+        writer.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(writer.wait_closed(), 2.0)
+
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)

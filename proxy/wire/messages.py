@@ -1299,16 +1299,9 @@ class FrameBuffer:
         raise ProtocolViolation(f"message of type {chr(t)!r} too large ({length} bytes)")
 
     def next_frame(self) -> tuple[bytes, bytes] | None:
-        buf = self._buf
-        if len(buf) < 5:
-            return None
-        length = self._length(0)
-        if len(buf) < length + 1:
-            return None
-        body = bytes(buf[5 : length + 1])
-        t = buf[0]
-        del buf[: length + 1]
-        return bytes((t,)), body
+        """The next complete frame as ``(type, body)``, or None."""
+        frame = self.next_raw()
+        return None if frame is None else (frame[:1], frame[5:])
 
     def next_raw(self) -> bytes | None:
         """The next complete frame as it came (type byte, length, body), or None."""

@@ -463,12 +463,7 @@ class Session:
                 await self.upstream.close()
         with contextlib.suppress(Exception):
             self._flush_client()
-        if self._client is not None:
-            await self._client.close()
-            return
-        self.writer.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.writer.wait_closed(), 2.0)
+        await Channel.close_stream(self.writer, self._client)
 
     # ---------------------------------------------------------------- start-up
 

@@ -277,12 +277,7 @@ class UpstreamConnection:
             self.closed = True
             with contextlib.suppress(Exception):
                 self._writer.write(b"X\x00\x00\x00\x04")
-        if self._channel is not None:
-            await self._channel.close()
-            return
-        self._writer.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._writer.wait_closed(), 2.0)
+        await Channel.close_stream(self._writer, self._channel)
 
     async def cancel(self) -> None:
         """Send a CancelRequest for this backend on a new connection (protocol-flow
