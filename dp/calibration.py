@@ -139,6 +139,13 @@ def _bisect_log(pred: Callable[[float], bool], lo: float, hi: float) -> float:
     """
     if pred(hi):
         return hi
+    return _narrow(pred, lo, hi)[0]
+
+
+def _narrow(pred: Callable[[float], bool], lo: float, hi: float) -> tuple[float, float]:
+    """Geometric bisection of ``[lo, hi]`` with ``pred(lo)`` true and ``pred(hi)`` false, to a
+    relative width of ``REL_TOL`` (or until floating point stops it): the final bracket, whose
+    ends keep those truth values."""
     for _ in range(MAX_ITER):
         if hi <= lo * (1.0 + REL_TOL):
             break
@@ -149,7 +156,7 @@ def _bisect_log(pred: Callable[[float], bool], lo: float, hi: float) -> float:
             lo = mid
         else:
             hi = mid
-    return lo
+    return lo, hi
 
 
 def gdp_mu(epsilon: float, delta: float) -> float:
@@ -198,16 +205,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
         if hi > 2.0**40:
             raise PrivacyParameterError("privacy parameters are outside the supported range")
     # bisect for the smallest eps that is not too small
-    for _ in range(MAX_ITER):
-        if hi <= lo * (1.0 + REL_TOL):
-            break
-        mid = math.sqrt(lo) * math.sqrt(hi)
-        if not (lo < mid < hi):
-            break
-        if too_small(mid):
-            lo = mid
-        else:
-            hi = mid
+    _, hi = _narrow(too_small, lo, hi)
     return hi * (1.0 + SAFETY)
 
 

@@ -77,6 +77,19 @@ MAX_TRAINING_QUERIES = 1_000_000
 # -- validation ---------------------------------------------------------------------------------
 
 
+def _check_greedy_limits(max_column_l1: float | None, max_correlation: float) -> None:
+    """The limits of :func:`greedy_training_set`: a column L1 cap (None: the caller's
+    default) and a correlation bound."""
+    if max_column_l1 is not None and not (
+        isinstance(max_column_l1, int | float)
+        and math.isfinite(max_column_l1)
+        and max_column_l1 > 0
+    ):
+        raise PrivacyParameterError("max_column_l1 must be a finite number greater than 0")
+    if not (isinstance(max_correlation, int | float) and 0 <= max_correlation <= 1):
+        raise PrivacyParameterError("max_correlation must be a number between 0 and 1")
+
+
 def _check_positive_int(value: int, what: str, *, minimum: int = 1) -> None:
     if not (isinstance(value, int | np.integer) and not isinstance(value, bool)):
         raise PrivacyParameterError(f"{what} must be an integer")
@@ -169,14 +182,7 @@ def greedy_training_set(
 
     Deterministic and data-independent: a function of the public candidates only.
     """
-    if not (
-        isinstance(max_column_l1, int | float)
-        and math.isfinite(max_column_l1)
-        and max_column_l1 > 0
-    ):
-        raise PrivacyParameterError("max_column_l1 must be a finite number greater than 0")
-    if not (isinstance(max_correlation, int | float) and 0 <= max_correlation <= 1):
-        raise PrivacyParameterError("max_correlation must be a number between 0 and 1")
+    _check_greedy_limits(max_column_l1, max_correlation)
     if max_queries is not None:
         _check_positive_int(max_queries, "max_queries")
     cand = as_query_matrix(candidates)
@@ -414,14 +420,7 @@ class MLDPModel:
         if not (isinstance(ridge, int | float) and math.isfinite(ridge) and ridge >= 0):
             raise PrivacyParameterError("ridge must be a finite number >= 0")
         _check_positive_int(branching, "the branching factor", minimum=2)
-        if max_column_l1 is not None and not (
-            isinstance(max_column_l1, int | float)
-            and math.isfinite(max_column_l1)
-            and max_column_l1 > 0
-        ):
-            raise PrivacyParameterError("max_column_l1 must be a finite number greater than 0")
-        if not (isinstance(max_correlation, int | float) and 0 <= max_correlation <= 1):
-            raise PrivacyParameterError("max_correlation must be a number between 0 and 1")
+        _check_greedy_limits(max_column_l1, max_correlation)
         if isinstance(training, str) and training not in TRAINING_SETS:
             raise ValueError(
                 "training must be a query matrix or one of " + ", ".join(TRAINING_SETS)

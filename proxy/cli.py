@@ -393,13 +393,19 @@ def _config_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _table(config: Any, name: str) -> Any:
+    """The declaration of a protected table named on the command line."""
+    decl = config.schema.tables.get(name)
+    if decl is None:
+        raise SystemExit(f"lapras: {name} is not a protected table of {config.source}")
+    return decl
+
+
 def _epoch_start(args: argparse.Namespace) -> int:
     from proxy.app import admin_service, engine_config
 
     config = _load(args)
-    decl = config.schema.tables.get(args.table)
-    if decl is None:
-        raise SystemExit(f"lapras: {args.table} is not a protected table of {config.source}")
+    decl = _table(config, args.table)
     view = args.view or config.privacy.get("view") or decl.views[0].name
     predicted = _statements(Path(args.predicted)) if args.predicted else []
     if args.from_prediction:
@@ -455,8 +461,7 @@ def _predict(args: argparse.Namespace) -> int:
     from proxy.ledger import PgLedger
 
     config = _load(args)
-    if args.table not in config.schema.tables:
-        raise SystemExit(f"lapras: {args.table} is not a protected table of {config.source}")
+    _table(config, args.table)
     cfg = engine_config(config.privacy, epsilon=args.epsilon, delta=args.delta)
     now = (
         datetime.datetime.fromisoformat(args.now)
@@ -619,9 +624,7 @@ def _report(args: argparse.Namespace) -> int:
     from proxy import report
 
     config = _load(args)
-    decl = config.schema.tables.get(args.table)
-    if decl is None:
-        raise SystemExit(f"lapras: {args.table} is not a protected table of {config.source}")
+    decl = _table(config, args.table)
     which = "the active epoch" if args.epoch is None else f"epoch {args.epoch}"
     print(f"[1/3] Reading {which} of {decl.name} from the ledger ...", flush=True)
     row, events = asyncio.run(
