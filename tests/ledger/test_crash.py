@@ -96,12 +96,15 @@ def test_sigkill_at_random_points_never_overspends_nor_redraws(pg: Any, tmp_path
     assert len(mm_before) == 1
 
     rng = random.Random(6)
-    fresh = cell_queries()  # 296, then 5,402 ranges: each a new fresh release (reuse is off)
+    fresh = cell_queries()  # 296, then 5,400 ranges: each a new fresh release (reuse is off)
     rng.shuffle(fresh)
+    # ranges within one sex; 17..90 is the whole age domain, so that range is the predicted
+    # `GROUP BY sex` count (answered from the MM release, not fresh): left out
     fresh += [
         f"SELECT count(*) FROM adult WHERE age BETWEEN {lo} AND {hi} AND sex = '{sex}'"
         for lo in range(17, 91)
         for hi in range(lo + 1, 91)
+        if (lo, hi) != (17, 90)
         for sex in ("Female", "Male")
     ]
     stream = iter(fresh)
