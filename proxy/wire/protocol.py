@@ -111,6 +111,9 @@ _MEMO_SIZE = 256
 _ON_RECV = {(s, ord(k[5])): v for (s, k), v in TRANSITIONS.items() if k.startswith("recv:")}
 
 _EXTENDED_TYPES = frozenset(b"PBDECH")
+# Members read for every message, as module constants (an Enum member lookup costs more).
+_CLOSED, _PRE_STARTUP, _READY = ConnState.CLOSED, ConnState.PRE_STARTUP, ConnState.READY
+_SKIP_UNTIL_SYNC = ConnState.SKIP_UNTIL_SYNC
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,16 +181,17 @@ class ServerConnection:
         """
         try:
             while True:
-                if self.state is ConnState.CLOSED:
+                state = self.state
+                if state is _CLOSED:
                     return CONNECTION_CLOSED
-                if self.state is ConnState.PRE_STARTUP:
+                if state is _PRE_STARTUP:
                     return self._startup_event()
                 frame = self._frames.next_raw()
                 if frame is None:
                     return CONNECTION_CLOSED if self._eof else NEED_DATA
                 tb = frame[0]
-                if tb not in ACCEPTS[self.state]:
-                    if self.state is ConnState.AUTHENTICATING:
+                if tb not in ACCEPTS[state]:
+                    if state is ConnState.AUTHENTICATING:
                         raise ProtocolViolation(
                             f"expected password response, got message type {tb}"
                         )
@@ -200,9 +204,17 @@ class ServerConnection:
                             self._decoded.clear()
                         self._decoded[frame] = msg
                 self.last_frame = frame
-                if self.state is ConnState.SKIP_UNTIL_SYNC and tb not in b"SX":
+                if state is _SKIP_UNTIL_SYNC and tb not in b"SX":
                     continue  # discarded, protocol-flow "Extended Query"
-                self._on_receive(tb)
+                # the state change a received message makes
+                if tb in _EXTENDED_TYPES:
+                    self.batch_open = True
+                elif tb in b"SQF":
+                    self.pending_ready += 1
+                    self.batch_open = False
+                new = _ON_RECV.get((state, tb))
+                if new is not None:
+                    self.state = _STATUS_STATE[self.txn_status] if new is _READY else new
                 return msg
         except (ProtocolViolation, StartupFeatureNotSupported):
             self.state = ConnState.CLOSED
@@ -247,18 +259,6 @@ class ServerConnection:
         self.state = ConnState.AUTHENTICATING
         return msg
 
-    def _on_receive(self, tb: int) -> None:
-        new = _ON_RECV.get((self.state, tb))
-        if tb in b"SQF":
-            self.pending_ready += 1
-            self.batch_open = False
-        elif tb in _EXTENDED_TYPES:
-            self.batch_open = True
-        if new is not None:
-            if new is ConnState.READY:
-                new = _STATUS_STATE[self.txn_status]
-            self.state = new
-
     def negotiation_needed(self) -> tuple[int, tuple[str, ...]] | None:
         """(newest version, unrecognised ``_pq_.`` options) if a NegotiateProtocolVersion is
         due: the client asked for 3.x with x > 0 or sent protocol options (protocol-flow,
@@ -292,7 +292,7 @@ class ServerConnection:
         return b"S" if accept else b"N"
 
     def _observe(self, tb: int, data: bytes) -> None:
-        if self.state is ConnState.CLOSED:
+        if self.state is _CLOSED:
             return
         if tb == _R and data[5:9] == b"\x00\x00\x00\x00":
             new = TRANSITIONS.get((self.state, "send:AuthenticationOk"))

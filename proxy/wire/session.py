@@ -769,7 +769,7 @@ class Session:
         sink: list[BackendMessage] | None = None,
         on_fail: Callable[[], None] | None = None,
     ) -> Expect:
-        if forward and kind is not Kind.SYNC and self.conn.state is ConnState.SKIP_UNTIL_SYNC:
+        if self.conn.state is _SKIP_UNTIL_SYNC and forward and kind is not Kind.SYNC:
             # An error arrived while this client message was being routed: the backend would
             # skip it, and so do we (no expectation, nothing sent).
             if kind in (Kind.QUERY, Kind.FUNCTION):
@@ -781,7 +781,12 @@ class Session:
             self.need_flush = True
         else:
             self.need_flush = False
-        return self._expect(Expect(kind, forward, forward_ready, sink, on_fail))
+        e = Expect(kind, forward, forward_ready, sink, on_fail)
+        # _expect, inline (once per relayed message)
+        if not self.pending:
+            self.idle.clear()
+        self.pending.append(e)
+        return e
 
     async def _quiesce(self) -> None:
         """Wait until the backend has answered everything forwarded so far."""
@@ -1503,6 +1508,7 @@ _E, _S, _Z = b"ESZ"
 # Backend message types that need more than relaying: asynchronous ones, errors, the end
 # of a request, COPY, authentication (the connection state watches Z, E, G, W and R).
 _TRACKED = frozenset(b"NSAEZGWR")
+_SKIP_UNTIL_SYNC = ConnState.SKIP_UNTIL_SYNC  # read for every relayed message
 
 # Client bytes buffered beyond this while the task is busy pause reading from the client.
 _READ_AHEAD = 1 << 20
