@@ -11,7 +11,8 @@ concurrent connections, each its own connection):
 - passthrough ``SELECT 1`` through the proxy vs directly on PostgreSQL (asyncpg's cached
   prepared statement, and one psycopg/libpq connection with the simple and the extended
   protocol), and through a bare byte pipe (``bench/proxy/pipe.py``: the cost of one more hop
-  on this machine, the floor of any proxy);
+  on this machine, the floor of any proxy); these three are measured in alternating rounds
+  and their samples pooled, so that a drift of the machine's speed weighs on all alike;
 - a DP COUNT answered from the Matrix Mechanism release (first ask of a predicted query), from a
   stored answer (a repeat), and online with fresh noise (a durable charge per answer);
 - the exact COUNT run directly on PostgreSQL, for scale.
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,8 @@ import asyncpg
 import psycopg
 
 ROOT = Path(__file__).resolve().parents[2]
+#: Alternating rounds of the passthrough measurements (see ``interleaved``).
+ROUNDS = 5
 
 SYNTH_DECLARATION = """
 [tables.synth.columns]
@@ -73,8 +77,8 @@ def percentile(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-async def measure(dsn: str, queries: list[str], clients: int) -> tuple[float, float, float]:
-    """Run ``queries`` round-robin over ``clients`` connections; (p50 ms, p99 ms, req/s)."""
+async def sample(dsn: str, queries: list[str], clients: int) -> tuple[list[float], float]:
+    """Run ``queries`` round-robin over ``clients`` connections; (latencies in s, elapsed s)."""
     conns = [await asyncpg.connect(dsn) for _ in range(clients)]
     latencies: list[float] = []
     chunks = [queries[i::clients] for i in range(clients)]
@@ -90,11 +94,21 @@ async def measure(dsn: str, queries: list[str], clients: int) -> tuple[float, fl
     elapsed = time.perf_counter() - start
     for c in conns:
         await c.close()
+    return latencies, elapsed
+
+
+def summary(latencies: list[float], elapsed: float) -> tuple[float, float, float]:
+    """(p50 ms, p99 ms, requests/s)."""
     return (
         1000 * percentile(latencies, 0.5),
         1000 * percentile(latencies, 0.99),
-        len(queries) / elapsed,
+        len(latencies) / elapsed,
     )
+
+
+async def measure(dsn: str, queries: list[str], clients: int) -> tuple[float, float, float]:
+    """Run ``queries`` round-robin over ``clients`` connections; (p50 ms, p99 ms, req/s)."""
+    return summary(*await sample(dsn, queries, clients))
 
 
 def wait_until_serving(dsn: str) -> None:
@@ -107,7 +121,7 @@ def wait_until_serving(dsn: str) -> None:
             time.sleep(0.2)
 
 
-def measure_libpq(dsn: str, n: int, protocol: str) -> tuple[float, float, float]:
+def sample_libpq(dsn: str, n: int, protocol: str) -> tuple[list[float], float]:
     """One psycopg (libpq) connection running ``SELECT 1`` n times: ``simple`` is a Query
     message per call (PQexec, as psql and many BI drivers send), ``extended`` an unnamed
     Parse/Bind/Describe/Execute/Sync per call (psycopg without preparing)."""
@@ -128,11 +142,22 @@ def measure_libpq(dsn: str, n: int, protocol: str) -> tuple[float, float, float]
             once()
             latencies.append(time.perf_counter() - t)
         elapsed = time.perf_counter() - start
-    return (
-        1000 * percentile(latencies, 0.5),
-        1000 * percentile(latencies, 0.99),
-        n / elapsed,
-    )
+    return latencies, elapsed
+
+
+def interleaved(
+    targets: list[tuple[str, Callable[[int], tuple[list[float], float]]]], n: int
+) -> list[tuple[str, float, float, float]]:
+    """Measure the targets in ROUNDS alternating rounds of n // ROUNDS requests each and pool
+    each target's samples: a drift of the machine's speed during the run (the 2 cores are
+    shared) then weighs on every target alike. (name, p50 ms, p99 ms, requests/s)."""
+    pooled: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name, _ in targets}
+    for _ in range(ROUNDS):
+        for name, run in targets:
+            lat, elapsed = run(n // ROUNDS)
+            pooled[name][0].extend(lat)
+            pooled[name][1].append(elapsed)
+    return [(name, *summary(lat, sum(el))) for name, (lat, el) in pooled.items()]
 
 
 def provision(pg: Any, rows: int) -> None:
@@ -260,35 +285,36 @@ def main() -> None:
         wait_until_serving(proxy_dsn)
         wait_until_serving(pipe_dsn)
 
-        def run(name: str, dsn: str, queries: list[str], clients: int) -> None:
-            p50, p99, rps = asyncio.run(measure(dsn, queries, clients))
-            results.append((name, clients, p50, p99, rps))
+        def report(label: str, clients: int, p50: float, p99: float, rps: float) -> None:
+            results.append((label, clients, p50, p99, rps))
             print(
-                f"  {name:<46} {clients:>3} clients  p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  {rps:8.0f}/s",
+                f"  {label:<46} {clients:>3} clients  p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  {rps:8.0f}/s",
                 flush=True,
             )
 
+        def run(name: str, dsn: str, queries: list[str], clients: int) -> None:
+            report(name, clients, *asyncio.run(measure(dsn, queries, clients)))
+
+        hops = [
+            ("direct", direct_dsn),
+            ("bare byte pipe", pipe_dsn),
+            ("through the proxy (passthrough)", proxy_dsn),
+        ]
         for clients in (1, 50):
-            run("SELECT 1 via asyncpg, direct", direct_dsn, ["SELECT 1"] * n_req, clients)
-            run("SELECT 1 via asyncpg, bare byte pipe", pipe_dsn, ["SELECT 1"] * n_req, clients)
-            run(
-                "SELECT 1 via asyncpg, through the proxy (passthrough)",
-                proxy_dsn,
-                ["SELECT 1"] * n_req,
-                clients,
-            )
-        for protocol in ("simple", "extended"):
-            for name, dsn in (
-                ("direct", direct_dsn),
-                ("bare byte pipe", pipe_dsn),
-                ("through the proxy", proxy_dsn),
+            for name, p50, p99, rps in interleaved(
+                [
+                    (name, lambda k, d=dsn, c=clients: asyncio.run(sample(d, ["SELECT 1"] * k, c)))
+                    for name, dsn in hops
+                ],
+                n_req,
             ):
-                label = f"SELECT 1 via psycopg, {protocol} protocol, {name}"
-                p50, p99, rps = measure_libpq(dsn, n_req, protocol)
-                results.append((label, 1, p50, p99, rps))
-                print(
-                    f"  {label:<46}   1 clients  p50 {p50:7.2f} ms  p99 {p99:7.2f} ms  {rps:8.0f}/s"
-                )
+                report(f"SELECT 1 via asyncpg, {name}", clients, p50, p99, rps)
+        for protocol in ("simple", "extended"):
+            for name, p50, p99, rps in interleaved(
+                [(name, lambda k, d=dsn, p=protocol: sample_libpq(d, k, p)) for name, dsn in hops],
+                n_req,
+            ):
+                report(f"SELECT 1 via psycopg, {protocol} protocol, {name}", 1, p50, p99, rps)
         for table, predicted in (("adult", predicted_adult), ("synth", predicted_synth)):
             run(f"{table}: DP COUNT from the MM release (first ask)", proxy_dsn, predicted, 1)
             run(
