@@ -199,6 +199,20 @@ class Expect:
     failed: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _Relayed:
+    """A client read relayed whole from a clean state (``Session._relay_known``): its Binds'
+    statements, and the state it left."""
+
+    binds: tuple[str, ...]
+    kinds: tuple[Kind, ...]  # the expectations it left, in order
+    state: ConnState
+    pending_ready: int
+    batch_open: bool
+    upstream_open: bool
+    need_flush: bool
+
+
 @dataclass(slots=True)
 class Statement:
     sql: str
@@ -262,6 +276,8 @@ class Session:
         self._session_info: SessionInfo | None = None  # the last one made (most stay the same)
         self._routed: tuple[StatementInfo, Route] | None = None  # the last synchronous route
         self._up_buf = bytearray()
+        # reads relayed whole, by the state they came in and their bytes (see _relay_known)
+        self._relayed: dict[tuple[ConnState, bytes], _Relayed] = {}
         self._frame = b""  # the client message being dispatched, as it came
         self._upstream_dead = False
         self.stop_requested = False
@@ -313,10 +329,13 @@ class Session:
         session task waits for input, messages that only go upstream are relayed here at
         once (``_handle_now``); the first one that needs the task (routing, a local answer,
         waiting) is left for it, with everything after it."""
+        whole = self._parked and not self.conn.buffered  # the read starts a message
+        if whole and self._relay_known(data):
+            return
         self.conn.receive_data(data)
         if self._parked and data and self._fast_lane_open():
             try:
-                if self._relay_ready_events():
+                if self._relay_ready_events(data if whole else None):
                     return  # all relayed: the task sleeps on
             except Exception as e:  # a protocol violation: the task reports it
                 self._stash = e
@@ -347,22 +366,102 @@ class Session:
             and not (self.cfg.idle_session_timeout or self.cfg.idle_in_transaction_timeout)
         )
 
-    def _relay_ready_events(self) -> bool:
+    def _relay_ready_events(self, read: bytes | None = None) -> bool:
         """Relay the complete messages buffered while they only go upstream; True when all
-        were, False when one is left in ``_stash`` for the task."""
+        were, False when one is left in ``_stash`` for the task. ``read``: this read's bytes
+        when they start a message, to be remembered by ``_remember`` if relayed whole."""
+        before = self._clean_state() if read is not None and len(read) <= _MEMO_READ else None
+        binds: list[str] | None = [] if before is not None else None
         while True:
             ev = self.conn.next_event()
             if ev is NEED_DATA:
                 break
             self._frame = self.conn.last_frame
+            if binds is not None:
+                if isinstance(ev, Bind):
+                    binds.append(ev.statement)
+                elif not isinstance(ev, Execute | Sync):
+                    binds = None
             if not self._handle_now(ev):
                 self._stash = (ev, self._frame)
                 self._flush_client()  # what was answered before it
                 return False
         if self._up_buf and self.upstream is not None:
-            self.upstream.write(bytes(self._up_buf))
+            data = bytes(self._up_buf)
+            self.upstream.write(data)
             self._up_buf.clear()
+            if binds is not None and before is not None and data == read and not self._out:
+                self._remember(data, before, tuple(binds))
         self._flush_client()  # the local answers of this read, in one write
+        return True
+
+    # A client read of Bind, Execute and Sync messages that was relayed whole from a clean
+    # state (nothing owed, no batch open, no portal answered here) leaves the same state
+    # every time it comes in that state while its Binds' statements are still relayed: the
+    # route of those messages depends on nothing else (``_handle_now``). Clients repeat
+    # such reads for every execution of a prepared statement (asyncpg, psycopg's prepared
+    # statements, JDBC), so the session remembers, by the read's bytes, the state it came
+    # in and the state it left, and relays a repeat as it came without decoding it again.
+    # (Relaying to the backend is never a privacy question: the passthrough role reads no
+    # protected table. What this must keep exact is the protocol state.)
+
+    def _clean_state(self) -> ConnState | None:
+        """The connection's state when the session is clean (see above), else None."""
+        conn, state = self.conn, self.conn.state
+        if (
+            (state is ConnState.READY or state is ConnState.IN_TRANSACTION)
+            and not self.pending
+            and not self.portals
+            and not conn.batch_open
+            and conn.pending_ready == 0
+            and not self.upstream_open
+        ):
+            return state
+        return None
+
+    def _remember(self, data: bytes, before: ConnState, binds: tuple[str, ...]) -> None:
+        if any(
+            not (e.forward and e.forward_ready) or e.sink or e.on_fail or e.failed
+            for e in self.pending
+        ):
+            return
+        if len(self._relayed) >= _MEMO_READS:
+            self._relayed.clear()
+        self._relayed[(before, data)] = _Relayed(
+            binds=binds,
+            kinds=tuple(e.kind for e in self.pending),
+            state=self.conn.state,
+            pending_ready=self.conn.pending_ready,
+            batch_open=self.conn.batch_open,
+            upstream_open=self.upstream_open,
+            need_flush=self.need_flush,
+        )
+
+    def _relay_known(self, data: bytes) -> bool:
+        """Relay a remembered read as it came and leave the state it left before; False
+        (nothing done) when it is not remembered or the session is not as it was then."""
+        if not self._relayed:
+            return False
+        state = self._clean_state()
+        known = self._relayed.get((state, data)) if state is not None else None
+        if known is None or not self._fast_lane_open():
+            return False
+        for name in known.binds:
+            stmt = self.statements.get(name)
+            if stmt is not None and not isinstance(stmt.route, Relay):
+                return False
+        if self._upstream_dead or self.upstream is None:
+            return False
+        self.upstream.write(data)
+        conn = self.conn
+        conn.state, conn.pending_ready, conn.batch_open = (
+            known.state,
+            known.pending_ready,
+            known.batch_open,
+        )
+        self.upstream_open, self.need_flush = known.upstream_open, known.need_flush
+        self.idle.clear()
+        self.pending.extend(Expect(kind) for kind in known.kinds)
         return True
 
     async def _wait_client(self) -> None:
@@ -1509,6 +1608,10 @@ _E, _S, _Z = b"ESZ"
 # of a request, COPY, authentication (the connection state watches Z, E, G, W and R).
 _TRACKED = frozenset(b"NSAEZGWR")
 _SKIP_UNTIL_SYNC = ConnState.SKIP_UNTIL_SYNC  # read for every relayed message
+
+# Reads remembered per session for Session._relay_known, and the largest one.
+_MEMO_READS = 32
+_MEMO_READ = 1024
 
 # Client bytes buffered beyond this while the task is busy pause reading from the client.
 _READ_AHEAD = 1 << 20

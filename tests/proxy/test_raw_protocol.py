@@ -445,3 +445,52 @@ async def test_mixed_multi_statement_is_one_implicit_transaction(
     assert DataRow(values=(b"",)) in got[1]  # rolled back with the refused statement
     assert DataRow(values=(b"1001",)) in got[2]
     assert DataRow(values=(b"kept",)) in got[3]  # committed
+
+
+async def test_repeated_read_follows_its_statement_and_state(proxied: Connect) -> None:
+    """A Bind/Execute/Sync read that comes again byte for byte (as clients repeat it for
+    every execution of a prepared statement) is relayed from the session's memory of it
+    only while its statement is still relayed and the session is in the same state: inside
+    a transaction the backend's status comes back, and once the name is prepared again as a
+    statement answered here, the same bytes get the local answer."""
+    c = await proxied()
+    run = (Bind(statement="s"), Execute(), Sync())
+
+    async def ask() -> list[object]:
+        await c.send_together(*run)
+        return await c.until_ready()
+
+    await c.send(Parse(name="s", sql="SELECT 7"), Sync())
+    await c.until_ready()
+    for _ in range(3):
+        got = await ask()
+        assert got == [
+            BindComplete(),
+            DataRow(values=(b"7",)),
+            CommandComplete(tag="SELECT 1"),
+            ReadyForQuery(status="I"),
+        ]
+    await c.send(Query(sql="BEGIN"))
+    await c.until_ready()
+    for _ in range(2):
+        got = await ask()
+        assert got[1] == DataRow(values=(b"7",))
+        assert got[-1] == ReadyForQuery(status="T")
+    await c.send(Query(sql="SELECT 1/0"))
+    await c.until_ready()
+    got = await ask()  # a failed transaction: the backend refuses the Bind
+    assert isinstance(got[0], ErrorResponse)
+    assert got[-1] == ReadyForQuery(status="E")
+    await c.send(Query(sql="ROLLBACK"))
+    await c.until_ready()
+    await c.send(
+        Close(kind="S", name="s"),
+        Parse(name="s", sql="SELECT count(*) FROM adult WHERE age > 5"),
+        Sync(),
+    )
+    await c.until_ready()
+    for _ in range(2):
+        got = await ask()
+        assert DataRow(values=(b"1005",)) in got
+        assert got[-1] == ReadyForQuery(status="I")
+    await c.close()

@@ -48,6 +48,11 @@ class RawClient:
             self.conn.write(m.encode())  # type: ignore[attr-defined]
         await self.conn.drain()
 
+    async def send_together(self, *msgs: object) -> None:
+        """The messages in one write (as libpq, asyncpg and JDBC send a batch)."""
+        self.conn.write(b"".join(m.encode() for m in msgs))  # type: ignore[attr-defined]
+        await self.conn.drain()
+
     async def read(self, timeout: float = 10.0) -> BackendMessage:
         t, body = await asyncio.wait_for(self.conn.read_frame(), timeout)
         return decode_backend(t, body)
