@@ -213,6 +213,16 @@ class _Relayed:
     need_flush: bool
 
 
+@dataclass(frozen=True, slots=True)
+class _Replied:
+    """The state a backend read relayed whole left (``Session._on_backend_read``)."""
+
+    state: ConnState
+    txn_status: str
+    pending_ready: int
+    status: str
+
+
 @dataclass(slots=True)
 class Statement:
     sql: str
@@ -278,6 +288,10 @@ class Session:
         self._up_buf = bytearray()
         # reads relayed whole, by the state they came in and their bytes (see _relay_known)
         self._relayed: dict[tuple[ConnState, bytes], _Relayed] = {}
+        # backend reads relayed whole, by the state they came in and their bytes (see
+        # _on_backend_read), and the key of the read _on_frames is handling
+        self._replies: dict[tuple[object, ...], _Replied] = {}
+        self._reply_key: tuple[object, ...] | None = None
         self._frame = b""  # the client message being dispatched, as it came
         self._upstream_dead = False
         self.stop_requested = False
@@ -652,7 +666,7 @@ class Session:
         self._send(ReadyForQuery(status="I"))
         self._flush_client()
         await self.writer.drain()
-        up.start_relay(self._on_frames, self._on_upstream_lost)
+        up.start_relay(self._on_frames, self._on_upstream_lost, self._on_backend_read)
         self._client = Channel.take_over(
             self.reader, self.writer, self._on_client_data, self._on_client_lost
         )
@@ -910,6 +924,8 @@ class Session:
         (no task switch on the relay's hot path)."""
         if self._upstream_dead:
             return
+        key, self._reply_key = self._reply_key, None
+        before = list(self.pending) if key is not None and not self._out else None
         pending, out = self.pending, self._out
         try:
             for frame in frames:
@@ -922,6 +938,8 @@ class Session:
                         pending.popleft()
                     continue
                 self._on_upstream(frame)
+            if before is not None and key is not None:
+                self._remember_reply(key, before, frames)
             self._flush_client()
         except ProtocolViolation as e:  # the backend sent something undecodable
             self._upstream_gone(e)
@@ -930,6 +948,9 @@ class Session:
             render_unexpected(e, where="upstream relay")
             self._upstream_gone(e)
             return
+        self._after_backend_read()
+
+    def _after_backend_read(self) -> None:
         if not self.pending:
             self.idle.set()
         if self._client is not None and self._client.writing_paused:
@@ -938,6 +959,68 @@ class Session:
             assert self.upstream is not None
             self.upstream.pause_reading()
             self.server.keep(asyncio.create_task(self._resume_upstream()))
+
+    # The backend's side of the same memory (see _relay_known): a read that completes every
+    # expectation, with rows and completions relayed as they came and a ReadyForQuery last,
+    # leaves the same state each time it comes for the same expectations in the same state
+    # (``_on_frames``, ``_on_upstream``). A repeated query's replies are such reads.
+
+    def _reply_state(self, data: bytes) -> tuple[object, ...] | None:
+        """The key of a backend read: what it may answer and the state it comes in; None
+        when an expectation is not a plain relay or a portal is answered here."""
+        if not self.pending or self.portals or len(data) > _MEMO_READ:
+            return None
+        kinds = []
+        for e in self.pending:
+            if not (e.forward and e.forward_ready) or e.sink is not None or e.on_fail:
+                return None
+            kinds.append(e.kind)
+        conn = self.conn
+        return (tuple(kinds), conn.state, conn.txn_status, conn.pending_ready, self.status, data)
+
+    def _remember_reply(
+        self, key: tuple[object, ...], before: list[Expect], frames: list[bytes]
+    ) -> None:
+        if (
+            self.pending
+            or frames[-1][0] != _Z
+            or any(f[0] in _TRACKED for f in frames[:-1])
+            or any(e.failed for e in before)
+            or self._out != key[-1]
+        ):
+            return
+        if len(self._replies) >= _MEMO_READS:
+            self._replies.clear()
+        conn = self.conn
+        self._replies[key] = _Replied(conn.state, conn.txn_status, conn.pending_ready, self.status)
+
+    def _on_backend_read(self, data: bytes) -> bool:
+        """Relay a remembered backend read as it came and leave the state it left before;
+        False (nothing done) when it is not remembered for this state."""
+        if self._upstream_dead:
+            return False
+        key = self._reply_state(data)
+        known = self._replies.get(key) if key is not None else None
+        if known is None:
+            self._reply_key = key  # for _on_frames to remember
+            return False
+        conn = self.conn
+        conn.state, conn.txn_status, conn.pending_ready = (
+            known.state,
+            known.txn_status,
+            known.pending_ready,
+        )
+        self.status = known.status
+        self.pending.clear()
+        self.upstream_open = False
+        self._out += data
+        try:
+            self._flush_client()
+        except Exception as e:
+            self._upstream_gone(e)
+            return True
+        self._after_backend_read()
+        return True
 
     async def _resume_upstream(self) -> None:
         with contextlib.suppress(Exception):

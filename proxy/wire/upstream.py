@@ -213,11 +213,14 @@ class UpstreamConnection:
         self,
         on_frames: Callable[[list[bytes]], None],
         on_lost: Callable[[BaseException], None],
+        on_read: Callable[[bytes], bool] | None = None,
     ) -> None:
         """From now on every complete frame the backend sends goes to ``on_frames`` (a list
         per read, each frame as it came: type byte, length, body), called from the event
         loop; ``on_lost`` is called once when the connection ends or the backend breaks the
-        protocol. No ``read_*`` after this."""
+        protocol. ``on_read`` first sees each read that starts a frame, and takes it whole
+        when it returns True (its frames then never reach ``on_frames``). No ``read_*``
+        after this."""
 
         def lost(e: BaseException) -> None:
             if not self.closed:
@@ -236,6 +239,8 @@ class UpstreamConnection:
         def on_data(data: bytes) -> None:
             if not data:
                 lost(ConnectionResetError("upstream closed the connection"))
+                return
+            if on_read is not None and not len(self._frames) and on_read(data):
                 return
             self._frames.feed(data)
             deliver()

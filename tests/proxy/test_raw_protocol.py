@@ -7,10 +7,12 @@ Cases follow pgwire-research §4.6 / Appendix B.
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import Awaitable, Callable
 
 import pytest
+from conftest import Proxy
 from wireclient import RawClient, normalise
 
 from proxy.wire.messages import (
@@ -32,9 +34,11 @@ from proxy.wire.messages import (
     RowDescription,
     Sync,
 )
+from proxy.wire.protocol import ConnState
 from proxy.wire.upstream import UpstreamConfig
 
 Connect = Callable[[], Awaitable[RawClient]]
+_STATE = {"I": ConnState.READY, "T": ConnState.IN_TRANSACTION}
 
 
 @pytest.fixture
@@ -493,4 +497,92 @@ async def test_repeated_read_follows_its_statement_and_state(proxied: Connect) -
         got = await ask()
         assert DataRow(values=(b"1005",)) in got
         assert got[-1] == ReadyForQuery(status="I")
+    await c.close()
+
+
+async def test_remembered_exchanges_leave_the_state_of_a_full_handling(proxy: Proxy) -> None:
+    """Repeated exchanges are relayed from the session's memory of them (client reads in
+    ``_relay_known``, backend reads in ``_on_backend_read``); after each ReadyForQuery the
+    session must be where handling every message would have left it: nothing owed, no
+    ReadyForQuery outstanding, no batch open, the backend's transaction status."""
+    c = await RawClient.login(proxy.host, proxy.port, proxy.user, proxy.password, proxy.database)
+    assert c.key is not None
+    session = proxy.server.server._sessions[c.key.pid]  # the proxy's side of this client
+
+    def assert_settled(status: str) -> None:
+        assert not session.pending
+        assert session.conn.pending_ready == 0
+        assert not session.conn.batch_open
+        assert not session.upstream_open
+        assert session.status == status
+        assert session.conn.state is _STATE[status]
+
+    await c.send(Parse(name="s", sql="SELECT 7"), Sync())
+    await c.until_ready()
+    for status in ("I", "I", "I", "T", "T", "T"):
+        if status == "T" and session.status == "I":
+            await c.send(Query(sql="BEGIN"))
+            await c.until_ready()
+        await c.send_together(Bind(statement="s"), Execute(), Sync())
+        got = await c.until_ready()
+        assert got[1:] == [
+            DataRow(values=(b"7",)),
+            CommandComplete(tag="SELECT 1"),
+            ReadyForQuery(status=status),  # type: ignore[arg-type]
+        ]
+        assert_settled(status)
+    assert session._relayed and session._replies  # the memory was used
+    await c.send(Parse(name="commit", sql="COMMIT"), Parse(name="begin", sql="BEGIN"), Sync())
+    await c.until_ready()
+    for _ in range(3):  # the same replies to COMMIT and BEGIN each time
+        await c.send_together(Bind(statement="commit"), Execute(), Sync())
+        await c.until_ready()
+        assert_settled("I")
+        await c.send_together(Bind(statement="begin"), Execute(), Sync())
+        await c.until_ready()
+        assert_settled("T")
+    await c.send(Query(sql="ROLLBACK"))
+    await c.until_ready()
+    assert_settled("I")
+    await c.close()
+
+
+async def test_remembered_exchange_keeps_its_place_before_a_local_answer(proxy: Proxy) -> None:
+    """A remembered Bind/Execute/Sync still owes its replies: a local answer asked for
+    while they are on their way waits for them and comes after them, and a pipeline of two
+    remembered batches in one read is answered in order."""
+    c = await RawClient.login(proxy.host, proxy.port, proxy.user, proxy.password, proxy.database)
+    assert c.key is not None
+    session = proxy.server.server._sessions[c.key.pid]
+    slow = (Bind(statement="slow"), Execute(), Sync())
+    slow_replies = [
+        BindComplete(),
+        DataRow(values=(b"",)),
+        CommandComplete(tag="SELECT 1"),
+        ReadyForQuery(status="I"),
+    ]
+    await c.send(
+        Parse(name="slow", sql="SELECT pg_sleep(0.2)::text"),
+        Parse(name="local", sql="SELECT count(*) FROM adult WHERE age > 5"),
+        Sync(),
+    )
+    await c.until_ready()
+    for _ in range(2):  # the second time from memory
+        await c.send_together(*slow)
+        assert await c.until_ready() == slow_replies
+    for local in (
+        (Bind(statement="local"), Execute(), Sync()),  # waits for the backend to answer
+        (Query(sql="SELECT count(*) FROM adult WHERE age > 5"),),
+    ):
+        await c.send_together(*slow)  # from memory; the backend takes 0.2 s
+        await asyncio.sleep(0.05)  # a read of its own
+        assert len(session.pending) == 3  # Bind, Execute and Sync are owed
+        assert session.conn.pending_ready == 1
+        await c.send_together(*local)
+        assert await c.until_ready() == slow_replies
+        got = await c.until_ready()
+        assert DataRow(values=(b"1005",)) in got
+    await c.send_together(*slow, *slow)
+    got = await c.until_ready() + await c.until_ready()
+    assert got == 2 * slow_replies
     await c.close()
