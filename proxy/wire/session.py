@@ -967,12 +967,14 @@ class Session:
 
     def _reply_state(self, data: bytes) -> tuple[object, ...] | None:
         """The key of a backend read: what it may answer and the state it comes in; None
-        when an expectation is not a plain relay or a portal is answered here."""
+        when an expectation is not relayed to the client or a portal is answered here."""
         if not self.pending or self.portals or len(data) > _MEMO_READ:
             return None
         kinds = []
         for e in self.pending:
-            if not (e.forward and e.forward_ready) or e.sink is not None or e.on_fail:
+            # (an on_fail callback is never called by such a read: it has no error, and it
+            # is only remembered if no expectation was skipped -- see _remember_reply)
+            if not (e.forward and e.forward_ready) or e.sink is not None:
                 return None
             kinds.append(e.kind)
         conn = self.conn

@@ -35,6 +35,7 @@ from proxy.wire.messages import (
     Sync,
 )
 from proxy.wire.protocol import ConnState
+from proxy.wire.session import Kind
 from proxy.wire.upstream import UpstreamConfig
 
 Connect = Callable[[], Awaitable[RawClient]]
@@ -532,6 +533,11 @@ async def test_remembered_exchanges_leave_the_state_of_a_full_handling(proxy: Pr
         ]
         assert_settled(status)
     assert session._relayed and session._replies  # the memory was used
+    for _ in range(3):  # replies to the simple protocol too
+        await c.send(Query(sql="SELECT 8"))
+        assert DataRow(values=(b"8",)) in await c.until_ready()
+        assert_settled("T")
+    assert any(key[0] == (Kind.QUERY,) for key in session._replies)
     await c.send(Parse(name="commit", sql="COMMIT"), Parse(name="begin", sql="BEGIN"), Sync())
     await c.until_ready()
     for _ in range(3):  # the same replies to COMMIT and BEGIN each time
