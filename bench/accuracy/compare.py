@@ -37,7 +37,13 @@ from dp.engine import EngineConfig, answer, start
 from dp.errors import BudgetExhaustedError
 from dp.noise import SeededSampler
 from dp.release import measure
-from dp.strategy import haar_matrix, hierarchical_matrix, l1_strategy, optimize_strategy
+from dp.strategy import (
+    Strategy,
+    haar_matrix,
+    hierarchical_matrix,
+    l1_strategy,
+    optimize_strategy,
+)
 
 EPS, DELTA = 1.0, 1e-3
 T2_S, T2_P, T2_POOL = 100, 100, 1000
@@ -99,6 +105,32 @@ def strategy_name(a: FloatArray) -> str:
     return "L2-optimal"
 
 
+def stream_mae(
+    cfg: EngineConfig,
+    dom: Domain,
+    pred: QueryBatch,
+    x: FloatArray,
+    strat: Strategy,
+    stream: FloatArray,
+    seed: int,
+) -> tuple[float, int]:
+    """Start an epoch (``cfg``, predicted ``pred``, strategy ``strat``) and answer ``stream``
+    one query at a time: (mean absolute error of the answered queries, number refused)."""
+    state, _ = start(cfg, dom, pred, x, SeededSampler(seed), strategy=strat)
+    sampler = SeededSampler(seed + 1)
+    errs: list[float] = []
+    refused = 0
+    for q in stream:
+        batch = QueryBatch.from_dense(dom, [q])
+        try:
+            state, _, r = answer(state, batch, x, sampler)
+        except BudgetExhaustedError:
+            refused += 1
+            continue
+        errs.append(abs(r.answers[0] - float(q @ x)))
+    return (float(np.mean(errs)) if errs else float("nan")), refused
+
+
 def _lapras(
     x: FloatArray,
     p_rows: FloatArray,
@@ -125,19 +157,7 @@ def _lapras(
     )
     strat = l1_strategy(p_rows) if pure else optimize_strategy(p_rows)
     pred = QueryBatch.from_dense(dom, p_rows)
-    state, _ = start(cfg, dom, pred, x, SeededSampler(seed), strategy=strat)
-    sampler = SeededSampler(seed + 1)
-    errs: list[float] = []
-    refused = 0
-    for q in stream:
-        batch = QueryBatch.from_dense(dom, [q])
-        try:
-            state, _, r = answer(state, batch, x, sampler)
-        except BudgetExhaustedError:
-            refused += 1
-            continue
-        errs.append(abs(r.answers[0] - float(q @ x)))
-    mae = float(np.mean(errs)) if errs else float("nan")
+    mae, refused = stream_mae(cfg, dom, pred, x, strat, stream, seed)
     return mae, refused, time.perf_counter() - t0
 
 

@@ -32,8 +32,7 @@ import numpy as np
 from bench.accuracy import compare
 from dp.baselines import offline_mm, online_independent_noise
 from dp.domain import Domain, FloatArray, QueryBatch
-from dp.engine import EngineConfig, answer, start
-from dp.errors import BudgetExhaustedError
+from dp.engine import EngineConfig
 from dp.noise import SeededSampler
 from dp.strategy import Strategy, optimize_strategy
 
@@ -95,19 +94,7 @@ def run_lapras(
         split=m.split,
         allocation=m.allocation,  # type: ignore[arg-type]
     )
-    state, _ = start(cfg, dom, pred, x, SeededSampler(seed), strategy=strat)
-    sampler = SeededSampler(seed + 1)
-    errs: list[float] = []
-    refused = 0
-    for q in stream:
-        batch = QueryBatch.from_dense(dom, [q])
-        try:
-            state, _, r = answer(state, batch, x, sampler)
-        except BudgetExhaustedError:
-            refused += 1
-            continue
-        errs.append(abs(r.answers[0] - float(q @ x)))
-    return (float(np.mean(errs)) if errs else float("nan")), refused
+    return compare.stream_mae(cfg, dom, pred, x, strat, stream, seed)
 
 
 def one_run(
