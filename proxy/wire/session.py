@@ -464,8 +464,7 @@ class Session:
             stmt = self.statements.get(name)
             if stmt is not None and not isinstance(stmt.route, Relay):
                 return False
-        if self._upstream_dead or self.upstream is None:
-            return False
+        assert self.upstream is not None  # the fast lane is open
         self.upstream.write(data)
         conn = self.conn
         conn.state, conn.pending_ready, conn.batch_open = (
