@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 import ssl
 from collections.abc import AsyncIterator, Callable
@@ -13,9 +15,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+
 from dp import engine, engine_codec
-from dp.errors import PrivacyParameterError
+from dp.errors import LaprasError, PrivacyParameterError
 from dp.noise import Sampler, SecureSampler
+from proxy import provision
 from proxy.config import Config
 from proxy.dp_router import DPRouter
 from proxy.epochs import EpochService
@@ -23,6 +28,8 @@ from proxy.ledger import PgLedger
 from proxy.wire.auth import AuthConfig, AuthMethod, UserCredential
 from proxy.wire.server import ProxyServer, ServerConfig, WorkerSlot
 from proxy.wire.upstream import UpstreamConfig
+
+log = logging.getLogger("lapras.app")
 
 #: Keys of [privacy] that map onto dp.engine.EngineConfig.
 ENGINE_KEYS = engine_codec.CONFIG_FIELDS
@@ -52,6 +59,57 @@ def _auth(config: Config) -> AuthConfig:
     return AuthConfig.with_passwords(passwords, method)
 
 
+def _upstreams(config: Config) -> tuple[UpstreamConfig, dict[str, UpstreamConfig]]:
+    """The passthrough connection's settings, and each user's own backend role on them."""
+    base = UpstreamConfig.from_dsn(config.backend.passthrough_dsn)
+    secret = base.password or ""
+    users = {
+        u.name: dataclasses.replace(
+            base, user=u.backend_role, password=provision.analyst_password(secret, u.backend_role)
+        )
+        for u in config.users
+    }
+    return base, users
+
+
+class LockdownError(LaprasError):
+    """55000: the backend still lets analysts reach an exact statistic (``lapras serve``
+    refuses to start; ``[backend] lockdown = "warn"`` serves anyway)."""
+
+    sqlstate = "55000"
+
+
+def lockdown_findings(config: Config) -> list[provision.Finding]:
+    """The routes to exact statistics still open on the configured backend."""
+    state = None
+    if config.backend.state_dsn is not None:
+        state = provision.data_database(config.backend.state_dsn)
+    with psycopg.connect(config.backend.aggregator_dsn, connect_timeout=10) as conn:
+        return provision.check(
+            conn,
+            protected=[f"{d.schema}.{d.name}" for d in config.schema.tables.values()],
+            roles=[u.backend_role for u in config.users],
+            data_database=provision.data_database(config.backend.passthrough_dsn),
+            state_database=state,
+        )
+
+
+def enforce_lockdown(config: Config) -> None:
+    """Refuse to serve while a route is open (or log it, with ``lockdown = "warn"``)."""
+    findings = lockdown_findings(config)
+    if not findings:
+        return
+    lines = "\n".join(f"  - {f}" for f in findings)
+    if config.backend.lockdown == "warn":
+        log.warning("serving with %d open route(s) to exact statistics:\n%s", len(findings), lines)
+        return
+    raise LockdownError(
+        f"the backend lets analysts reach exact statistics ({len(findings)} open route(s)):\n{lines}",
+        hint="an administrator runs: lapras provision --config <this file> (docs/admin.md); "
+        '[backend] lockdown = "warn" serves with the proxy\'s own checks alone',
+    )
+
+
 def _ssl(config: Config) -> ssl.SSLContext | None:
     if config.server.tls_cert is None or config.server.tls_key is None:
         return None
@@ -79,7 +137,9 @@ async def running(
     """Start everything the configuration describes; stop it all on exit. ``worker``: this
     process is one of several serving the port (``lapras serve`` with ``workers > 1``)."""
     logging.getLogger("sqlglot").setLevel(logging.ERROR)  # sqlglot warns on what we refuse
-    ledger = await PgLedger.connect(config.backend.aggregator_dsn)
+    if worker is None:  # a group of workers is checked once, by the process that starts them
+        await asyncio.to_thread(enforce_lockdown, config)
+    ledger = await PgLedger.connect(config.backend.ledger_dsn)
     try:
         service = EpochService(
             schema=config.schema,
@@ -93,9 +153,11 @@ async def running(
             admins=frozenset(u.name for u in config.users if u.admin),
         )
         s = config.server
+        upstream, upstream_users = _upstreams(config)
         server = ProxyServer(
             ServerConfig(
-                upstream=UpstreamConfig.from_dsn(config.backend.passthrough_dsn),
+                upstream=upstream,
+                upstream_users=upstream_users,
                 auth=_auth(config),
                 host=s.host,
                 port=s.port,
@@ -123,7 +185,7 @@ async def admin_service(
     config: Config, *, sampler: Callable[[], Sampler] = SecureSampler
 ) -> AsyncIterator[EpochService]:
     """The epoch service alone (for the admin commands): no server is started."""
-    ledger = await PgLedger.connect(config.backend.aggregator_dsn)
+    ledger = await PgLedger.connect(config.backend.ledger_dsn)
     try:
         yield EpochService(
             schema=config.schema,

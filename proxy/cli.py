@@ -87,7 +87,8 @@ def _demo_config(pg: Any, data_dir: Path, port: int) -> Path:
         'auth = "scram-sha-256"\n\n'
         "[backend]\n"
         f'aggregator_dsn = "{pg.dsn(provision.AGGREGATOR, DEMO_DATABASE)}"\n'
-        f'passthrough_dsn = "{pg.dsn(provision.PASSTHROUGH, DEMO_DATABASE)}"\n\n'
+        f'passthrough_dsn = "{pg.dsn(provision.PASSTHROUGH, DEMO_DATABASE)}"\n'
+        f'state_dsn = "{pg.dsn(provision.AGGREGATOR, provision.state_database(DEMO_DATABASE))}"\n\n'
         "[[users]]\n"
         f'name = "{DEMO_USER}"\n'
         f'password = "{DEMO_PASSWORD}"\n\n'
@@ -115,8 +116,9 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         asyncio.run(
             _progress(
-                "[2/5] Loading UCI Adult (32,561 rows) and provisioning the two roles",
-                asyncio.to_thread(provision_adult, pg, DEMO_DATABASE),
+                "[2/5] Loading UCI Adult (32,561 rows) and provisioning the backend (roles, "
+                "state database, catalogue lockdown)",
+                asyncio.to_thread(provision_adult, pg, DEMO_DATABASE, (DEMO_USER,)),
             )
         )
         config = load_config(_demo_config(pg, data_dir, args.port))
@@ -138,7 +140,7 @@ async def _demo_async(args: argparse.Namespace, config: Any) -> None:
 
             dashboard = _statements(adult.FOLDER / "dashboard.sql")
             now = datetime.datetime.now(datetime.UTC)
-            dsn = config.backend.aggregator_dsn
+            dsn = config.backend.ledger_dsn
             seeded = await predicting.seed_log(
                 dsn, config.schema, "adult", dashboard, now=now, days=7, analyst="dashboard"
             )
@@ -415,7 +417,7 @@ def _epoch_start(args: argparse.Namespace) -> int:
             raise SystemExit("lapras: give either --predicted or --from-prediction, not both")
         try:
             pid, predicted = asyncio.run(
-                predicting.load(config.backend.aggregator_dsn, args.table, args.from_prediction)
+                predicting.load(config.backend.ledger_dsn, args.table, args.from_prediction)
             )
         except LookupError as exc:
             raise SystemExit(f"lapras: {exc}") from None
@@ -472,11 +474,12 @@ def _predict(args: argparse.Namespace) -> int:
         now = now.replace(tzinfo=datetime.UTC)
 
     async def go() -> predicting.PredictResult:
-        ledger = await PgLedger.connect(config.backend.aggregator_dsn)  # creates schema lapras
+        ledger = await PgLedger.connect(config.backend.ledger_dsn)  # creates schema lapras
         await ledger.close()
         return await predicting.run(
             schema=config.schema,
-            dsn=config.backend.aggregator_dsn,
+            dsn=config.backend.ledger_dsn,
+            stats_dsn=config.backend.aggregator_dsn,
             table=args.table,
             source=args.source,
             path=Path(args.file) if args.file else None,
@@ -586,10 +589,12 @@ def _budget(args: argparse.Namespace) -> int:
 
 
 def _provision(args: argparse.Namespace) -> int:
-    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     from proxy import provision
 
+    if args.check:
+        return _provision_check(args)
     admin_dsn = os.environ[args.admin_dsn_env] if args.admin_dsn_env else args.admin_dsn
     if not admin_dsn:
         raise SystemExit("lapras provision: give --admin-dsn or --admin-dsn-env")
@@ -597,27 +602,77 @@ def _provision(args: argparse.Namespace) -> int:
         provision.AGGREGATOR: "LAPRAS_AGGREGATOR_PASSWORD",
         provision.PASSTHROUGH: "LAPRAS_PASSTHROUGH_PASSWORD",
     }
-    given = {role: os.environ.get(var) for role, var in env.items()}
-    passwords = {role: pw or secrets.token_urlsafe(18) for role, pw in given.items()}
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        provision.ensure_database(admin, args.database)
-        for role, pw in passwords.items():
-            provision.ensure_role(admin, role, pw)
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    db_dsn = make_conninfo(admin_dsn, dbname=args.database)
-    with psycopg.connect(db_dsn) as conn:
-        if "adult" in args.load:
-            import sql_fixtures.adult as adult
-
-            print(f"adult: {adult.load(conn)} rows")
-        provision.grant_privileges(conn, args.database, args.protected or ["public.adult"])
-        conn.commit()
+    shown: dict[str, str] = {}
+    if args.config:
+        config = _load(args)
+        backend = config.backend
+        database = args.database or provision.data_database(backend.passthrough_dsn)
+        passwords = {
+            role: str(conninfo_to_dict(dsn).get("password") or "")
+            for role, dsn in (
+                (provision.AGGREGATOR, backend.aggregator_dsn),
+                (provision.PASSTHROUGH, backend.passthrough_dsn),
+            )
+        }
+        protected = tuple(f"{d.schema}.{d.name}" for d in config.schema.tables.values())
+        analysts = tuple((u.name, u.backend_role) for u in config.users)
+        state = provision.data_database(backend.state_dsn) if backend.state_dsn else None
+    else:
+        if not args.database:
+            raise SystemExit("lapras provision: give --config, or --database")
+        database = args.database
+        passwords = {}
+        for role, var in env.items():
+            given = os.environ.get(var)
+            passwords[role] = given or secrets.token_urlsafe(18)
+            shown[role] = f"from ${var}" if given else passwords[role]
+        protected = tuple(args.protected or ["public.adult"])
+        analysts = ()
+        state = None
+    plan = provision.Plan(
+        database=database,
+        protected=protected,
+        aggregator_password=passwords[provision.AGGREGATOR],
+        passthrough_password=passwords[provision.PASSTHROUGH],
+        analysts=analysts,
+        state_database=args.state_database or state,
+    )
+    left = provision.provision(admin_dsn, plan, load=args.load)
     host = conninfo_to_dict(admin_dsn).get("host", "localhost")
-    for role, pw in passwords.items():
-        shown = f"from ${env[role]}" if given[role] else pw
-        print(f"role {role} on {host}/{args.database}: password {shown}")
-    return 0
+    for role, text in shown.items():
+        print(f"role {role} on {host}/{database}: password {text}")
+    for user, role in analysts:
+        print(f"role {role} (user {user}): password derived from the passthrough role's")
+    state_dsn = make_conninfo(
+        admin_dsn, dbname=plan.state, user=provision.AGGREGATOR, password="..."
+    )
+    print(
+        f"state database {plan.state} (only {provision.AGGREGATOR} connects): [backend] state_dsn = {state_dsn!r}"
+    )
+    for item in left:
+        print(f"not changed (needs the catalogue's owner): {item}", file=sys.stderr)
+    if args.config:
+        return _provision_check(args)
+    return 1 if left else 0
+
+
+def _provision_check(args: argparse.Namespace) -> int:
+    """Print every open route (exit 1), or that there is none (exit 0)."""
+    from proxy.app import lockdown_findings
+
+    if not args.config:
+        raise SystemExit("lapras provision --check needs --config")
+    config = _load(args)
+    findings = lockdown_findings(config)
+    for f in findings:
+        print(f"open: {f}")
+    print(
+        f"{config.source}: {len(findings)} open route(s) to exact statistics"
+        if findings
+        else f"{config.source}: every route to an exact statistic is closed"
+        f" ({len(config.users)} analyst role(s) checked)"
+    )
+    return 1 if findings else 0
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -627,9 +682,7 @@ def _report(args: argparse.Namespace) -> int:
     decl = _table(config, args.table)
     which = "the active epoch" if args.epoch is None else f"epoch {args.epoch}"
     print(f"[1/3] Reading {which} of {decl.name} from the ledger ...", flush=True)
-    row, events = asyncio.run(
-        report.load_epoch(config.backend.aggregator_dsn, decl.name, args.epoch)
-    )
+    row, events = asyncio.run(report.load_epoch(config.backend.ledger_dsn, decl.name, args.epoch))
     print(f"[2/3] Replaying {len(events)} events of epoch {row.id} ...", flush=True)
     out, html_out = Path(args.out), Path(args.html) if args.html else None
     print(f"[3/3] Drawing {out}" + (f" and {html_out}" if html_out else "") + " ...", flush=True)
@@ -815,16 +868,31 @@ def _parser() -> argparse.ArgumentParser:
     rep.set_defaults(func=_report)
 
     prov = sub.add_parser(
-        "provision", help="create the database, load fixtures, create the two roles"
+        "provision",
+        help="create the roles, the state database and the catalogue lockdown; --check lists open routes",
+        description="As an administrator: create (or update) the aggregator and passthrough roles, "
+        "one backend role per [[users]] entry, the state database, and take every exact "
+        "statistic away from PUBLIC. With --check (no administrator needed): list every route "
+        "to an exact statistic that is still open; exit status 1 if there is one.",
     )
+    prov.add_argument("--config", "-c", help="the configuration to provision for (recommended)")
     prov.add_argument("--admin-dsn", help="a superuser DSN of the backend")
     prov.add_argument("--admin-dsn-env", help="read the admin DSN from this environment variable")
-    prov.add_argument("--database", required=True, help="the database to create or use")
+    prov.add_argument(
+        "--database", help="the database to create or use (default: the passthrough DSN's)"
+    )
+    prov.add_argument(
+        "--state-database",
+        help="the proxy's own database (default: state_dsn's, else <database>_lapras)",
+    )
     prov.add_argument(
         "--load", action="append", default=[], choices=("adult",), help="load a shipped dataset"
     )
     prov.add_argument(
         "--protected", action="append", help="schema.table to protect (default: public.adult)"
+    )
+    prov.add_argument(
+        "--check", action="store_true", help="only list the routes still open (needs --config)"
     )
     prov.set_defaults(func=_provision)
     return parser

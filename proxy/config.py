@@ -3,7 +3,7 @@
 One file holds the server's sections and the protected tables' declaration::
 
     [server]      listen address, TLS, limits and timeouts
-    [backend]     DSNs of the aggregator and passthrough roles
+    [backend]     DSNs of the aggregator and passthrough roles, and of the state database
     [[users]]     who may connect to the proxy, and how they authenticate
     [privacy]     the defaults of a new epoch (epsilon, delta, stream length, ...)
     [tables.*]    the protected tables (parsed by ``rewriter.schema``)
@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from proxy.provision import AGGREGATOR, PASSTHROUGH, analyst_role
 from rewriter.errors import ConfigError
 from rewriter.schema import Schema, schema_from_mapping
 
@@ -45,10 +49,21 @@ class ServerConfig:
     workers: int = 1  # processes serving the port
 
 
+Lockdown = Literal["require", "warn"]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BackendConfig:
-    aggregator_dsn: str
-    passthrough_dsn: str
+    aggregator_dsn: str = field(repr=False)
+    passthrough_dsn: str = field(repr=False)
+    state_dsn: str | None = field(default=None, repr=False)  # None: the aggregator's database
+    lockdown: Lockdown = "require"  # refuse to serve while a route to a statistic is open
+
+    @property
+    def ledger_dsn(self) -> str:
+        """Where schema ``lapras`` lives: the state database, else (before it was configured)
+        the aggregator's own database, which ``lapras provision --check`` reports."""
+        return self.state_dsn or self.aggregator_dsn
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +71,7 @@ class User:
     name: str
     password: str | None = field(default=None, repr=False)
     admin: bool = False
+    backend_role: str = ""  # the role the user's upstream session runs as
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,8 +188,9 @@ def _server(source: str, data: Any) -> ServerConfig:
 def _backend(source: str, data: Any) -> BackendConfig:
     s = _Section(source, "backend", data)
     s.reject_unknown(
-        {"aggregator_dsn", "aggregator_dsn_env", "passthrough_dsn", "passthrough_dsn_env"}
-    )
+        {"aggregator_dsn", "aggregator_dsn_env", "passthrough_dsn", "passthrough_dsn_env",
+         "state_dsn", "state_dsn_env", "lockdown"}
+    )  # fmt: skip
     dsns = {}
     for role in ("aggregator_dsn", "passthrough_dsn"):
         value = s.secret(role)
@@ -188,7 +205,20 @@ def _backend(source: str, data: Any) -> BackendConfig:
             "passthrough_dsn",
             "must differ from aggregator_dsn: the passthrough role must have no SELECT on protected tables",
         )
-    return BackendConfig(**dsns)
+    try:
+        passthrough = conninfo_to_dict(dsns["passthrough_dsn"])
+    except psycopg.ProgrammingError:
+        raise s.error("passthrough_dsn", "is not a valid libpq connection string") from None
+    if not passthrough.get("password"):
+        raise s.error(
+            "passthrough_dsn",
+            "must hold the passthrough role's password: the passwords of the analysts' backend "
+            "roles are derived from it (lapras provision)",
+        )
+    lockdown = s.get("lockdown", str, "require")
+    if lockdown not in ("require", "warn"):
+        raise s.error("lockdown", 'must be "require" (the default) or "warn"')
+    return BackendConfig(**dsns, state_dsn=s.secret("state_dsn"), lockdown=lockdown)
 
 
 def _users(source: str, data: Any, auth: AuthMethod) -> tuple[User, ...]:
@@ -201,7 +231,7 @@ def _users(source: str, data: Any, auth: AuthMethod) -> tuple[User, ...]:
     users: list[User] = []
     for i, item in enumerate(data):
         s = _Section(source, f"users[{i}]", item)
-        s.reject_unknown({"name", "password", "password_env", "admin"})
+        s.reject_unknown({"name", "password", "password_env", "admin", "backend_role"})
         name = s.get("name", str)
         if not name:
             raise s.error("name", "missing: the user name clients connect with")
@@ -212,7 +242,22 @@ def _users(source: str, data: Any, auth: AuthMethod) -> tuple[User, ...]:
             )
         if any(u.name == name for u in users):
             raise s.error("name", f"user {name!r} is declared twice")
-        users.append(User(name=name, password=password, admin=bool(s.get("admin", bool, False))))
+        role = s.get("backend_role", str) or analyst_role(name)
+        if len(role.encode()) > 63:
+            raise s.error(
+                "backend_role",
+                f"the backend role {role!r} is longer than PostgreSQL's 63 bytes: give a shorter one",
+            )
+        if role in (AGGREGATOR, PASSTHROUGH) or any(u.backend_role == role for u in users):
+            raise s.error("backend_role", f"{role!r} must be a role of this user alone")
+        users.append(
+            User(
+                name=name,
+                password=password,
+                admin=bool(s.get("admin", bool, False)),
+                backend_role=role,
+            )
+        )
     return tuple(users)
 
 

@@ -28,6 +28,8 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
+from proxy import provision
+
 SUPERUSER = "postgres"
 _SYSTEM_USER = "pgserver"
 _CREDENTIALS = "lapras-credentials.json"
@@ -261,26 +263,30 @@ def wait_until_ready(dsn: str, timeout: float = 30.0) -> None:
             time.sleep(0.2)
 
 
-def provision_adult(pg: EmbeddedPostgres, database: str) -> None:
-    """Create ``database`` on ``pg``, load Adult into it and set up the two LAPRAS roles.
+def provision_adult(
+    pg: EmbeddedPostgres, database: str, users: tuple[str, ...] = ()
+) -> provision.Plan:
+    """Create ``database`` on ``pg``, load Adult into it, and provision it for LAPRAS: the
+    aggregator and passthrough roles, one backend role per proxy user in ``users``, the state
+    database ``<database>_lapras`` and the catalogue lockdown (:func:`proxy.provision.provision`).
 
-    Idempotent: a second call reuses the loaded table and resets nothing but role grants.
+    Idempotent: a second call reuses the loaded table and the roles' passwords.
     """
-    import psycopg
-
-    import sql_fixtures.adult as adult
-    from proxy import provision
-
-    with psycopg.connect(pg.dsn(), autocommit=True) as admin:
-        provision.ensure_database(admin, database)
-        for role in (provision.AGGREGATOR, provision.PASSTHROUGH):
-            try:
-                password = pg.password(role)
-            except KeyError:
-                password = secrets.token_urlsafe(24)
-            provision.ensure_role(admin, role, password)
-            pg.set_password(role, password)
-    with psycopg.connect(pg.dsn(database=database)) as conn:
-        adult.load(conn)
-        provision.grant_privileges(conn, database, ["public.adult"])
-        conn.commit()
+    passwords = {}
+    for role in (provision.AGGREGATOR, provision.PASSTHROUGH):
+        try:
+            passwords[role] = pg.password(role)
+        except KeyError:
+            passwords[role] = secrets.token_urlsafe(24)
+            pg.set_password(role, passwords[role])
+    plan = provision.Plan(
+        database=database,
+        protected=("public.adult",),
+        aggregator_password=passwords[provision.AGGREGATOR],
+        passthrough_password=passwords[provision.PASSTHROUGH],
+        analysts=tuple((u, provision.analyst_role(u)) for u in users),
+    )
+    left = provision.provision(pg.dsn(database="postgres"), plan, load=("adult",))
+    if left:  # the embedded server's superuser owns the catalogue: this cannot happen
+        raise RuntimeError(f"the catalogue lockdown is incomplete: {', '.join(left)}")
+    return plan

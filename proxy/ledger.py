@@ -100,28 +100,52 @@ MIGRATIONS: tuple[str, ...] = (
         details     json NOT NULL
     );
     """,
+    # A pinned histogram is stored uncompressed and out of line: its size is then 8 bytes per
+    # cell of a public domain, never a function of the data (TOAST compression of a sparse
+    # histogram would shrink it by an amount that depends on the counts).
+    """
+    ALTER TABLE lapras.histograms ALTER COLUMN cells SET STORAGE EXTERNAL;
+    """,
 )
+
+
+_MIGRATE_LOCK = "SELECT pg_advisory_xact_lock(hashtext('lapras.migrate'))"
+_MIGRATIONS_TABLE = (
+    "CREATE SCHEMA IF NOT EXISTS lapras;"
+    "CREATE TABLE IF NOT EXISTS lapras.migrations ("
+    " version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+)
+_CURRENT = "SELECT coalesce(max(version), 0) FROM lapras.migrations"
+_APPLIED = "INSERT INTO lapras.migrations (version) VALUES (%s)"
 
 
 async def migrate(conn: psycopg.AsyncConnection[Any]) -> int:
     """Bring schema ``lapras`` to the latest version; return it. Safe to run concurrently."""
     async with conn.transaction():
         # Serialise concurrent migrators (several proxies starting at once).
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('lapras.migrate'))")
-        await conn.execute(
-            "CREATE SCHEMA IF NOT EXISTS lapras;"
-            "CREATE TABLE IF NOT EXISTS lapras.migrations ("
-            " version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        cur = await conn.execute("SELECT coalesce(max(version), 0) FROM lapras.migrations")
+        await conn.execute(_MIGRATE_LOCK)
+        await conn.execute(_MIGRATIONS_TABLE)
+        cur = await conn.execute(_CURRENT)
         row = await cur.fetchone()
         current = int(row[0]) if row else 0
         for version, script in enumerate(MIGRATIONS, start=1):
             if version > current:
                 await conn.execute(script)
-                await conn.execute(
-                    "INSERT INTO lapras.migrations (version) VALUES (%s)", (version,)
-                )
+                await conn.execute(_APPLIED, (version,))
+    return len(MIGRATIONS)
+
+
+def migrate_sync(conn: psycopg.Connection[Any]) -> int:
+    """:func:`migrate` on a synchronous connection (``lapras provision``)."""
+    with conn.transaction():
+        conn.execute(_MIGRATE_LOCK)
+        conn.execute(_MIGRATIONS_TABLE)
+        row = conn.execute(_CURRENT).fetchone()
+        current = int(row[0]) if row else 0
+        for version, script in enumerate(MIGRATIONS, start=1):
+            if version > current:
+                conn.execute(script)
+                conn.execute(_APPLIED, (version,))
     return len(MIGRATIONS)
 
 

@@ -144,6 +144,7 @@ async def run(
     dsn: str,
     table: str,
     source: Source,
+    stats_dsn: str | None = None,
     path: Path | None,
     now: dt.datetime,
     epsilon: float,
@@ -155,13 +156,15 @@ async def run(
 ) -> PredictResult:
     """Read the source, predict P for the window starting ``now``, backtest, store.
 
+    ``dsn``: the state database (the query log, stored predictions); ``stats_dsn``: the data
+    database, where pg_stat_statements counts the statements (default ``dsn``).
     ``error_cap``: keep, per view, only the prefix of candidates that lowers the expected error
     of the next epoch (rewriter.predict.choose_cap); without it P is every recurring query.
     """
     if source == "log":
         records: Sequence[LogRecord] = await log_records(dsn, table)
     elif source == "pg_stat_statements":
-        records = await pg_stat_statements_records(dsn, now)
+        records = await pg_stat_statements_records(stats_dsn or dsn, now)
     else:
         if path is None:
             raise ValueError(f"--source {source} needs --file")

@@ -1,51 +1,195 @@
-"""Provision a backend database for LAPRAS: its two roles and their privileges.
+"""Provision a backend for LAPRAS, and check that every route to an exact statistic is closed.
 
-ARCHITECTURE.md §3: the *aggregator* role reads protected tables (to build histograms) and owns
-the ``lapras`` schema; the *passthrough* role, which relays analysts' catalogue and session
-statements, reads the catalogue and unprotected tables but has **no SELECT on any protected
-table**, so PostgreSQL itself refuses anything that reaches protected rows if the classifier
-ever errs (defence in depth).
+ARCHITECTURE.md §4: exact statistics of protected tables are refused *by the database itself* to
+the roles analysts act as, whatever SQL they run (including SQL built at run time); the proxy's
+text guard (:mod:`rewriter.guard`) is only the first layer. :func:`provision` sets up:
+
+- the **aggregator** role: reads the protected tables (one histogram scan per epoch) and owns
+  the **state database** (``<database>_lapras`` by default), which holds schema ``lapras``: the
+  ledger, releases, pinned histograms, the query log. No other role may connect to it, so its
+  tables, row counts and sizes are out of analysts' sight, and so are the ledger's advisory
+  locks (a lock taken by an analyst there could stall every answer).
+- the **passthrough** group role: what analysts may do upstream. ``CONNECT``, ``USAGE`` on
+  ``public``, ``SELECT`` on unprotected relations that do not read a protected table, only
+  ``REFERENCES`` on protected tables (their columns stay visible in ``information_schema``);
+  no ``CREATE`` anywhere, no temporary objects.
+- one **analyst role** per ``[[users]]`` entry (``lapras_user_<name>``), a member of the group:
+  each analyst's upstream session runs as its own role, so ``pg_stat_activity`` shows nobody
+  else's statements and ``pg_terminate_backend`` / ``pg_cancel_backend`` cannot reach another
+  analyst's session (PostgreSQL allows them only on sessions of roles whose privileges one has).
+  Its password is derived from the passthrough role's (:func:`analyst_password`), so the proxy
+  needs no further secret.
+- the **catalogue lockdown** (:func:`lock_down`), in the data database: ``SELECT`` on the
+  statistics columns of ``pg_class`` (``relpages``, ``reltuples``, ``relallvisible``), and
+  ``EXECUTE`` on every statistics, size, lock and WAL-position function
+  (:func:`rewriter.guard.restricted_function`), are taken from ``PUBLIC`` and given to
+  ``pg_read_all_stats`` (monitoring keeps working); ``USAGE`` on every trusted procedural
+  language (``DO`` blocks) is taken from ``PUBLIC``. Whole-row references, ``row_to_json``,
+  ``query_to_xml`` and ``DO`` then all meet PostgreSQL's own 42501.
+
+:func:`check` lists every route that is still open (as data: what, for whom, the SQL that closes
+it); ``lapras provision --check`` prints it and ``lapras serve`` refuses to start while one is
+open (``[backend] lockdown = "require"``, the default). Both need only the aggregator role.
+
+Managed services (RDS, Cloud SQL, Azure, Supabase, Neon) do not let their administrator change the
+privileges of ``pg_catalog``: there :func:`lock_down` reports the catalogue items it could not
+change and the operator decides (docs/admin.md, "Managed PostgreSQL").
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import base64
+import hashlib
+import hmac
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from rewriter.guard import STAT_COLUMNS, restricted_function
 
 AGGREGATOR = "lapras_aggregator"
 PASSTHROUGH = "lapras_passthrough"
+ANALYST_PREFIX = "lapras_user_"
+STATE_SUFFIX = "_lapras"
+
+#: Predefined roles that would give an analyst statistics, other roles' sessions or files.
+FORBIDDEN_MEMBERSHIPS = (
+    "pg_read_all_stats",
+    "pg_monitor",
+    "pg_read_all_data",
+    "pg_stat_scan_tables",
+    "pg_signal_backend",
+    "pg_read_server_files",
+    "pg_execute_server_program",
+)
 
 
-def ensure_database(admin_conn: Any, database: str) -> None:
+def analyst_role(user: str) -> str:
+    """The backend role a proxy user acts as (PostgreSQL names are at most 63 bytes)."""
+    return ANALYST_PREFIX + user
+
+
+def analyst_password(secret: str, role: str) -> str:
+    """The password of an analyst role: HMAC-SHA256 of its name under the passthrough
+    role's password, so that the proxy (which has that password) can log in as every analyst
+    and nobody without it can."""
+    mac = hmac.new(secret.encode(), b"lapras analyst role\x00" + role.encode(), hashlib.sha256)
+    return base64.urlsafe_b64encode(mac.digest()).decode().rstrip("=")
+
+
+def state_database(database: str) -> str:
+    """The default name of the state database of data database ``database``."""
+    return database + STATE_SUFFIX
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """What to provision: the data database and its protected tables, the roles' passwords,
+    the analysts (proxy user name -> backend role), the state database."""
+
+    database: str
+    protected: tuple[str, ...]  # "schema.table"
+    aggregator_password: str = field(repr=False)
+    passthrough_password: str = field(repr=False)
+    analysts: tuple[tuple[str, str], ...] = ()
+    state_database: str | None = None  # default: state_database(database)
+
+    @property
+    def state(self) -> str:
+        return self.state_database or state_database(self.database)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """One route still open: what it is, for which role, and the SQL that closes it."""
+
+    route: str
+    role: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.route} ({self.role}); fix: {self.fix}"
+
+
+# -- roles and databases --------------------------------------------------------------------------
+
+
+def ensure_database(admin_conn: Any, database: str, *, owner: str | None = None) -> None:
     """Create ``database`` if it does not exist (admin_conn must be in autocommit mode)."""
     row = admin_conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
     if row is None:
-        admin_conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+        stmt = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database))
+        if owner is not None:
+            stmt = sql.SQL("{} OWNER {}").format(stmt, sql.Identifier(owner))
+        admin_conn.execute(stmt)
 
 
-def ensure_role(conn: Any, role: str, password: str) -> None:
-    """Create a LOGIN role, or reset its password when it exists."""
+def ensure_role(conn: Any, role: str, password: str, *, login: bool = True) -> None:
+    """Create a role, or reset its password when it exists (never a superuser)."""
     exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
     verb = "ALTER" if exists else "CREATE"
+    attrs = (
+        "LOGIN" if login else "NOLOGIN"
+    ) + " NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
     conn.execute(
-        sql.SQL(verb + " ROLE {} LOGIN PASSWORD {}").format(
+        sql.SQL(verb + " ROLE {} " + attrs + " PASSWORD {}").format(
             sql.Identifier(role), sql.Literal(password)
         )
     )
 
 
-def grant_privileges(conn: Any, database: str, protected: Iterable[str]) -> None:
-    """Aggregator: SELECT on protected tables, CREATE on the database (for schema ``lapras``).
+def _secure_state(admin_conn: Any, state: str) -> None:
+    """The state database: owned by the aggregator, no CONNECT for anybody else."""
+    ensure_database(admin_conn, state, owner=AGGREGATOR)
+    db = sql.Identifier(state)
+    admin_conn.execute(
+        sql.SQL("ALTER DATABASE {} OWNER TO {}").format(db, sql.Identifier(AGGREGATOR))
+    )
+    admin_conn.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(db))
 
-    Passthrough: CONNECT, USAGE on ``public``, SELECT on every table of ``public`` that is not
-    protected; on protected tables only REFERENCES, which makes their columns visible in
-    ``information_schema`` (BI tools list columns from there) and reads no row. REFERENCES could
-    only be exercised by creating a table with a foreign key, so the database's TEMPORARY
-    privilege is revoked from PUBLIC and the passthrough role has no CREATE anywhere.
+
+def _grant_membership(conn: Any, analyst: str) -> None:
+    member = sql.SQL("GRANT {} TO {}").format(sql.Identifier(PASSTHROUGH), sql.Identifier(analyst))
+    if conn.info.server_version >= 160000:
+        # INHERIT the privileges, but no SET ROLE to the group (PostgreSQL 16 grant options).
+        member = sql.SQL("{} WITH INHERIT TRUE, SET FALSE").format(member)
+    conn.execute(member)
+
+
+# -- privileges in the data database --------------------------------------------------------------
+
+
+def _dependents_sql() -> str:
+    """Relations whose definition reads (directly or through other views) a protected table."""
+    return """
+        WITH RECURSIVE dep(oid) AS (
+            SELECT unnest(%(protected)s::regclass[])::oid
+          UNION
+            SELECT r.ev_class FROM pg_catalog.pg_rewrite r
+            JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::regclass
+                 AND d.objid = r.oid AND d.refclassid = 'pg_catalog.pg_class'::regclass
+            JOIN dep ON dep.oid = d.refobjid
+            WHERE r.ev_class <> d.refobjid
+        )
+        SELECT oid FROM dep
     """
-    protected_names = {name.split(".")[-1] for name in protected}
+
+
+def grant_privileges(conn: Any, database: str, protected: Iterable[str]) -> None:
+    """Aggregator: SELECT on protected tables, CREATE on the database.
+
+    Passthrough (the analysts' group role): CONNECT, USAGE on ``public``, SELECT on every
+    relation of ``public`` that is neither protected nor reads a protected table (a view or
+    materialised view over one would hand its rows out); on protected tables only REFERENCES,
+    which makes their columns visible in ``information_schema`` (BI tools list columns from
+    there) and reads no row. REFERENCES could only be exercised by creating a table with a
+    foreign key, so TEMPORARY is revoked from PUBLIC and the passthrough role has no CREATE.
+    """
+    names = [_qualified(t) for t in protected]
     db = sql.Identifier(database)
     for role in (AGGREGATOR, PASSTHROUGH):
         r = sql.Identifier(role)
@@ -54,18 +198,353 @@ def grant_privileges(conn: Any, database: str, protected: Iterable[str]) -> None
     conn.execute(
         sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(db, sql.Identifier(AGGREGATOR))
     )
-    conn.execute(sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
+    conn.execute(sql.SQL("REVOKE TEMPORARY, CREATE ON DATABASE {} FROM PUBLIC").format(db))
     conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
-    tables = conn.execute(
-        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'v', 'm', 'p', 'f')"
+    tainted = {r[0] for r in conn.execute(_dependents_sql(), {"protected": names}).fetchall()}
+    rows = conn.execute(
+        "SELECT c.oid, c.relname FROM pg_catalog.pg_class c"
+        " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = 'public' AND c.relkind IN ('r', 'v', 'm', 'p', 'f')"
     ).fetchall()
-    for (name,) in tables:
+    protected_oids = {
+        r[0] for r in conn.execute("SELECT unnest(%s::regclass[])::oid", (names,)).fetchall()
+    }
+    passthrough = sql.Identifier(PASSTHROUGH)
+    for oid, name in rows:
         t = sql.Identifier("public", name)
-        if name in protected_names:
-            passthrough = sql.Identifier(PASSTHROUGH)
+        if oid in protected_oids:
             conn.execute(sql.SQL("REVOKE ALL ON {} FROM PUBLIC, {}").format(t, passthrough))
             conn.execute(sql.SQL("GRANT REFERENCES ON {} TO {}").format(t, passthrough))
             conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(t, sql.Identifier(AGGREGATOR)))
+        elif oid in tainted:
+            conn.execute(sql.SQL("REVOKE ALL ON {} FROM PUBLIC, {}").format(t, passthrough))
         else:
-            conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(t, sql.Identifier(PASSTHROUGH)))
+            conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(t, passthrough))
+
+
+def _scalar(conn: Any, query: Any, params: Any = ()) -> Any:
+    """The first column of the first row of ``query``."""
+    row = conn.execute(query, params).fetchone()
+    return None if row is None else row[0]
+
+
+def _qualified(table: str) -> str:
+    return table if "." in table else f"public.{table}"
+
+
+def _restricted_functions(conn: Any, *, public_only: bool) -> list[tuple[str, int]]:
+    """``(signature, oid)`` of the restricted functions present (any schema: contrib modules
+    such as pgstattuple or pg_stat_statements live outside pg_catalog)."""
+    rows = conn.execute(
+        "SELECT p.oid::regprocedure::text, p.oid, p.proname,"
+        " p.proacl IS NULL OR EXISTS (SELECT 1 FROM aclexplode(p.proacl) a"
+        "   WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')"
+        " FROM pg_catalog.pg_proc p"
+    ).fetchall()
+    return [
+        (sig, oid)
+        for sig, oid, name, public in rows
+        if restricted_function(name) and (public or not public_only)
+    ]
+
+
+_TRUSTED_LANGUAGES = (
+    "SELECT lanname FROM pg_catalog.pg_language WHERE lanpltrusted AND lanname <> 'sql'"
+)
+
+
+def lock_down(conn: Any) -> list[str]:
+    """Take every exact statistic away from PUBLIC in the connected database (idempotent).
+
+    Needs the owner of the catalogue (a superuser on a self-managed PostgreSQL); a managed
+    service's administrator gets a WARNING from PostgreSQL and nothing changes. Returns what
+    PUBLIC still holds afterwards (empty when the lockdown is complete). What is taken from
+    PUBLIC is given to ``pg_read_all_stats`` (and pg_stat_statements to the aggregator, for
+    ``lapras predict``), so monitoring roles keep their view.
+    """
+
+    def run(stmt: sql.Composable) -> None:
+        try:
+            with conn.transaction():
+                conn.execute(stmt)
+        except psycopg.errors.InsufficientPrivilege:
+            pass  # reported below, by what PUBLIC still holds
+
+    pg_class = sql.SQL("pg_catalog.pg_class")
+    if _public_columns(conn):
+        cols = conn.execute(
+            "SELECT attname FROM pg_catalog.pg_attribute WHERE attrelid = %s::regclass"
+            " AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            ("pg_catalog.pg_class",),
+        ).fetchall()
+        others = sql.SQL(", ").join(sql.Identifier(c[0]) for c in cols if c[0] not in STAT_COLUMNS)
+        run(
+            sql.SQL(
+                "REVOKE SELECT ON {t} FROM PUBLIC; GRANT SELECT ({cols}) ON {t} TO PUBLIC;"
+                " GRANT SELECT ON {t} TO pg_read_all_stats"
+            ).format(t=pg_class, cols=others)
+        )
+    for signature, _oid in _restricted_functions(conn, public_only=True):
+        grantees: sql.Composable = sql.SQL("pg_read_all_stats")
+        if signature.split("(")[0].split(".")[-1].startswith("pg_stat_statements"):
+            grantees = sql.SQL("pg_read_all_stats, {}").format(sql.Identifier(AGGREGATOR))
+        run(
+            sql.SQL(
+                "REVOKE EXECUTE ON FUNCTION {f} FROM PUBLIC; GRANT EXECUTE ON FUNCTION {f} TO {g}"
+            ).format(f=sql.SQL(signature), g=grantees)
+        )
+    for (lang,) in conn.execute(_TRUSTED_LANGUAGES).fetchall():
+        run(sql.SQL("REVOKE USAGE ON LANGUAGE {} FROM PUBLIC").format(sql.Identifier(lang)))
+    return public_routes(conn)
+
+
+def _public_columns(conn: Any) -> list[str]:
+    return [
+        col
+        for col in sorted(STAT_COLUMNS)
+        if _scalar(
+            conn,
+            "SELECT has_column_privilege('public', 'pg_catalog.pg_class', %s, 'SELECT')",
+            (col,),
+        )
+    ]
+
+
+def public_routes(conn: Any) -> list[str]:
+    """The statistics routes PUBLIC (every role) still has in the connected database."""
+    out = [f"SELECT on pg_class.{col}" for col in _public_columns(conn)]
+    out += [f"EXECUTE on {sig}" for sig, _ in _restricted_functions(conn, public_only=True)]
+    out += [
+        f"USAGE on language {lang}"
+        for (lang,) in conn.execute(
+            _TRUSTED_LANGUAGES + " AND has_language_privilege('public', oid, 'USAGE')"
+        ).fetchall()
+    ]
+    return out
+
+
+# -- the whole provisioning -----------------------------------------------------------------------
+
+
+def provision(admin_dsn: str, plan: Plan, *, load: Sequence[str] = ()) -> list[str]:
+    """Create and grant everything ``plan`` describes (idempotent); move an old in-database
+    ledger into the state database. Returns the lockdown items that could not be applied."""
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        ensure_database(admin, plan.database)
+        ensure_role(admin, AGGREGATOR, plan.aggregator_password)
+        ensure_role(admin, PASSTHROUGH, plan.passthrough_password)
+        for _user, role in plan.analysts:
+            ensure_role(admin, role, analyst_password(plan.passthrough_password, role))
+            _grant_membership(admin, role)
+        _secure_state(admin, plan.state)
+    with psycopg.connect(make_conninfo(admin_dsn, dbname=plan.database), autocommit=True) as conn:
+        if "adult" in load:
+            import sql_fixtures.adult as adult
+
+            with psycopg.connect(make_conninfo(admin_dsn, dbname=plan.database)) as loader:
+                adult.load(loader)
+        with conn.transaction():
+            grant_privileges(conn, plan.database, plan.protected)
+        failed = lock_down(conn)
+    _move_state(admin_dsn, plan)
+    return failed
+
+
+#: Tables of schema ``lapras`` in dependency order (what :func:`_move_state` copies).
+_STATE_TABLES = ("epochs", "ledger", "histograms", "query_log", "predictions", "admin_log")
+
+
+def _move_state(admin_dsn: str, plan: Plan) -> None:
+    """Before version 0.2 the ledger lived in schema ``lapras`` of the data database, where the
+    passthrough role could see its tables. Copy it into the state database (only when that one
+    has no epoch yet) and drop it from the data database, so that moving it never resets a
+    budget."""
+    from proxy.ledger import migrate_sync
+
+    with psycopg.connect(make_conninfo(admin_dsn, dbname=plan.database)) as old:
+        if _scalar(old, "SELECT to_regclass('lapras.epochs')") is None:
+            return
+        migrate_sync(old)  # both at the latest version: the rows fit the same tables
+        owner = make_conninfo(
+            admin_dsn, dbname=plan.state, user=AGGREGATOR, password=plan.aggregator_password
+        )
+        with psycopg.connect(owner) as new:
+            migrate_sync(new)
+            if _scalar(new, "SELECT count(*) FROM lapras.epochs"):
+                raise RuntimeError(
+                    f"both {plan.database} and {plan.state} hold a LAPRAS ledger: keep one "
+                    f"(drop schema lapras of {plan.database} once it is not needed)"
+                )
+            with new.transaction():
+                for table in _STATE_TABLES:
+                    with (
+                        old.cursor().copy(f"COPY lapras.{table} TO STDOUT") as src,
+                        new.cursor().copy(f"COPY lapras.{table} FROM STDIN") as dst,
+                    ):
+                        for chunk in src:
+                            dst.write(chunk)
+                for table in ("epochs", "query_log", "predictions", "admin_log"):
+                    new.execute(
+                        f"SELECT setval(pg_get_serial_sequence('lapras.{table}', 'id'),"
+                        f" coalesce((SELECT max(id) FROM lapras.{table}), 0) + 1, false)"
+                    )
+        old.execute("DROP SCHEMA lapras CASCADE")
+        old.commit()
+
+
+# -- the check ------------------------------------------------------------------------------------
+
+
+def check(
+    data_conn: Any,
+    *,
+    protected: Sequence[str],
+    roles: Sequence[str],
+    data_database: str,
+    state_database: str | None,
+) -> list[Finding]:
+    """Every route still open, for each role analysts act as (``roles``), checked with
+    PostgreSQL's own privilege functions on ``data_conn`` (any role may ask them)."""
+    findings: list[Finding] = []
+    names = [_qualified(t) for t in protected]
+    found = {
+        r[0]
+        for r in data_conn.execute(
+            "SELECT rolname FROM pg_catalog.pg_roles WHERE rolname = ANY(%s)", (list(roles),)
+        ).fetchall()
+    }
+    functions = _restricted_functions(data_conn, public_only=False)
+    tainted = [
+        r[0]
+        for r in data_conn.execute(
+            "SELECT oid::regclass::text FROM (" + _dependents_sql() + ") d"
+            " WHERE oid <> ALL(%(protected)s::regclass[]::oid[])",
+            {"protected": names},
+        ).fetchall()
+    ]
+    if state_database is None or state_database == data_database:
+        findings.append(
+            Finding(
+                route="the proxy's ledger and query log live in the analysts' database",
+                role="all",
+                fix="set [backend] state_dsn to a database of its own and run lapras provision"
+                " (it moves schema lapras there)",
+            )
+        )
+    for role in roles:
+        if role not in found:
+            findings.append(
+                Finding(route="the analyst role does not exist", role=role,
+                        fix="run lapras provision --config (it creates one role per [[users]])")
+            )  # fmt: skip
+            continue
+        findings.extend(_role_findings(data_conn, role, names, tainted, functions, state_database))
+    return findings
+
+
+def _role_findings(
+    conn: Any,
+    role: str,
+    protected: Sequence[str],
+    tainted: Sequence[str],
+    functions: Sequence[tuple[str, int]],
+    state_database: str | None,
+) -> list[Finding]:
+    out: list[Finding] = []
+    r = sql.Literal(role)
+
+    def ask(query: sql.Composable, params: Sequence[Any] = ()) -> Any:
+        return _scalar(conn, query, params)
+
+    attrs = conn.execute(
+        "SELECT rolsuper, rolbypassrls, rolcreaterole, rolcreatedb FROM pg_catalog.pg_roles"
+        " WHERE rolname = %s",
+        (role,),
+    ).fetchone()
+    if any(attrs):
+        out.append(Finding(route="superuser, BYPASSRLS, CREATEROLE or CREATEDB", role=role,
+                           fix=f"ALTER ROLE {role} NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB"))  # fmt: skip
+    for member in FORBIDDEN_MEMBERSHIPS:
+        if ask(sql.SQL("SELECT pg_has_role({}, %s, 'USAGE')").format(r), (member,)):
+            out.append(Finding(route=f"member of {member}", role=role,
+                               fix=f"REVOKE {member} FROM {role} (and from the roles it belongs to)"))  # fmt: skip
+    for table in protected:
+        for priv in ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "TRIGGER"):
+            has = (
+                "has_any_column_privilege"
+                if priv in ("SELECT", "INSERT", "UPDATE")
+                else "has_table_privilege"
+            )
+            if ask(sql.SQL("SELECT " + has + "({}, %s, %s)").format(r), (table, priv)):
+                out.append(Finding(route=f"{priv} on protected table {table}", role=role,
+                                   fix=f"REVOKE {priv} ON {table} FROM {role}, PUBLIC"))  # fmt: skip
+    for rel in tainted:
+        if ask(sql.SQL("SELECT has_any_column_privilege({}, %s, 'SELECT')").format(r), (rel,)):
+            out.append(Finding(route=f"SELECT on {rel}, which reads a protected table", role=role,
+                               fix=f"REVOKE SELECT ON {rel} FROM {role}, PUBLIC"))  # fmt: skip
+    for col in sorted(STAT_COLUMNS):
+        if ask(
+            sql.SQL("SELECT has_column_privilege({}, 'pg_catalog.pg_class', %s, 'SELECT')").format(
+                r
+            ),
+            (col,),
+        ):
+            out.append(Finding(route=f"SELECT on pg_class.{col}", role=role,
+                               fix="lapras provision (column-level REVOKE on pg_catalog.pg_class)"))  # fmt: skip
+    executable = [
+        sig
+        for sig, oid in functions
+        if ask(sql.SQL("SELECT has_function_privilege({}, %s::oid, 'EXECUTE')").format(r), (oid,))
+    ]
+    if executable:
+        shown = ", ".join(executable[:3]) + (
+            f" and {len(executable) - 3} more" if len(executable) > 3 else ""
+        )
+        out.append(Finding(route=f"EXECUTE on statistics functions ({shown})", role=role,
+                           fix="lapras provision (REVOKE EXECUTE ... FROM PUBLIC)"))  # fmt: skip
+    for (lang,) in conn.execute(
+        sql.SQL("SELECT lanname FROM pg_catalog.pg_language WHERE lanpltrusted AND lanname <> 'sql'"
+                " AND has_language_privilege({}, oid, 'USAGE')").format(r)
+    ).fetchall():  # fmt: skip
+        out.append(Finding(route=f"USAGE on language {lang} (DO blocks)", role=role,
+                           fix=f"REVOKE USAGE ON LANGUAGE {lang} FROM PUBLIC, {role}"))  # fmt: skip
+    for (schema,) in conn.execute(
+        sql.SQL("SELECT nspname FROM pg_catalog.pg_namespace WHERE has_schema_privilege({}, oid, 'CREATE')").format(r)
+    ).fetchall():  # fmt: skip
+        out.append(Finding(route=f"CREATE on schema {schema} (functions, views)", role=role,
+                           fix=f"REVOKE CREATE ON SCHEMA {schema} FROM PUBLIC, {role}"))  # fmt: skip
+    if ask(sql.SQL("SELECT has_database_privilege({}, current_database(), 'TEMPORARY')").format(r)):
+        out.append(Finding(route="TEMPORARY on the database (temporary functions)", role=role,
+                           fix="REVOKE TEMPORARY ON DATABASE <db> FROM PUBLIC"))  # fmt: skip
+    if state_database is not None and ask(
+        sql.SQL("SELECT has_database_privilege({}, %s, 'CONNECT')").format(r), (state_database,)
+    ):
+        out.append(Finding(route=f"CONNECT on the state database {state_database}", role=role,
+                           fix=f"REVOKE ALL ON DATABASE {state_database} FROM PUBLIC"))  # fmt: skip
+    # A SECURITY DEFINER function runs as its owner: one whose owner may read a protected
+    # table or all statistics hands that to whoever may call it.
+    for (fn,) in conn.execute(
+        sql.SQL(
+            "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
+            " JOIN pg_catalog.pg_roles o ON o.oid = p.proowner"
+            " WHERE p.prosecdef AND has_function_privilege({r}, p.oid, 'EXECUTE')"
+            " AND (o.rolsuper OR pg_has_role(o.oid, 'pg_read_all_stats', 'USAGE')"
+            "   OR EXISTS (SELECT 1 FROM unnest(%s::regclass[]) t"
+            "              WHERE has_any_column_privilege(o.oid, t, 'SELECT')))"
+        ).format(r=r),
+        (list(protected),),
+    ).fetchall():
+        out.append(
+            Finding(
+                route=f"SECURITY DEFINER function {fn} runs as a role that reads protected data",
+                role=role,
+                fix=f"REVOKE EXECUTE ON FUNCTION {fn} FROM PUBLIC, {role}",
+            )
+        )
+    return out
+
+
+def data_database(dsn: str) -> str:
+    """The database a libpq DSN names."""
+    d = conninfo_to_dict(dsn)
+    return str(d.get("dbname") or d.get("user") or "postgres")

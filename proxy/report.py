@@ -169,10 +169,10 @@ def timeline(events: Iterable[object]) -> Timeline:
 
 
 async def load_epoch(
-    aggregator_dsn: str, table: str, epoch_id: int | None = None
+    dsn: str, table: str, epoch_id: int | None = None
 ) -> tuple[EpochRow, list[object]]:
     """The epoch's row and its events: the active epoch of ``table``, or epoch ``epoch_id``."""
-    ledger = await PgLedger.connect(aggregator_dsn)
+    ledger = await PgLedger.connect(dsn)
     try:
         if epoch_id is None:
             row = await ledger.active_epoch(table)

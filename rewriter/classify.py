@@ -12,6 +12,7 @@ Everything else is relayed verbatim (or with statistics of protected tables hidd
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
@@ -26,9 +27,11 @@ from dp.errors import InternalError, LaprasError
 from .errors import RowAccessError, SqlSyntaxError, UndefinedColumnError, UnsupportedError
 from .guard import (
     dangerous_literal,
+    escaped_statistics,
     grant_select_visibility,
     guard_statistics,
     mentions,
+    mentions_pg_class,
     mentions_statistics,
     name_pattern,
 )
@@ -173,10 +176,49 @@ def _table_ref(node: exp.Table, schema: Schema) -> TableDecl | None:
     return schema.protected(name, ident(db) if db is not None else None)
 
 
+_DO = re.compile(r"\s*DO\b", re.I)
+_IDENT = r'(?:"(?:[^"]|"")+"|[a-z_\x80-\uffff][\w$\x80-\uffff]*)'
+#: Statements that carry another statement: the inner one is classified, and the wrapper
+#: kept as written in front of it (psqlODBC's UseDeclareFetch, server-side cursors, SQL
+#: PREPARE, EXPLAIN).
+_WRAPPER = re.compile(
+    r"\s*(?:(?P<explain>EXPLAIN)(?:\s*\((?:[^()'\"]|'[^']*'|\"[^\"]*\")*\))?"
+    r"(?:\s+(?:ANALYZE|ANALYSE|VERBOSE))*"
+    rf"|(?P<declare>DECLARE)\s+{_IDENT}(?:\s+(?:BINARY|ASENSITIVE|INSENSITIVE|NO\s+SCROLL|SCROLL))*"
+    r"\s+CURSOR(?:\s+(?:WITH|WITHOUT)\s+HOLD)?\s+FOR"
+    rf"|(?P<prepare>PREPARE)\s+{_IDENT}\s*(?:\([^()]*\))?\s+AS)\s+",
+    re.I,
+)
+
+
+def _statistics_refusal() -> RowAccessError:
+    return RowAccessError(
+        "statement reads statistics and could not be checked",
+        hint="statistics are hidden through the proxy; write catalogue queries without them",
+    )
+
+
 def _classify(piece: Piece, schema: Schema) -> Statement:
     pattern = name_pattern(schema)
     texts = _texts(piece)
     named = mentions(texts, pattern)
+    statistics = mentions_statistics(texts)
+    if _DO.match(piece.text):
+        raise RowAccessError(
+            "DO blocks are not relayed: the SQL they build at run time cannot be checked",
+            hint="run the statements themselves",
+        )
+    guarded = statistics or mentions_pg_class(texts)
+    if not named and not guarded and schema.passthrough_tables is None:
+        # Nothing protected, no statistic: relayed as written, without the cost of a parse
+        # (the database refuses what the text could hide: see rewriter.guard).
+        visible = grant_select_visibility(piece.text, schema)
+        return Passthrough(sql=visible or piece.text, rewritten=visible is not None)
+    wrapper = _WRAPPER.match(piece.text)
+    if wrapper is not None:
+        return _wrapped(piece, wrapper, schema)
+    if escaped_statistics(piece.text):
+        raise _statistics_refusal()
     try:
         if piece.tokens is not None and piece.offset == 0:
             trees = _DIALECT.parser().parse(list(piece.tokens), piece.text)
@@ -190,15 +232,12 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
                 position=_position(piece, e),
                 hint="only COUNT/SUM/AVG aggregates over protected tables are answered",
             ) from None
-        if mentions_statistics(texts):
-            raise RowAccessError(
-                "statement reads statistics and could not be checked",
-                hint="statistics of protected tables are hidden",
-            ) from None
+        if statistics:
+            raise _statistics_refusal() from None
         visible = grant_select_visibility(piece.text, schema)
         return Passthrough(sql=visible or piece.text, rewritten=visible is not None)
     except Exception:  # tokenizer errors and sqlglot bugs
-        if named or mentions_statistics(texts):
+        if named or statistics:
             raise SqlSyntaxError(
                 "statement could not be parsed", position=piece.offset + 1
             ) from None
@@ -212,9 +251,8 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
     if isinstance(tree, exp.Command) or any(isinstance(n, exp.Command) for n in tree.walk()):
         if named:
             raise _refuse_mention(piece, named)
-        if mentions_statistics(texts):
-            raise RowAccessError("statement reads statistics and could not be checked",
-                                 hint="statistics of protected tables are hidden")  # fmt: skip
+        if statistics:
+            raise _statistics_refusal()
         return Passthrough(sql=piece.text)
 
     refs = [(t, d) for t in tree.find_all(exp.Table) if (d := _table_ref(t, schema)) is not None]
@@ -233,11 +271,37 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
             )
     if not refs:
         _check_passthrough_tables(tree, schema)
-        rewritten = guard_statistics(tree, schema)
-        text = rewritten.sql(dialect="postgres") if rewritten is not None else piece.text
+        tokens = list(piece.tokens) if piece.tokens is not None and piece.offset == 0 else None
+        try:
+            hidden = guard_statistics(tree, piece.text, tokens) if guarded else None
+        except ValueError:
+            raise _statistics_refusal() from None
+        text = hidden if hidden is not None else piece.text
         text = grant_select_visibility(text, schema) or text
         return Passthrough(sql=text, rewritten=text != piece.text)
     return _protected(piece, tree, refs, schema)
+
+
+def _wrapped(piece: Piece, wrapper: re.Match[str], schema: Schema) -> Statement:
+    """EXPLAIN / DECLARE ... CURSOR FOR / PREPARE ... AS: the statement they carry decides."""
+    k = wrapper.end()
+    inner = classify_piece(Piece(text=piece.text[k:], offset=k, tokens=None), schema)
+    if isinstance(inner, Refused):
+        raise inner.error
+    if isinstance(inner, Passthrough):
+        return Passthrough(sql=piece.text[:k] + inner.sql, rewritten=inner.rewritten)
+    table = ", ".join(sorted(mentions([piece.text[k:]], name_pattern(schema))))
+    if wrapper.group("explain"):
+        raise RowAccessError(
+            f"EXPLAIN of a statement over protected table {table} is refused: its estimates "
+            "come from the data",
+            hint="run the aggregate itself for a differentially private answer",
+        )
+    verb = "DECLARE ... CURSOR" if wrapper.group("declare") else "PREPARE"
+    raise UnsupportedError(
+        f"{verb} of an aggregate over protected table {table} is not supported",
+        hint="run the SELECT itself (a client-side cursor, or the protocol's prepared statements)",
+    )
 
 
 def _check_passthrough_tables(tree: exp.Expr, schema: Schema) -> None:

@@ -16,29 +16,41 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
-import psycopg
 import pytest
 
-import sql_fixtures.adult as adult
 from proxy import provision
 from proxy.embedded import EmbeddedPostgres, provision_adult
 
 DATABASE = "lapras_test"
+STATE_DATABASE = provision.state_database(DATABASE)
+#: The proxy users of the suite's configurations, each with its own backend role.
+USERS = ("analyst", "root", "bob")
 
 
 @dataclass(frozen=True)
 class Backend:
-    """DSNs of the test database, one per role."""
+    """DSNs of the test database, one per role, and of the proxy's state database."""
 
     admin_dsn: str
     aggregator_dsn: str
     passthrough_dsn: str
+    state_dsn: str
     host: str
     port: int
     database: str
+    passthrough_password: str
 
     def role_dsn(self, role: str, password: str) -> str:
         return f"postgresql://{quote(role)}:{quote(password, safe='')}@{self.host}:{self.port}/{self.database}"
+
+    def analyst_dsn(self, user: str) -> str:
+        """The DSN of a proxy user's own backend role (what the proxy logs in as)."""
+        role = provision.analyst_role(user)
+        return self.role_dsn(role, provision.analyst_password(self.passthrough_password, role))
+
+    @property
+    def state_admin_dsn(self) -> str:
+        return _with(self.admin_dsn, db=STATE_DATABASE)
 
 
 def _with(dsn: str, *, user: str | None = None, password: str | None = None, db: str) -> str:
@@ -51,42 +63,39 @@ def _with(dsn: str, *, user: str | None = None, password: str | None = None, db:
     return urlunsplit((parts.scheme, netloc, "/" + db, parts.query, parts.fragment))
 
 
-def _external(admin_dsn: str) -> Backend:
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        provision.ensure_database(admin, DATABASE)
-        passwords = {
-            r: secrets.token_urlsafe(18) for r in (provision.AGGREGATOR, provision.PASSTHROUGH)
-        }
-        for role, pw in passwords.items():
-            provision.ensure_role(admin, role, pw)
-    db_admin = _with(admin_dsn, db=DATABASE)
-    with psycopg.connect(db_admin) as conn:
-        adult.load(conn)
-        provision.grant_privileges(conn, DATABASE, ["public.adult"])
+def _provisioned(admin_dsn: str, plan: provision.Plan) -> Backend:
     parts = urlsplit(admin_dsn)
+    agg = (provision.AGGREGATOR, plan.aggregator_password)
     return Backend(
-        admin_dsn=db_admin,
-        aggregator_dsn=_with(
-            admin_dsn,
-            user=provision.AGGREGATOR,
-            password=passwords[provision.AGGREGATOR],
-            db=DATABASE,
-        ),
+        admin_dsn=_with(admin_dsn, db=DATABASE),
+        aggregator_dsn=_with(admin_dsn, user=agg[0], password=agg[1], db=DATABASE),
         passthrough_dsn=_with(
-            admin_dsn,
-            user=provision.PASSTHROUGH,
-            password=passwords[provision.PASSTHROUGH],
-            db=DATABASE,
+            admin_dsn, user=provision.PASSTHROUGH, password=plan.passthrough_password, db=DATABASE
         ),
+        state_dsn=_with(admin_dsn, user=agg[0], password=agg[1], db=STATE_DATABASE),
         host=parts.hostname or "127.0.0.1",
         port=parts.port or 5432,
         database=DATABASE,
+        passthrough_password=plan.passthrough_password,
     )
+
+
+def _external(admin_dsn: str) -> Backend:
+    plan = provision.Plan(
+        database=DATABASE,
+        protected=("public.adult",),
+        aggregator_password=secrets.token_urlsafe(18),
+        passthrough_password=secrets.token_urlsafe(18),
+        analysts=tuple((u, provision.analyst_role(u)) for u in USERS),
+    )
+    left = provision.provision(_with(admin_dsn, db="postgres"), plan, load=("adult",))
+    assert not left, left
+    return _provisioned(admin_dsn, plan)
 
 
 @pytest.fixture(scope="session")
 def pg() -> Iterator[Backend]:
-    """The backend PostgreSQL: Adult loaded, aggregator and passthrough roles provisioned."""
+    """The backend PostgreSQL: Adult loaded, provisioned (roles, state database, lockdown)."""
     external = os.environ.get("LAPRAS_TEST_DSN")
     if external:
         yield _external(external)
@@ -98,15 +107,8 @@ def pg() -> Iterator[Backend]:
     server = EmbeddedPostgres(folder)
     server.start()
     try:
-        provision_adult(server, DATABASE)
-        yield Backend(
-            admin_dsn=server.dsn(database=DATABASE),
-            aggregator_dsn=server.dsn(provision.AGGREGATOR, DATABASE),
-            passthrough_dsn=server.dsn(provision.PASSTHROUGH, DATABASE),
-            host=server.host,
-            port=server.port,
-            database=DATABASE,
-        )
+        plan = provision_adult(server, DATABASE, USERS)
+        yield _provisioned(server.dsn(database=DATABASE), plan)
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)

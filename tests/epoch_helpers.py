@@ -51,6 +51,7 @@ shutdown_grace = 1
 [backend]
 aggregator_dsn = "{pg.aggregator_dsn}"
 passthrough_dsn = "{pg.passthrough_dsn}"
+state_dsn = "{pg.state_dsn}"
 
 [[users]]
 name = "{ANALYST[0]}"
@@ -68,7 +69,7 @@ admin = true
 
 
 def reset_ledger(pg: Any) -> None:
-    with psycopg.connect(pg.admin_dsn, autocommit=True) as conn:
+    with psycopg.connect(pg.state_admin_dsn, autocommit=True) as conn:
         conn.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
 
 

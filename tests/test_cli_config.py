@@ -28,8 +28,9 @@ v = ["a"]
 listen = "127.0.0.1:6432"
 
 [backend]
-aggregator_dsn = "postgresql://agg@db/x"
-passthrough_dsn = "postgresql://pass@db/x"
+aggregator_dsn = "postgresql://agg:a@db/x"
+passthrough_dsn = "postgresql://pass:p@db/x"
+state_dsn = "postgresql://agg:a@db/x_lapras"
 
 [[users]]
 name = "analyst"
@@ -66,6 +67,11 @@ def test_good_file_is_summarised(
         ("server", "workers = 0", "server.workers: must be between 1 and 64"),
         ("server", "workers = 65", "server.workers: must be between 1 and 64"),
         ("server", 'workers = "2"', "server.workers: must be"),
+        (
+            "backend",
+            'lockdown = "off"',
+            'backend.lockdown: must be "require" (the default) or "warn"',
+        ),
     ],
 )
 def test_errors_name_the_key(
@@ -80,6 +86,8 @@ def test_errors_name_the_key(
     listen = 'listen = "127.0.0.1:6432"'
     if section == "server":
         text = BASE.replace(listen, listen + "\n" + line)
+    elif section == "backend":
+        text = BASE.replace("[backend]", "[backend]\n" + line)
     else:
         text = BASE + f"[{section}]\n{line}\n"
     code, out = _check(tmp_path, text, capsys)
@@ -106,6 +114,22 @@ def test_docker_configuration_is_valid(
     env = compose["services"]["proxy"]["environment"]
     for name in ("LAPRAS_AGGREGATOR_DSN", "LAPRAS_PASSTHROUGH_DSN", "LAPRAS_ANALYST_PASSWORD"):
         assert name in env  # what docker/lapras.toml reads
-        monkeypatch.setenv(name, f"postgresql://{name.lower()}@postgres/lapras")
+        monkeypatch.setenv(name, f"postgresql://{name.lower()}:pw@postgres/lapras")
     assert cli.main(["config", "check", "--config", str(ROOT / "docker" / "lapras.toml")]) == 0
     assert "listen 0.0.0.0:6432" in capsys.readouterr().out
+
+
+def test_backend_roles_and_their_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each user acts upstream as its own role, whose password is derived from the
+    passthrough role's: the passthrough DSN must hold it, and roles are one user's alone."""
+    monkeypatch.setenv("LAPRAS_TEST_ANALYST_PASSWORD", "pw")
+    text = BASE.replace("postgresql://pass:p@db/x", "postgresql://pass@db/x")
+    code, out = _check(tmp_path, text, capsys)
+    assert code == 2 and "backend.passthrough_dsn: must hold the passthrough role's password" in out
+    second = '\n[[users]]\nname = "bob"\npassword = "b"\nbackend_role = "lapras_user_analyst"\n'
+    code, out = _check(tmp_path, BASE + second, capsys)
+    assert code == 2 and "users[1].backend_role: 'lapras_user_analyst' must be a role" in out
+    code, out = _check(tmp_path, BASE + second.replace("lapras_user_analyst", "x" * 64), capsys)
+    assert code == 2 and "longer than PostgreSQL's 63 bytes" in out

@@ -160,7 +160,7 @@ def test_every_answer_has_a_committed_charge(config: Config, pg: Any) -> None:
             conn.execute(
                 f"SELECT count(*) FROM adult WHERE age BETWEEN {low} AND {low + 3}"
             ).fetchone()
-    with psycopg.connect(pg.aggregator_dsn) as conn:
+    with psycopg.connect(pg.state_dsn) as conn:
         rows = conn.execute(
             "SELECT seq, kind, payload::text FROM lapras.ledger ORDER BY seq"
         ).fetchall()
@@ -178,8 +178,12 @@ def test_every_answer_has_a_committed_charge(config: Config, pg: Any) -> None:
 def test_analysts_cannot_read_the_ledger(config: Config) -> None:
     start_epoch(config, [])
     with Proxy(config, seed=7) as proxy, client(proxy) as (conn, _):
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        # The ledger lives in the state database: the analysts' database has no trace of it.
+        with pytest.raises(psycopg.errors.UndefinedTable):
             conn.execute("SELECT * FROM lapras.histograms")
+        assert conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = 'lapras'"
+        ).fetchone() == (0,)
 
 
 async def test_asyncpg_prepared_dp_statement(config: Config) -> None:

@@ -60,7 +60,7 @@ def test_predict_from_the_proxy_log_then_start_an_epoch_from_it(
             for sql in DASHBOARD:
                 conn.execute(sql).fetchall()
         conn.execute(ONE_OFF).fetchall()
-    with psycopg.connect(pg.aggregator_dsn) as direct:
+    with psycopg.connect(pg.state_dsn) as direct:
         (logged,) = direct.execute("SELECT count(*) FROM lapras.query_log").fetchone()
     assert logged == 3 * len(DASHBOARD) + 1
 

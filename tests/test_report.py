@@ -80,7 +80,7 @@ def test_report_of_a_real_epoch(
 
     # The series the picture is drawn from: one point per answered statement, fresh charges
     # for the unpredicted ones, B_est frozen at the T-th bad query (S = 50: T = 6).
-    row, events = asyncio.run(report.load_epoch(pg.aggregator_dsn, "adult"))
+    row, events = asyncio.run(report.load_epoch(pg.state_dsn, "adult"))
     tl = report.timeline(events)
     assert row.id == epoch_id
     assert [a.source for a in tl.answers].count("matrix") >= 1

@@ -25,8 +25,8 @@ import secrets
 import ssl
 import struct
 import threading
-from collections.abc import Coroutine
-from dataclasses import dataclass
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.wire.auth import AuthConfig
@@ -59,6 +59,9 @@ class WorkerSlot:
 class ServerConfig:
     upstream: UpstreamConfig
     auth: AuthConfig
+    # Each user's own backend role (ARCHITECTURE.md §4: analysts cannot see or act on each
+    # other's sessions); a user without one logs in upstream as ``upstream``.
+    upstream_users: Mapping[str, UpstreamConfig] = field(default_factory=dict)
     host: str = "127.0.0.1"
     port: int = 0  # 0 = any free port; see ProxyServer.port
     max_connections: int = 100
@@ -71,6 +74,9 @@ class ServerConfig:
     upstream_database: str | None = None  # None: the client's database
     shutdown_grace: float = 5.0
     worker: WorkerSlot | None = None  # one of several processes serving the port
+
+    def upstream_for(self, user: str) -> UpstreamConfig:
+        return self.upstream_users.get(user, self.upstream)
 
 
 class ProxyServer:

@@ -641,12 +641,21 @@ class Session:
         params = [(k, v) for k, v in startup.params if k not in ("user", "database")]
         if self.cfg.statement_timeout and not any(k == "statement_timeout" for k, _ in params):
             params.append(("statement_timeout", str(int(self.cfg.statement_timeout * 1000))))
+        upstream = self.cfg.upstream_for(user)
         try:
             up_db = self.cfg.upstream_database or startup.get("database")
-            self.upstream = await UpstreamConnection.connect(
-                self.cfg.upstream, params, database=up_db
-            )
+            self.upstream = await UpstreamConnection.connect(upstream, params, database=up_db)
         except UpstreamStartupError as e:
+            if e.error.field("C") in ("28P01", "28000") and user in self.cfg.upstream_users:
+                # Our own role for this user is missing or has another password: say so to the
+                # (authenticated) user, not the backend's text about a role they never named.
+                await self._fatal(
+                    InvalidAuthorization(
+                        f'the backend role "{upstream.user}" of user "{user}" cannot log in',
+                        hint="an administrator runs: lapras provision --config lapras.toml",
+                    )
+                )
+                return False
             # The backend's own FATAL (unknown database, unknown GUC...), after our AuthOk
             # just as PostgreSQL sends it after its AuthenticationOk.
             await self._write(e.error)
@@ -654,7 +663,7 @@ class Session:
         except UpstreamUnavailable as e:
             await self._fatal(e)
             return False
-        self.database = up_db or self.cfg.upstream.database
+        self.database = up_db or upstream.database
         up = self.upstream
         for ps in up.parameters:
             self.params[ps.name] = ps.value

@@ -58,8 +58,8 @@ SELECT c.relname, pg_catalog.pg_size_pretty(pg_catalog.pg_table_size(c.oid)) AS 
 -- expect: passthrough-rewritten
 SELECT relname, n_live_tup, n_dead_tup, seq_scan FROM pg_stat_user_tables;
 
--- title: pg_stats (hidden for protected tables, on top of PostgreSQL's own privilege filter)
--- expect: passthrough-rewritten
+-- title: pg_stats (PostgreSQL shows rows only for columns one may SELECT: none of a protected table)
+-- expect: passthrough
 SELECT tablename, attname, n_distinct FROM pg_stats WHERE schemaname = 'public';
 
 -- title: pg_statio_user_tables
@@ -105,3 +105,91 @@ ORDER BY 1,2;
 -- title: the psql \d+ adult column statistics-target query (no statistics read)
 -- expect: passthrough
 SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.attnotnull, a.attstorage, CASE WHEN a.attstattarget=-1 THEN NULL ELSE a.attstattarget END AS attstattarget FROM pg_catalog.pg_attribute a WHERE a.attrelid = (SELECT oid FROM pg_catalog.pg_class WHERE relname = 'adult') AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum;
+
+-- title: pg_statistic (an empty relation or NULL statistics)
+-- expect: passthrough-rewritten
+SELECT * FROM pg_statistic;
+
+-- title: pg_stat_database tuple counters (an empty relation or NULL statistics)
+-- expect: passthrough-rewritten
+SELECT tup_returned FROM pg_stat_database;
+
+-- title: star over pg_class (an empty relation or NULL statistics)
+-- expect: passthrough-rewritten
+SELECT * FROM pg_class WHERE relname = 'adult';
+
+-- title: qualified star over pg_class (an empty relation or NULL statistics)
+-- expect: passthrough-rewritten
+SELECT c.* FROM pg_class c;
+
+-- title: database-level stat function (an empty relation or NULL statistics)
+-- expect: passthrough-rewritten
+SELECT pg_stat_get_db_tuples_returned(1);
+
+-- title: pg_class as a whole row (its statistics read NULL)
+-- expect: passthrough-rewritten
+SELECT c FROM pg_class c WHERE relname = 'adult';
+
+-- title: pg_class rows as text, JSON and through record functions
+-- expect: passthrough-rewritten
+SELECT c::text, row_to_json(c), to_jsonb(c)->>'reltuples', (c).reltuples, record_out(c) FROM pg_catalog.pg_class c WHERE relname = 'adult';
+
+-- title: the table name as a whole-row value
+-- expect: passthrough-rewritten
+SELECT to_jsonb(pg_class) FROM pg_class WHERE relname = 'adult';
+
+-- title: a whole row through a subquery alias
+-- expect: passthrough-rewritten
+SELECT (x).reltuples FROM (SELECT c AS x FROM pg_class c WHERE relname = 'adult') s;
+
+-- title: a CTE that renames reltuples
+-- expect: passthrough-rewritten
+WITH t(a, b) AS (SELECT relname, reltuples FROM pg_class) SELECT b FROM t WHERE a = 'adult';
+
+-- title: a LATERAL reading the statistics of an outer pg_class
+-- expect: passthrough-rewritten
+SELECT x.r FROM pg_class c, LATERAL (SELECT c.reltuples) x(r) WHERE c.relname = 'adult';
+
+-- title: an oracle on reltuples in WHERE (no row: the statistic is NULL)
+-- expect: passthrough-rewritten
+SELECT 'leak' FROM pg_class WHERE relname = 'adult' AND reltuples > 30000;
+
+-- title: a quoted statistics function name keeps its quotes
+-- expect: passthrough-rewritten
+SELECT "pg_stat_get_live_tuples"(c.oid) FROM pg_class c WHERE relname = 'adult';
+
+-- title: a statistics function within another one
+-- expect: passthrough-rewritten
+SELECT pg_size_pretty(pg_total_relation_size(c.oid) + pg_indexes_size(c.oid)) FROM pg_class c;
+
+-- title: pg_stat_get_activity in FROM (a session list, not a statistic) is relayed as written
+-- expect: passthrough
+SELECT pid FROM pg_stat_get_activity(NULL) AS s WHERE pid = pg_backend_pid();
+
+-- title: database and tablespace sizes (psql \l+)
+-- expect: passthrough-rewritten
+SELECT d.datname, pg_catalog.pg_size_pretty(pg_catalog.pg_database_size(d.datname)) AS "Size", pg_tablespace_size('pg_default') FROM pg_catalog.pg_database d;
+
+-- title: pg_locks reads as an empty relation (other sessions' locks)
+-- expect: passthrough-rewritten
+SELECT locktype, relation::regclass FROM pg_locks;
+
+-- title: a cursor over pg_class rows (psqlODBC UseDeclareFetch) keeps the wrapper
+-- expect: passthrough-rewritten
+DECLARE lapras_c1 CURSOR WITH HOLD FOR SELECT c.* FROM pg_class c WHERE relname = 'adult';
+
+-- title: SQL PREPARE of a catalogue query reading statistics
+-- expect: passthrough-rewritten
+PREPARE lapras_p1 (text) AS SELECT c::text FROM pg_class c WHERE relname = $1;
+
+-- title: EXPLAIN of a catalogue query
+-- expect: passthrough-rewritten
+EXPLAIN (COSTS off) SELECT reltuples FROM pg_class WHERE relname = 'adult';
+
+-- title: COPY of a catalogue query reading statistics
+-- expect: passthrough-rewritten
+COPY (SELECT relname, reltuples FROM pg_class WHERE relname = 'adult') TO STDOUT;
+
+-- title: pgjdbc getSQLKeywords: a string array that lists words, not relations
+-- expect: passthrough
+select string_agg(word, ',') from pg_catalog.pg_get_keywords() where word <> ALL ('{a,abs,absolute,adult,zone}'::text[]);

@@ -69,7 +69,7 @@ def write_config(folder: Path, pg: Any, **privacy: Any) -> tuple[Path, Config]:
 
 def ledger_rows(pg: Any, epoch: int) -> list[tuple[int, str, Any]]:
     """The epoch's committed ledger: (seq, kind, decoded event), in order."""
-    with psycopg.connect(pg.aggregator_dsn) as conn:
+    with psycopg.connect(pg.state_dsn) as conn:
         rows = conn.execute(
             "SELECT seq, kind, payload::text FROM lapras.ledger WHERE epoch_id = %s ORDER BY seq",
             (epoch,),

@@ -108,7 +108,7 @@ def test_cli_and_wire_admin_views(pg: Any, tmp_path: Path) -> None:
         with psycopg.connect(dsn(port), autocommit=True) as analyst:
             with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
                 analyst.execute(fresh_sql)  # the running proxy sees the close at once
-    with psycopg.connect(pg.aggregator_dsn) as direct:
+    with psycopg.connect(pg.state_dsn) as direct:
         log = direct.execute(
             "SELECT actor, action, details::text FROM lapras.admin_log ORDER BY id"
         ).fetchall()

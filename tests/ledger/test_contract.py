@@ -244,11 +244,11 @@ class TestMemLedger(LedgerContract):
 class TestPgLedger(LedgerContract):
     @pytest.fixture
     async def pair(self, pg: Any) -> AsyncIterator[tuple[PgLedger, PgLedger]]:
-        async with await psycopg.AsyncConnection.connect(pg.admin_dsn, autocommit=True) as admin:
+        async with await psycopg.AsyncConnection.connect(
+            pg.state_admin_dsn, autocommit=True
+        ) as admin:
             await admin.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
-        a, b = await asyncio.gather(
-            PgLedger.connect(pg.aggregator_dsn), PgLedger.connect(pg.aggregator_dsn)
-        )
+        a, b = await asyncio.gather(PgLedger.connect(pg.state_dsn), PgLedger.connect(pg.state_dsn))
         try:
             yield a, b
         finally:
@@ -260,7 +260,7 @@ class TestPgLedger(LedgerContract):
             role = pg.aggregator_dsn.split("//", 1)[1].split(":", 1)[0]
             await admin.execute(f'ALTER ROLE "{role}" SET synchronous_commit = off')
             try:
-                ledger = await PgLedger.connect(pg.aggregator_dsn)
+                ledger = await PgLedger.connect(pg.state_dsn)
                 try:
                     cur = await ledger._conn.execute("SHOW synchronous_commit")
                     assert await cur.fetchone() == ("on",)
@@ -283,7 +283,7 @@ class TestPgLedger(LedgerContract):
         }
         other = {**record, "bindings": ["Male", 1.5], "sql": "SELECT 1", "view": None}
         await a.log_queries([record, other, record])
-        async with await psycopg.AsyncConnection.connect(pg.aggregator_dsn) as conn:
+        async with await psycopg.AsyncConnection.connect(pg.state_dsn) as conn:
             cur = await conn.execute(
                 "SELECT analyst, template, bindings::text, outcome, sql, view_name"
                 " FROM lapras.query_log ORDER BY id"

@@ -196,7 +196,7 @@ def test_sigkill_at_random_points_never_overspends_nor_redraws(pg: Any, tmp_path
 
 
 def _raw(pg: Any, epoch: int) -> list[tuple[int, str, str]]:
-    with psycopg.connect(pg.aggregator_dsn) as conn:
+    with psycopg.connect(pg.state_dsn) as conn:
         return [
             (int(s), k, p)
             for s, k, p in conn.execute(

@@ -30,10 +30,12 @@ async def services(
         a_ledger: Any = MemLedger()
         b_ledger: Any = MemLedger(a_ledger.store)
     else:
-        async with await psycopg.AsyncConnection.connect(pg.admin_dsn, autocommit=True) as admin:
+        async with await psycopg.AsyncConnection.connect(
+            pg.state_admin_dsn, autocommit=True
+        ) as admin:
             await admin.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
-        a_ledger = await PgLedger.connect(pg.aggregator_dsn)
-        b_ledger = await PgLedger.connect(pg.aggregator_dsn)
+        a_ledger = await PgLedger.connect(pg.state_dsn)
+        b_ledger = await PgLedger.connect(pg.state_dsn)
     seeds = iter(range(1, 10**6))
 
     def make(ledger: Any) -> EpochService:

@@ -1,7 +1,8 @@
-"""Statistics of protected tables are hidden in relayed catalogue queries (docs/sql.md §5).
+"""Statistics are hidden in relayed catalogue queries (docs/sql.md, "Statistics").
 
-Run as the passthrough role: without the rewrite PostgreSQL shows Adult's exact row count in
-pg_stat_user_tables.n_live_tup and its size in pg_table_size, even without SELECT.
+Two layers: the provisioned backend refuses every statistic to the passthrough role itself
+(``lapras provision``), and the rewrite turns what tools ask into NULLs and empty relations so
+they keep working. Both are checked here, as the passthrough role on the provisioned backend.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 import rewriter
 
@@ -24,24 +26,45 @@ def _relay(conn: psycopg.Connection[Any], sql: str) -> list[tuple[Any, ...]]:
     return conn.execute(st.sql.encode()).fetchall()
 
 
-def test_statistics_hidden_for_protected_tables(pg: Any) -> None:
-    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
-        admin.execute("ANALYZE public.adult")
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT reltuples FROM pg_class WHERE relname = 'adult'",
+        "SELECT c FROM pg_class c WHERE relname = 'adult'",
+        "SELECT n_live_tup FROM pg_stat_user_tables",
+        "SELECT pg_table_size(c.oid) FROM pg_class c WHERE c.relname = 'adult'",
+        "SELECT pg_database_size(current_database())",
+    ],
+)
+def test_the_database_refuses_statistics_as_written(pg: Any, sql: str) -> None:
     with psycopg.connect(pg.passthrough_dsn, autocommit=True) as conn:
-        raw = conn.execute("SELECT reltuples FROM pg_class WHERE relname = 'adult'").fetchone()
-        assert raw is not None and raw[0] > 0  # the leak the rewrite closes
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(sql.encode())
+
+
+def test_the_rewrite_shows_no_statistic_and_keeps_the_rest(pg: Any) -> None:
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        admin.execute("ANALYZE public.adult")  # statistics exist: hiding them is the point
+    with psycopg.connect(pg.passthrough_dsn, autocommit=True) as conn:
         assert _relay(
             conn, "SELECT relname, reltuples, relpages FROM pg_class WHERE relname = 'adult'"
         ) == [("adult", None, None)]
-        assert (
-            _relay(conn, "SELECT n_live_tup FROM pg_stat_user_tables WHERE relname = 'adult'") == []
-        )
+        assert _relay(conn, "SELECT n_live_tup FROM pg_stat_user_tables") == []
         rows = _relay(
             conn, "SELECT c.relname, pg_table_size(c.oid) FROM pg_class c WHERE c.relname = 'adult'"
         )
         assert rows == [("adult", None)]
-        rows = _relay(conn, "SELECT relname, reltuples FROM pg_class WHERE relname = 'pg_class'")
-        assert rows[0][1] is not None  # other tables keep their statistics
+        [(whole,)] = _relay(conn, "SELECT row_to_json(c) FROM pg_class c WHERE relname = 'adult'")
+        assert whole["relname"] == "adult" and whole["relkind"] == "r"
+        assert whole["reltuples"] is None and whole["relpages"] is None
+        # the same columns in the same order as pg_class itself
+        [st] = rewriter.classify("SELECT * FROM pg_class LIMIT 0", ADULT)
+        ours = [d.name for d in conn.execute(st.sql.encode()).description or ()]
+        theirs = conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'pg_class'::regclass"
+            " AND attnum > 0 ORDER BY attnum"
+        ).fetchall()
+        assert ours == [t[0] for t in theirs]
 
 
 METABASE_PRIVILEGES = """
