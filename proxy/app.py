@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import logging
 import ssl
 from collections.abc import AsyncIterator, Callable
@@ -23,6 +24,7 @@ from dp.noise import Sampler, SecureSampler
 from proxy import provision
 from proxy.config import Config
 from proxy.dp_router import DPRouter
+from proxy.epoch_watch import EpochWatch
 from proxy.epochs import EpochService
 from proxy.ledger import PgLedger
 from proxy.wire.auth import AuthConfig, AuthMethod, UserCredential
@@ -51,12 +53,23 @@ def engine_config(privacy: dict[str, Any], **overrides: Any) -> engine.EngineCon
     return engine.EngineConfig(**values)
 
 
+def auth_secret(config: Config) -> bytes:
+    """The secret that derives the SCRAM salts and the mock exchange (proxy.wire.auth): the
+    same in every worker and across restarts, so a user name's salt never changes, yet unknown
+    to clients. It comes from a secret the configuration already holds -- the aggregator DSN,
+    which carries that role's password -- under a label of its own."""
+    label = b"lapras proxy: SCRAM salt secret v1\0"
+    return hashlib.sha256(label + config.backend.aggregator_dsn.encode()).digest()
+
+
 def _auth(config: Config) -> AuthConfig:
     method = AuthMethod(config.server.auth)
+    secret = auth_secret(config)
     if method is AuthMethod.TRUST:
-        return AuthConfig(method=method, users={u.name: UserCredential() for u in config.users})
+        users = {u.name: UserCredential() for u in config.users}
+        return AuthConfig(method=method, users=users, secret=secret)
     passwords = {u.name: u.password or "" for u in config.users}
-    return AuthConfig.with_passwords(passwords, method)
+    return AuthConfig.with_passwords(passwords, method, secret=secret)
 
 
 def _upstreams(config: Config) -> tuple[UpstreamConfig, dict[str, UpstreamConfig]]:
@@ -125,6 +138,7 @@ class App:
     service: EpochService
     router: DPRouter
     server: ProxyServer
+    watch: EpochWatch
 
 
 @asynccontextmanager
@@ -140,12 +154,17 @@ async def running(
     if worker is None:  # a group of workers is checked once, by the process that starts them
         await asyncio.to_thread(enforce_lockdown, config)
     ledger = await PgLedger.connect(config.backend.ledger_dsn)
+    # The process's watch session (proxy/epoch_watch.py): listening before any epoch is loaded,
+    # so that a close drops the epoch from memory at once.
+    watch = ledger.watch()
     try:
+        await watch.start()
         service = EpochService(
             schema=config.schema,
             ledger=ledger,
             aggregator_dsn=config.backend.aggregator_dsn,
             sampler=sampler,
+            watch=watch,
         )
         router = DPRouter(
             service,
@@ -162,8 +181,15 @@ async def running(
                 host=s.host,
                 port=s.port,
                 max_connections=s.max_connections,
+                login_timeout=s.login_timeout,
+                max_pending_logins=s.max_pending_logins,
+                max_pending_logins_per_address=s.max_pending_logins_per_address,
+                max_user_connections=s.max_user_connections,
+                max_address_connections=s.max_address_connections,
+                auth_failure_delay=s.auth_failure_delay,
                 idle_session_timeout=s.idle_session_timeout or None,
                 statement_timeout=s.statement_timeout or None,
+                max_statement_size=s.max_statement_size,
                 ssl_context=_ssl(config),
                 shutdown_grace=s.shutdown_grace,
                 worker=worker,
@@ -172,11 +198,19 @@ async def running(
         )
         await server.start()
         try:
-            yield App(config=config, ledger=ledger, service=service, router=router, server=server)
+            yield App(
+                config=config,
+                ledger=ledger,
+                service=service,
+                router=router,
+                server=server,
+                watch=watch,
+            )
         finally:
             await server.shutdown(grace=s.shutdown_grace)
             await router.drain()
     finally:
+        await watch.close()
         await ledger.close()
 
 
@@ -184,7 +218,8 @@ async def running(
 async def admin_service(
     config: Config, *, sampler: Callable[[], Sampler] = SecureSampler
 ) -> AsyncIterator[EpochService]:
-    """The epoch service alone (for the admin commands): no server is started."""
+    """The epoch service alone (for the admin commands): no server is started, and no watch
+    (a command is over before a close could matter to it)."""
     ledger = await PgLedger.connect(config.backend.ledger_dsn)
     try:
         yield EpochService(

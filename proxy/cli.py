@@ -518,17 +518,43 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _processes(n: int) -> str:
+    return f"{n} proxy process{'' if n == 1 else 'es'}"
+
+
 def _epoch_close(args: argparse.Namespace) -> int:
+    """Close the epoch, then report the proxy processes that were serving it: each one that
+    confirmed answers nothing more from it, repeats included (proxy/epoch_watch.py)."""
     from proxy.app import admin_service
+    from proxy.epoch_watch import CLOSE_WAIT
 
     config = _load(args)
+    wait = CLOSE_WAIT if args.wait is None else max(0.0, args.wait)
 
     async def close() -> Any:
         async with admin_service(config) as service:
-            return await service.close_epoch(args.table, actor=args.actor, reason=args.reason)
+            return await service.close_epoch(
+                args.table, actor=args.actor, reason=args.reason, wait=wait
+            )
 
     row = asyncio.run(close())
-    print(f"epoch {row.id} on {args.table} closed" if row else f"no active epoch on {args.table}")
+    if row is None:
+        print(f"no active epoch on {args.table}")
+        return 0
+    confirmed = row.serving - row.unconfirmed
+    print(f"epoch {row.id} on {args.table} closed")
+    if row.serving == 0:
+        print("no proxy process was serving it")
+    elif confirmed:
+        print(f"{_processes(confirmed)} serving it confirmed: none answers from it any more")
+    if row.unconfirmed:
+        print(
+            f"lapras: warning: {_processes(row.unconfirmed)} serving it did not confirm within "
+            f"{wait:g} s: charges on the epoch are refused, but it may still serve stored answers "
+            "until it receives the close (see pg_stat_activity, application_name "
+            "'lapras epoch watch', on the state database)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -589,7 +615,7 @@ def _budget(args: argparse.Namespace) -> int:
 
 
 def _provision(args: argparse.Namespace) -> int:
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    from psycopg.conninfo import conninfo_to_dict
 
     from proxy import provision
 
@@ -643,11 +669,14 @@ def _provision(args: argparse.Namespace) -> int:
         print(f"role {role} on {host}/{database}: password {text}")
     for user, role in analysts:
         print(f"role {role} (user {user}): password derived from the passthrough role's")
-    state_dsn = make_conninfo(
-        admin_dsn, dbname=plan.state, user=provision.AGGREGATOR, password="..."
+    where = conninfo_to_dict(admin_dsn)
+    state_dsn = (
+        f"postgresql://{provision.AGGREGATOR}:<password>@{where.get('host', 'localhost')}:"
+        f"{where.get('port', 5432)}/{plan.state}"
     )
     print(
-        f"state database {plan.state} (only {provision.AGGREGATOR} connects): [backend] state_dsn = {state_dsn!r}"
+        f"state database {plan.state} (only {provision.AGGREGATOR} connects): "
+        f'[backend] state_dsn = "{state_dsn}"'
     )
     for item in left:
         print(f"not changed (needs the catalogue's owner): {item}", file=sys.stderr)
@@ -808,6 +837,13 @@ def _parser() -> argparse.ArgumentParser:
         "--actor", default=os.environ.get("USER", "admin"), help="who closes it (logged)"
     )
     close.add_argument("--reason", default="", help="why (logged)")
+    close.add_argument(
+        "--wait",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long to wait for the running proxies to confirm (default 10)",
+    )
     close.set_defaults(func=_epoch_close)
     show = epoch.add_parser(
         "show", help="the active epochs and their budgets (same as lapras budget)"

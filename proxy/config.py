@@ -37,9 +37,35 @@ SERVER_SECTIONS = frozenset({"server", "backend", "users", "privacy"})
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerConfig:
+    """``[server]``. Admission of clients (proxy.wire.admission, proxy.wire.server):
+
+    * ``login_timeout`` -- seconds from accept to authenticated; then the connection is closed.
+    * ``max_pending_logins`` / ``max_pending_logins_per_address`` -- connections not yet
+      authenticated, overall / per client address; beyond, the oldest is closed.
+    * ``max_connections`` -- authenticated sessions; ``max_user_connections`` /
+      ``max_address_connections`` -- per user / per client address (0 = no limit).
+    * ``auth_failure_delay`` -- the cap (seconds) of the growing delay before a failed login
+      from an address is answered; 0 = none.
+
+    With ``workers`` > 1 only ``max_connections`` counts all workers together; the rest are
+    counted in each worker process.
+
+    ``max_statement_size`` -- the longest SQL text (bytes) of a Query or Parse message the
+    proxy accepts; a longer one is refused with 54000 before it is split, routed or parsed
+    (:data:`STATEMENT_SIZE_BOUNDS`).
+    """
+
     host: str = "127.0.0.1"
     port: int = 6432
     max_connections: int = 100
+    login_timeout: float = 5.0
+    max_pending_logins: int = 100
+    # A client host's pool opening its connections at once (asyncpg's min_size is 10,
+    # psycopg_pool opens 3 at a time) fits; one address alone cannot fill the overall bound.
+    max_pending_logins_per_address: int = 20
+    max_user_connections: int = 0  # 0 = no limit
+    max_address_connections: int = 0  # 0 = no limit
+    auth_failure_delay: float = 5.0  # seconds; 0 = no delay
     idle_session_timeout: float = 0.0  # seconds; 0 = never
     statement_timeout: float = 0.0  # seconds; 0 = never
     tls_cert: Path | None = None
@@ -47,7 +73,14 @@ class ServerConfig:
     shutdown_grace: float = 10.0
     auth: AuthMethod = "scram-sha-256"
     workers: int = 1  # processes serving the port
+    max_statement_size: int = 1 << 20  # bytes of SQL text in one Query or Parse
 
+
+#: Accepted values of ``[server] max_statement_size`` (bytes). Clients send statements of up to
+#: 7.6 KiB on their own (asyncpg's type introspection); classifying a statement over a
+#: protected table takes up to about 10 s and 400-800 MB per MiB (docs/benchmarks.md, "Big
+#: statements"), which bounds it above.
+STATEMENT_SIZE_BOUNDS = (16 * 1024, 16 * 1024 * 1024)
 
 Lockdown = Literal["require", "warn"]
 
@@ -139,12 +172,19 @@ def _server(source: str, data: Any) -> ServerConfig:
             "listen",
             "auth",
             "max_connections",
+            "login_timeout",
+            "max_pending_logins",
+            "max_pending_logins_per_address",
+            "max_user_connections",
+            "max_address_connections",
+            "auth_failure_delay",
             "idle_session_timeout",
             "statement_timeout",
             "tls_cert",
             "tls_key",
             "shutdown_grace",
             "workers",
+            "max_statement_size",
         }
     )
     auth = s.get("auth", str, "scram-sha-256")
@@ -169,18 +209,49 @@ def _server(source: str, data: Any) -> ServerConfig:
     max_conn = s.get("max_connections", int, 100)
     if max_conn < 1:
         raise s.error("max_connections", "must be at least 1")
+    login_timeout = float(s.get("login_timeout", (int, float), 5.0))
+    if login_timeout <= 0:
+        raise s.error("login_timeout", "must be > 0 seconds (from connect to authenticated)")
+    delay = float(s.get("auth_failure_delay", (int, float), 5.0))
+    if delay < 0:
+        raise s.error("auth_failure_delay", "must be >= 0 seconds (0 = no delay)")
+    counts: dict[str, int] = {}
+    for k, default, least in (
+        ("max_pending_logins", 100, 1),
+        ("max_pending_logins_per_address", 20, 1),
+        ("max_user_connections", 0, 0),
+        ("max_address_connections", 0, 0),
+    ):
+        counts[k] = s.get(k, int, default)
+        if counts[k] < least:
+            what = "at least 1" if least else ">= 0 (0 = no limit)"
+            raise s.error(k, f"must be {what}")
     workers = s.get("workers", int, 1)
     if not 1 <= workers <= 64:
         raise s.error("workers", "must be between 1 and 64 (processes serving the port)")
+    statement_size = s.get("max_statement_size", int, 1 << 20)
+    low, high = STATEMENT_SIZE_BOUNDS
+    if not low <= statement_size <= high:
+        raise s.error(
+            "max_statement_size",
+            f"must be between {low} and {high} bytes (16 KiB to 16 MiB; the default is 1 MiB)",
+        )
     return ServerConfig(
         host=host,
         port=int(port_text),
         max_connections=max_conn,
+        login_timeout=login_timeout,
+        auth_failure_delay=delay,
+        max_pending_logins=counts["max_pending_logins"],
+        max_pending_logins_per_address=counts["max_pending_logins_per_address"],
+        max_user_connections=counts["max_user_connections"],
+        max_address_connections=counts["max_address_connections"],
         tls_cert=Path(cert) if cert else None,
         tls_key=Path(key) if key else None,
         shutdown_grace=float(s.get("shutdown_grace", (int, float), 10.0)),
         auth=auth,
         workers=workers,
+        max_statement_size=statement_size,
         **numbers,
     )
 

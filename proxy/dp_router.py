@@ -15,14 +15,25 @@ It plugs into the wire's one seam (:class:`proxy.wire.router.StatementRouter`):
 
 Every statement on a protected table goes to the query log (template, bindings, outcome; the
 raw SQL only when configured), which ``lapras predict`` reads.
+
+Classification is pure Python (sqlglot and the rewriter's passes) and takes about 10 ms per
+KiB of a worst-case statement: a statement longer than ``off_loop_chars`` is classified in
+the router's one worker thread, so that the event loop keeps serving every other session
+meanwhile (docs/benchmarks.md, "Big statements"); shorter ones are classified at once and
+their routes cached by text.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import sys
+import threading
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -32,6 +43,7 @@ from dp.errors import LaprasError
 from proxy import admin
 from proxy.epochs import Answer, EpochService
 from proxy.errors import InsufficientPrivilege
+from proxy.wire.heap import trim_heap
 from proxy.wire.router import (
     RELAY,
     AnswerLocally,
@@ -46,6 +58,17 @@ from proxy.wire.router import (
 )
 
 log = logging.getLogger("lapras.router")
+
+#: Statements longer than this (characters) are classified in the worker thread. Below it a
+#: worst-case statement takes up to about 150 ms on the loop, once (its route is cached);
+#: the longest statements clients send by themselves (asyncpg's type introspection, 7.6 KiB)
+#: stay below it, cached and relayed from the read callback.
+OFF_LOOP_CHARS = 16 * 1024
+#: The interpreter's switch interval while the worker classifies: how long the event loop may
+#: wait for the worker to hand over the interpreter (Python's default is 5 ms).
+_SWITCH_INTERVAL = 0.001
+
+_T = TypeVar("_T")
 
 _HOW = {
     engine.DecisionKind.REPEAT: "a repeat of an earlier answer (the stored answer; no budget spent)",
@@ -106,8 +129,10 @@ class DPRouter:
         cache_size: int = 512,
         admins: frozenset[str] = frozenset(),
         log_interval: float = 0.1,
+        off_loop_chars: int = OFF_LOOP_CHARS,
     ) -> None:
-        """``log_interval``: seconds the query log gathers records before one write."""
+        """``log_interval``: seconds the query log gathers records before one write;
+        ``off_loop_chars``: statements longer than this are classified in the worker thread."""
         self.service = service
         self.log_interval = log_interval
         self.log_sql = log_sql
@@ -116,6 +141,8 @@ class DPRouter:
         self._cache_size = cache_size
         self._pending: list[dict[str, Any]] = []
         self._flusher: asyncio.Task[None] | None = None
+        self.off_loop_chars = off_loop_chars
+        self._worker: ThreadPoolExecutor | None = None  # started at the first long statement
 
     def _classified(self, sql: str) -> tuple[rewriter.Statement, Route]:
         """The classification of one statement and its route, cached by text (both are pure
@@ -124,6 +151,14 @@ class DPRouter:
         if hit is not None:
             self._cache.move_to_end(sql)
             return hit
+        hit = self._classify(sql)
+        self._cache[sql] = hit
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return hit
+
+    def _classify(self, sql: str) -> tuple[rewriter.Statement, Route]:
+        """The classification of one statement and its route (pure; any thread)."""
         statements = rewriter.classify(sql, self.service.schema)
         if len(statements) == 1:
             st = statements[0]
@@ -137,18 +172,24 @@ class DPRouter:
                     hint="send one statement per Parse",
                 ),
             )
-        hit = (st, _route_of(st))
-        self._cache[sql] = hit
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-        return hit
+        return st, _route_of(st)
 
-    def route(self, statement: StatementInfo) -> Route:
-        """Decided without waiting (classification is pure and cached)."""
+    def route(self, statement: StatementInfo) -> Route | Awaitable[Route]:
+        """Decided without waiting (classification is pure and cached), except for a
+        statement longer than ``off_loop_chars``: its route comes from the worker thread,
+        and is not cached (the cache would keep big texts and their classification)."""
         command = admin.parse(statement.sql)
         if command is not None:
             return self._admin_route(statement, command)
+        if len(statement.sql) > self.off_loop_chars:
+            return self._route_off_loop(statement.sql)
         return self._classified(statement.sql)[1]
+
+    async def _route_off_loop(self, sql: str) -> Route:
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lapras-classify")
+        loop = asyncio.get_running_loop()
+        return (await loop.run_in_executor(self._worker, _off_loop, self._classify, sql))[1]
 
     def _admin_route(self, statement: StatementInfo, command: admin.AdminCommand | str) -> Route:
         if statement.session.user not in self.admins:
@@ -220,9 +261,18 @@ class DPRouter:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_log())
 
     async def drain(self) -> None:
-        """Wait for the query-log writes still in flight (at shutdown)."""
+        """Wait for the query-log writes still in flight, and stop the worker thread (at
+        shutdown)."""
         if self._flusher is not None:
             await asyncio.gather(self._flusher, return_exceptions=True)
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker thread: queued classifications are dropped, one under way ends on
+        its own (nothing waits for it any more). A later long statement starts a new one."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.shutdown(wait=False, cancel_futures=True)
 
     async def _flush_log(self) -> None:
         """Write what accumulated, in batches, until nothing is pending (one task at a time;
@@ -235,3 +285,44 @@ class DPRouter:
                 await self.service.ledger.log_queries(batch)
             except Exception:  # the log must never break an answer
                 log.exception("could not write %d query-log rows", len(batch))
+
+
+def _off_loop(classify: Callable[[str], _T], sql: str) -> _T:
+    """``classify(sql)`` in a worker thread, disturbing the event loop as little as it can.
+
+    - The garbage collector is paused meanwhile: while a big statement is parsed, its tokens
+      and nodes are most of the live objects, and each full collection walks them all,
+      holding the interpreter for up to a second (measured: 1.07 s on a 1 MiB statement).
+      The rewriter frees its trees and tokens by reference counting, a node at a time
+      (rewriter.classify ``_dismantle``), so nothing is left for the collector afterwards.
+    - The interpreter's switch interval is shortened, so the loop gets the interpreter back
+      within about a millisecond whenever it has work.
+    - Afterwards the C heap's free memory is given back to the system (glibc), since a 1 MiB
+      statement takes a few hundred MB while it is classified.
+
+    Both settings are the process's: the first classification under way (of any router in
+    the process) sets them, the last one to end restores them.
+    """
+    global _quiet_depth, _quiet_saved
+    with _quiet_lock:
+        if _quiet_depth == 0:
+            _quiet_saved = (gc.isenabled(), sys.getswitchinterval())
+            gc.disable()
+            sys.setswitchinterval(min(_quiet_saved[1], _SWITCH_INTERVAL))
+        _quiet_depth += 1
+    try:
+        return classify(sql)
+    finally:
+        with _quiet_lock:
+            _quiet_depth -= 1
+            if _quiet_depth == 0:
+                collecting, interval = _quiet_saved
+                sys.setswitchinterval(interval)
+                if collecting:
+                    gc.enable()
+        trim_heap()
+
+
+_quiet_lock = threading.Lock()
+_quiet_depth = 0
+_quiet_saved = (True, 0.005)

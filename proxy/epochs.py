@@ -16,6 +16,14 @@ The flow of one answer (ARCHITECTURE.md §3 steps 4-6):
 
 Every check that can fail (no epoch, attributes outside the view, budget refusals) happens
 before the data is touched. The engine's work runs in the event loop: it is milliseconds.
+
+A closed epoch stops being answered at once, repeats included (:mod:`proxy.epoch_watch`): with
+a watch, an epoch is loaded into memory only under its shared watch lock and after re-reading
+that it is active, and it is dropped from memory -- before that lock is released -- as soon as
+the watch is told of its close, or of the loss of the watch session. A statement that finds its
+epoch dropped reloads it from the ledger: it is answered in the table's new epoch, or refused
+with 55000 when there is none. Without a watch (the short-lived admin commands), a closed
+epoch is noticed at the next charge or reload only.
 """
 
 from __future__ import annotations
@@ -38,9 +46,13 @@ from dp import engine
 from dp.domain import Domain, FloatArray, QueryBatch
 from dp.errors import LaprasError
 from dp.noise import Sampler
-from proxy.ledger import EpochLockedError, EpochRow, Ledger, conflict_error
+from proxy.epoch_watch import CLOSE_WAIT, Watch, WatchUnavailableError
+from proxy.ledger import ClosedEpoch, EpochLockedError, EpochRow, Ledger, conflict_error
 
 log = logging.getLogger("lapras.epochs")
+
+#: Loads of one table's epoch in a row that may be undone by a close or a lost watch session.
+_LOAD_ATTEMPTS = 3
 
 
 class NoActiveEpochError(LaprasError):
@@ -118,6 +130,9 @@ class EpochHandle:
     state: engine.EngineState
     seq: int
     lock: asyncio.Lock
+    #: Set when the handle is dropped (its epoch closed, or the watch session lost): a
+    #: statement that waited for ``lock`` must not answer from it, and reloads.
+    dropped: bool = False
     _status: tuple[engine.EngineState, engine.BudgetStatus] | None = None
 
     def status(self) -> engine.BudgetStatus:
@@ -129,7 +144,12 @@ class EpochHandle:
 
 
 class EpochService:
-    """Starts, closes and answers through epochs; shared by every session of a proxy."""
+    """Starts, closes and answers through epochs; shared by every session of a proxy.
+
+    ``watch`` (a proxy process has one, started; see :mod:`proxy.epoch_watch`): when a close of
+    an epoch is confirmed by this process, no statement is answered from that epoch here any
+    more, repeats included.
+    """
 
     def __init__(
         self,
@@ -138,12 +158,22 @@ class EpochService:
         ledger: Ledger,
         aggregator_dsn: str,
         sampler: Callable[[], Sampler],
+        watch: Watch | None = None,
     ) -> None:
         self.schema = schema
         self.ledger = ledger
         self.aggregator_dsn = aggregator_dsn
         self._sampler = sampler
         self._handles: dict[str, EpochHandle] = {}
+        self._watch = watch
+        #: Epochs this process was told were closed (an id is never reused nor reopened), and
+        #: the tables whose epoch it dropped for a close (until one loads again).
+        self._closed_ids: set[int] = set()
+        self._closed_tables: set[str] = set()
+        #: Bumped when the watch session is lost: a load begun before is discarded.
+        self._generation = 0
+        if watch is not None:
+            watch.subscribe(self._epoch_closed, self._watch_lost)
         # Lifting a batch onto a large view costs milliseconds; repeats must not pay it again.
         self._lifted: OrderedDict[tuple[str, Domain], QueryBatch] = OrderedDict()
         self._loading = asyncio.Lock()
@@ -225,10 +255,18 @@ class EpochService:
             reason=reason,
         )
 
-    async def close_epoch(self, table: str, *, actor: str, reason: str = "") -> EpochRow | None:
+    async def close_epoch(
+        self, table: str, *, actor: str, reason: str = "", wait: float = CLOSE_WAIT
+    ) -> ClosedEpoch | None:
+        """Close the table's epoch and wait (at most ``wait`` s) for the proxy processes
+        serving it to drop it (:meth:`proxy.ledger.PgLedger.close_epoch`)."""
         decl = self.table(table)
-        row = await self.ledger.close_epoch(decl.name, actor=actor, reason=reason)
-        self._handles.pop(decl.name, None)
+        row = await self.ledger.close_epoch(decl.name, actor=actor, reason=reason, wait=wait)
+        if row is not None:
+            self._epoch_closed(row.id)
+            if self._watch is not None:
+                await self._watch.release(row.id)
+        await self._release(self._drop(decl.name))
         return row
 
     async def status(self, table: str) -> tuple[EpochRow, engine.BudgetStatus] | None:
@@ -239,21 +277,90 @@ class EpochService:
 
     # -- answering -----------------------------------------------------------------------------
 
+    def _epoch_closed(self, epoch_id: int) -> None:
+        """The watch's news of a close: the epoch is dropped at once (the watch releases its
+        lock after this returns). Synchronous, so no statement runs in between."""
+        self._closed_ids.add(epoch_id)
+        for table, handle in list(self._handles.items()):
+            if handle.row.id == epoch_id:
+                self._drop(table, handle)
+                self._closed_tables.add(table)
+
+    def _watch_lost(self) -> None:
+        """The watch session ended, and its locks with it: every epoch is dropped at once (a
+        close would no longer wait for this process); statements reload them."""
+        self._generation += 1
+        for table in list(self._handles):
+            self._drop(table)
+
+    def _drop(self, table: str, handle: EpochHandle | None = None) -> EpochHandle | None:
+        """Forget the table's epoch (only if it is ``handle``, when given); return it."""
+        current = self._handles.get(table)
+        if current is None or (handle is not None and current is not handle):
+            return None
+        del self._handles[table]
+        current.dropped = True
+        return current
+
+    async def _release(self, handle: EpochHandle | None) -> None:
+        """Release a dropped handle's watch lock, unless its epoch is loaded again."""
+        if handle is None or self._watch is None:
+            return
+        if all(h.row.id != handle.row.id for h in self._handles.values()):
+            await self._watch.release(handle.row.id)
+
     async def _handle(self, table: str, *, refresh: bool = False) -> EpochHandle | None:
         handle = self._handles.get(table)
         if handle is not None and not refresh:
             return handle
         async with self._loading:
-            row = await self.ledger.active_epoch(table)
-            if row is None:
-                self._handles.pop(table, None)
-                return None
-            handle = self._handles.get(table)
-            if handle is not None and handle.row.id == row.id:
-                return handle
+            generation = self._generation
+            for _attempt in range(_LOAD_ATTEMPTS):
+                row = await self.ledger.active_epoch(table)
+                handle = self._handles.get(table)
+                if handle is not None and row is not None and handle.row.id == row.id:
+                    return handle
+                await self._release(self._drop(table))  # its epoch was closed
+                if row is None or row.id in self._closed_ids:
+                    return None
+                generation = self._generation
+                handle = await self._load(table, row)
+                if handle is not None:
+                    return handle
+                if generation == self._generation and self._watch is None:
+                    return None
+            if generation != self._generation:
+                raise WatchUnavailableError(
+                    f"the epoch of table {table} could not be loaded: the proxy keeps losing "
+                    "its watch session on the state database",
+                    hint="check the state database's connections; then retry the statement",
+                )
+            return None
+
+    async def _load(self, table: str, row: EpochRow) -> EpochHandle | None:
+        """Load the epoch into memory and install its handle; None when it was closed (or the
+        watch session was lost) meanwhile.
+
+        With a watch, the epoch's shared watch lock is taken first and the epoch is then
+        re-read as active (proxy/epoch_watch.py, step 2); the lock is kept while the handle
+        lives. The handle is installed right after the last check, with no suspension point
+        in between: a close notified before is seen, one notified after drops the handle.
+        """
+        watch = self._watch
+        generation = self._generation
+        if watch is not None and not await watch.hold(row.id):
+            return None  # a close waits for the lock: the epoch is closed
+        handle = None
+        try:
+            if watch is not None:
+                again = await self.ledger.active_epoch(table)
+                if again is None or again.id != row.id:
+                    return None
             events = await self.ledger.events(row.id)
             state = engine.fold(ev for _, ev in events)  # type: ignore[misc]
             histogram = await self.ledger.histogram(row.id, row.view_name)
+            if row.id in self._closed_ids or generation != self._generation:
+                return None
             handle = EpochHandle(
                 row=row,
                 domain=state.domain,
@@ -263,13 +370,20 @@ class EpochService:
                 lock=asyncio.Lock(),
             )
             self._handles[table] = handle
+            self._closed_tables.discard(table)
             return handle
+        finally:
+            if handle is None and watch is not None:
+                await watch.release(row.id)
 
     async def answer(self, plan: rewriter.Plan) -> Answer:
         """Answer a bound plan within the table's active epoch (see the module doc)."""
         table = plan.table.split(".")[-1]
-        for _attempt in range(2):  # once more when the epoch was closed and another started
+        # Again when the epoch was closed (and maybe another started) or dropped meanwhile.
+        for _attempt in range(_LOAD_ATTEMPTS):
             handle = await self._handle(table)
+            if handle is None and table in self._closed_tables:
+                break
             if handle is None:
                 raise NoActiveEpochError(
                     f"no privacy epoch is active for table {table}",
@@ -283,13 +397,16 @@ class EpochService:
                     hint="use only those columns, or ask an administrator for an epoch over a view with the others",
                 ) from None
             async with handle.lock:
+                if handle.dropped:
+                    continue  # closed (or the watch lost) while this statement waited: reload
                 repeat = self._repeat(handle, batch)
                 if repeat is not None:
                     return repeat
                 try:
                     return await self._answer_exclusively(handle, batch)
                 except EpochLockedError:
-                    self._handles.pop(table, None)  # closed meanwhile: reload and retry
+                    await self._release(self._drop(table, handle))  # closed: reload, retry
+                    self._closed_tables.add(table)
         raise NoActiveEpochError(
             f"the privacy epoch of table {table} was closed",
             hint=f"an administrator starts a new one with: lapras epoch start --table {table}",

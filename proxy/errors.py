@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AdminShutdown",
     "AuthenticationFailed",
+    "CharacterNotInRepertoire",
     "DuplicateCursor",
     "DuplicatePreparedStatement",
     "FeatureNotSupported",
@@ -27,13 +28,16 @@ __all__ = [
     "InFailedTransaction",
     "InsufficientPrivilege",
     "InvalidAuthorization",
+    "InvalidBinaryRepresentation",
     "InvalidParameterValue",
     "LaprasError",
     "ProtocolError",
     "ProtocolViolation",
     "QueryCanceled",
     "StartupFeatureNotSupported",
+    "StatementTooLong",
     "TooManyConnections",
+    "UnsupportedFormatCode",
     "UpstreamUnavailable",
     "error_fields",
     "render_error",
@@ -131,8 +135,11 @@ class InFailedTransaction(LaprasError):
 
 
 class ProtocolError(LaprasError):
-    """08P01 at ERROR level: a well-formed message that does not fit (e.g. a Bind with the
-    wrong number of parameters); PostgreSQL reports these without closing the connection."""
+    """08P01 at ERROR level: a message whose framing (type, length) is fine but whose content is
+    not -- a field running past the end, trailing bytes ("insufficient data left in message",
+    "invalid message format": PostgreSQL's pq_getmsg* functions) -- or that does not fit (a
+    Bind with the wrong number of parameters). PostgreSQL reports these without closing the
+    connection (and skips to Sync after an extended-query message)."""
 
     sqlstate = "08P01"
 
@@ -153,10 +160,45 @@ class InvalidParameterValue(LaprasError):
     sqlstate = "22P02"
 
 
+class UnsupportedFormatCode(LaprasError):
+    """22023 invalid_parameter_value: a parameter or result format code other than 0 (text) and
+    1 (binary), PostgreSQL's "unsupported format code: N"."""
+
+    sqlstate = "22023"
+
+
+class InvalidBinaryRepresentation(LaprasError):
+    """22P03 invalid_binary_representation: a binary bind parameter longer than its type."""
+
+    sqlstate = "22P03"
+
+
+class CharacterNotInRepertoire(LaprasError):
+    """22021 character_not_in_repertoire: a protocol string that is not valid in the client
+    encoding (PostgreSQL's "invalid byte sequence for encoding ...")."""
+
+    sqlstate = "22021"
+
+
 class InsufficientPrivilege(LaprasError):
     """42501 insufficient_privilege: row-level access to a protected table."""
 
     sqlstate = "42501"
+
+
+class StatementTooLong(LaprasError):
+    """54000 program_limit_exceeded: the SQL text of a Query or Parse is longer than
+    ``[server] max_statement_size``. Refused before it is split, routed or parsed; the
+    message names only the client's own size and the setting."""
+
+    sqlstate = "54000"
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"statement is too long: {size} bytes, more than the {limit} bytes this proxy accepts",
+            hint="the limit is [server] max_statement_size in lapras.toml; send bulk data "
+            "with COPY, or split the statement",
+        )
 
 
 class UpstreamUnavailable(LaprasError):

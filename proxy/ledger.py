@@ -20,6 +20,10 @@ Charge before release (ARCHITECTURE.md §3 step 5): :meth:`Ledger.exclusive` tak
 advisory lock on the epoch (serialising every proxy process sharing it), folds the events other
 processes appended, and lets the caller append the decision's events in a transaction that
 commits *before* any noise is drawn. A crash after that commit loses budget, never overspends.
+
+Close (:meth:`PgLedger.close_epoch`): the epoch's row is marked closed and the close is
+notified to every proxy process in one transaction; the close then waits, for a bounded time,
+until every process serving the epoch from memory has dropped it (:mod:`proxy.epoch_watch`).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from dp import engine_codec
 from dp.domain import FloatArray
 from dp.engine import EngineConfig
 from dp.errors import LaprasError
+from proxy.epoch_watch import CHANNEL, CLOSE_WAIT, EpochWatch, Watch, confirm_close, holders
 
 #: Versioned migrations; each runs once, in order, in one transaction.
 MIGRATIONS: tuple[str, ...] = (
@@ -162,6 +167,34 @@ class EpochRow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClosedEpoch(EpochRow):
+    """The row of an epoch just closed, and what the proxy processes serving it did.
+
+    ``serving``: the processes that held the epoch in memory when the close committed;
+    ``unconfirmed``: those of them that had not dropped it when the close stopped waiting (0
+    when every one confirmed: none of them answers from the epoch any more).
+    """
+
+    serving: int = 0
+    unconfirmed: int = 0
+
+    @staticmethod
+    def of(row: EpochRow, *, serving: int, unconfirmed: int) -> ClosedEpoch:
+        return ClosedEpoch(
+            id=row.id,
+            table_name=row.table_name,
+            view_name=row.view_name,
+            status=row.status,
+            started_by=row.started_by,
+            reason=row.reason,
+            started_at=row.started_at,
+            closed_at=row.closed_at,
+            serving=serving,
+            unconfirmed=unconfirmed,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LedgerEntry:
     """One ledger row for the admin views: its number, kind, commit time and decoded event."""
 
@@ -210,7 +243,13 @@ class Ledger(Protocol):
 
     async def epochs(self, table: str | None = None) -> list[EpochRow]: ...
 
-    async def close_epoch(self, table: str, *, actor: str, reason: str) -> EpochRow | None: ...
+    async def close_epoch(
+        self, table: str, *, actor: str, reason: str, wait: float = CLOSE_WAIT
+    ) -> ClosedEpoch | None: ...
+
+    def watch(self) -> Watch:
+        """A new, unstarted watch on this ledger's store (one per proxy process)."""
+        ...
 
     async def histogram(self, epoch_id: int, view: str) -> FloatArray: ...
 
@@ -401,30 +440,52 @@ class PgLedger:
             rows = await cur.fetchall()
         return [_row(r) for r in rows]
 
-    async def close_epoch(self, table: str, *, actor: str, reason: str) -> EpochRow | None:
-        async with self._locked(), self._conn.transaction():
-            cur = await self._conn.execute(
-                "SELECT id FROM lapras.epochs WHERE table_name = %s AND status = 'active'", (table,)
-            )
-            active = await cur.fetchone()
-            if active is None:
-                return None
-            # Wait for any answer in flight (it holds the epoch's advisory lock): no event is
-            # ever appended to an epoch after it was closed.
-            await self._conn.execute(
-                "SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, int(active[0]))
-            )
-            cur = await self._conn.execute(
-                "UPDATE lapras.epochs SET status = 'closed', closed_at = now(), closed_by = %s"
-                f" WHERE id = %s AND status = 'active' RETURNING {_EPOCH_COLUMNS}",
-                (actor, int(active[0])),
-            )
-            row = await cur.fetchone()
-            if row is not None:
+    async def close_epoch(
+        self, table: str, *, actor: str, reason: str, wait: float = CLOSE_WAIT
+    ) -> ClosedEpoch | None:
+        """Close the table's active epoch; then wait, at most ``wait`` seconds, until every
+        proxy process serving it from memory has dropped it (:mod:`proxy.epoch_watch`).
+
+        After the commit no charge is admitted on the epoch (:meth:`exclusive` reads its row);
+        when this returns with ``unconfirmed == 0``, no proxy process answers from it either,
+        repeats included.
+        """
+        async with self._locked():
+            async with self._conn.transaction():
+                cur = await self._conn.execute(
+                    "SELECT id FROM lapras.epochs WHERE table_name = %s AND status = 'active'",
+                    (table,),
+                )
+                active = await cur.fetchone()
+                if active is None:
+                    return None
+                # Wait for any answer in flight (it holds the epoch's advisory lock): no event
+                # is ever appended to an epoch after it was closed.
+                await self._conn.execute(
+                    "SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_SPACE, int(active[0]))
+                )
+                cur = await self._conn.execute(
+                    "UPDATE lapras.epochs SET status = 'closed', closed_at = now(), closed_by = %s"
+                    f" WHERE id = %s AND status = 'active' RETURNING {_EPOCH_COLUMNS}",
+                    (actor, int(active[0])),
+                )
+                row = await cur.fetchone()
+                if row is None:
+                    return None
                 await self._admin(
                     actor, "epoch close", {"epoch": int(row[0]), "table": table, "reason": reason}
                 )
-        return None if row is None else _row(row)
+                # Delivered at the commit, to every proxy process's watch session.
+                await self._conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, str(int(row[0]))))
+                serving = await holders(self._conn, int(row[0]))
+            served, unconfirmed = await confirm_close(self._conn, int(row[0]), wait, serving)
+        return ClosedEpoch.of(_row(row), serving=served, unconfirmed=unconfirmed)
+
+    def watch(self) -> EpochWatch:
+        """A new, unstarted watch session on this ledger's database (one per proxy process)."""
+        if self._dsn is None:
+            raise ValueError("a watch needs the ledger's DSN (PgLedger.connect)")
+        return EpochWatch(self._dsn)
 
     async def histogram(self, epoch_id: int, view: str) -> FloatArray:
         async with self._locked():

@@ -7,6 +7,9 @@ not round-trip fails here exactly as it would in PostgreSQL), histograms as litt
 float64 bytes. Several :class:`MemLedger` handles may share one :class:`MemStore`, like several
 proxy processes sharing one backend; :meth:`MemLedger.exclusive` then serialises them on the
 epoch (an :class:`asyncio.Lock` per epoch, the analogue of the epoch's advisory lock).
+:class:`MemWatch` is the analogue of :class:`proxy.epoch_watch.EpochWatch` on a store:
+:meth:`MemLedger.close_epoch` tells every watch of the store, which drops the epoch at once,
+before the close returns (so every holder always confirms).
 
 Nothing here is durable: a process that dies loses it all. Never use it in production.
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,8 +27,10 @@ from typing import Any
 from dp import engine_codec
 from dp.domain import FloatArray
 from dp.engine import EngineConfig
+from proxy.epoch_watch import CLOSE_WAIT, WatchUnavailableError
 from proxy.ledger import (
     AdminEntry,
+    ClosedEpoch,
     EpochLockedError,
     EpochRow,
     LedgerEntry,
@@ -58,6 +63,61 @@ class MemStore:
     admin: list[AdminEntry] = field(default_factory=list)
     queries: list[dict[str, Any]] = field(default_factory=list)
     next_id: int = 1
+    watches: list[MemWatch] = field(default_factory=list)
+
+
+class MemWatch:
+    """The watch of one "proxy process" on a :class:`MemStore` (see the module doc).
+
+    ``hold`` succeeds while the epoch is active; a close calls every subscriber's
+    ``on_closed`` synchronously, then releases the epoch: a closed epoch is dropped from every
+    epoch service of the store before :meth:`MemLedger.close_epoch` returns.
+    """
+
+    def __init__(self, store: MemStore) -> None:
+        self.store = store
+        self.held: set[int] = set()
+        self._on_closed: list[Callable[[int], None]] = []
+        self._on_lost: list[Callable[[], None]] = []
+
+    def subscribe(self, on_closed: Callable[[int], None], on_lost: Callable[[], None]) -> None:
+        self._on_closed.append(on_closed)
+        self._on_lost.append(on_lost)
+
+    async def start(self) -> None:
+        if self not in self.store.watches:
+            self.store.watches.append(self)
+
+    async def close(self) -> None:
+        if self in self.store.watches:
+            self.store.watches.remove(self)
+        self.held.clear()
+
+    async def hold(self, epoch_id: int) -> bool:
+        if self not in self.store.watches:
+            raise WatchUnavailableError("the epoch watch is not running")
+        e = self.store.epochs.get(epoch_id)
+        if e is None or e.row.status != "active":
+            return False
+        self.held.add(epoch_id)
+        return True
+
+    async def release(self, epoch_id: int) -> None:
+        self.held.discard(epoch_id)
+
+    def lose(self) -> None:
+        """The analogue of a lost watch session: every hold is gone, subscribers are told."""
+        self.held.clear()
+        for on_lost in self._on_lost:
+            on_lost()
+
+    def closed(self, epoch_id: int) -> bool:
+        """Deliver a close; True when this watch was holding the epoch."""
+        for on_closed in self._on_closed:
+            on_closed(epoch_id)
+        held = epoch_id in self.held
+        self.held.discard(epoch_id)
+        return held
 
 
 @dataclass(slots=True)
@@ -154,7 +214,11 @@ class MemLedger:
             if table is None or e.row.table_name == table
         ]
 
-    async def close_epoch(self, table: str, *, actor: str, reason: str) -> EpochRow | None:
+    async def close_epoch(
+        self, table: str, *, actor: str, reason: str, wait: float = CLOSE_WAIT
+    ) -> ClosedEpoch | None:
+        """Close the table's active epoch; every watch of the store drops it before this
+        returns (``wait`` is meaningless here: nobody can fail to confirm)."""
         e = self._active(table)
         if e is None:
             return None
@@ -180,7 +244,12 @@ class MemLedger:
                     details={"epoch": e.row.id, "table": table, "reason": reason},
                 )
             )
-            return e.row
+            serving = sum(w.closed(e.row.id) for w in list(self.store.watches))
+            return ClosedEpoch.of(e.row, serving=serving, unconfirmed=0)
+
+    def watch(self) -> MemWatch:
+        """A new, unstarted watch on this ledger's store."""
+        return MemWatch(self.store)
 
     async def histogram(self, epoch_id: int, view: str) -> FloatArray:
         e = self.store.epochs.get(epoch_id)

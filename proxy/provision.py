@@ -128,17 +128,15 @@ def ensure_database(admin_conn: Any, database: str, *, owner: str | None = None)
         admin_conn.execute(stmt)
 
 
-def ensure_role(conn: Any, role: str, password: str, *, login: bool = True) -> None:
-    """Create a role, or reset its password when it exists (never a superuser)."""
+def ensure_role(conn: Any, role: str, password: str) -> None:
+    """Create a LOGIN role, or reset its password when it exists; never with more than LOGIN."""
     exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
     verb = "ALTER" if exists else "CREATE"
-    attrs = (
-        "LOGIN" if login else "NOLOGIN"
-    ) + " NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
     conn.execute(
-        sql.SQL(verb + " ROLE {} " + attrs + " PASSWORD {}").format(
-            sql.Identifier(role), sql.Literal(password)
-        )
+        sql.SQL(
+            verb + " ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
+            " PASSWORD {}"
+        ).format(sql.Identifier(role), sql.Literal(password))
     )
 
 
@@ -453,93 +451,105 @@ def _role_findings(
     out: list[Finding] = []
     r = sql.Literal(role)
 
-    def ask(query: sql.Composable, params: Sequence[Any] = ()) -> Any:
-        return _scalar(conn, query, params)
+    def ask(query: str, params: Sequence[Any] = ()) -> Any:
+        return _scalar(conn, sql.SQL(query).format(r=r), params)
 
-    attrs = conn.execute(
-        "SELECT rolsuper, rolbypassrls, rolcreaterole, rolcreatedb FROM pg_catalog.pg_roles"
-        " WHERE rolname = %s",
-        (role,),
-    ).fetchone()
-    if any(attrs):
-        out.append(Finding(route="superuser, BYPASSRLS, CREATEROLE or CREATEDB", role=role,
-                           fix=f"ALTER ROLE {role} NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB"))  # fmt: skip
-    for member in FORBIDDEN_MEMBERSHIPS:
-        if ask(sql.SQL("SELECT pg_has_role({}, %s, 'USAGE')").format(r), (member,)):
-            out.append(Finding(route=f"member of {member}", role=role,
-                               fix=f"REVOKE {member} FROM {role} (and from the roles it belongs to)"))  # fmt: skip
+    def rows(query: str, params: Sequence[Any] = ()) -> list[Any]:
+        return [row[0] for row in conn.execute(sql.SQL(query).format(r=r), params).fetchall()]
+
+    def found(route: str, fix: str) -> None:
+        out.append(Finding(route=route, role=role, fix=fix))
+
+    if ask(
+        "SELECT rolsuper OR rolbypassrls OR rolcreaterole OR rolcreatedb"
+        " FROM pg_catalog.pg_roles WHERE rolname = {r}"
+    ):
+        found(
+            "superuser, BYPASSRLS, CREATEROLE or CREATEDB",
+            f"ALTER ROLE {role} NOSUPERUSER NOBYPASSRLS NOCREATEROLE NOCREATEDB",
+        )
+    members = [
+        m for m in FORBIDDEN_MEMBERSHIPS if ask("SELECT pg_has_role({r}, %s, 'USAGE')", (m,))
+    ]
+    for member in members:
+        found(
+            f"member of {member}",
+            f"REVOKE {member} FROM {role} (or from the role it inherits it through)",
+        )
     for table in protected:
         for priv in ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "TRIGGER"):
-            has = (
+            fn = (
                 "has_any_column_privilege"
                 if priv in ("SELECT", "INSERT", "UPDATE")
                 else "has_table_privilege"
             )
-            if ask(sql.SQL("SELECT " + has + "({}, %s, %s)").format(r), (table, priv)):
-                out.append(Finding(route=f"{priv} on protected table {table}", role=role,
-                                   fix=f"REVOKE {priv} ON {table} FROM {role}, PUBLIC"))  # fmt: skip
+            if ask(f"SELECT {fn}({{r}}, %s, %s)", (table, priv)):
+                found(
+                    f"{priv} on protected table {table}",
+                    f"REVOKE {priv} ON {table} FROM {role}, PUBLIC",
+                )
     for rel in tainted:
-        if ask(sql.SQL("SELECT has_any_column_privilege({}, %s, 'SELECT')").format(r), (rel,)):
-            out.append(Finding(route=f"SELECT on {rel}, which reads a protected table", role=role,
-                               fix=f"REVOKE SELECT ON {rel} FROM {role}, PUBLIC"))  # fmt: skip
-    for col in sorted(STAT_COLUMNS):
-        if ask(
-            sql.SQL("SELECT has_column_privilege({}, 'pg_catalog.pg_class', %s, 'SELECT')").format(
-                r
-            ),
-            (col,),
-        ):
-            out.append(Finding(route=f"SELECT on pg_class.{col}", role=role,
-                               fix="lapras provision (column-level REVOKE on pg_catalog.pg_class)"))  # fmt: skip
-    executable = [
-        sig
-        for sig, oid in functions
-        if ask(sql.SQL("SELECT has_function_privilege({}, %s::oid, 'EXECUTE')").format(r), (oid,))
-    ]
-    if executable:
-        shown = ", ".join(executable[:3]) + (
-            f" and {len(executable) - 3} more" if len(executable) > 3 else ""
+        if ask("SELECT has_any_column_privilege({r}, %s, 'SELECT')", (rel,)):
+            found(
+                f"SELECT on {rel}, which reads a protected table",
+                f"REVOKE SELECT ON {rel} FROM {role}, PUBLIC",
+            )
+    if not members:  # with a statistics membership these follow from it: one fix for all
+        for col in sorted(STAT_COLUMNS):
+            if ask("SELECT has_column_privilege({r}, 'pg_catalog.pg_class', %s, 'SELECT')", (col,)):
+                found(
+                    f"SELECT on pg_class.{col}",
+                    "lapras provision (a column-level REVOKE on pg_catalog.pg_class)",
+                )
+        executable = [
+            sig
+            for sig, oid in functions
+            if ask("SELECT has_function_privilege({r}, %s::oid, 'EXECUTE')", (oid,))
+        ]
+        if executable:
+            more = f" and {len(executable) - 3} more" if len(executable) > 3 else ""
+            found(
+                f"EXECUTE on statistics functions ({', '.join(executable[:3])}{more})",
+                "lapras provision (REVOKE EXECUTE ... FROM PUBLIC)",
+            )
+    for lang in rows(_TRUSTED_LANGUAGES + " AND has_language_privilege({r}, oid, 'USAGE')"):
+        found(
+            f"USAGE on language {lang} (DO blocks)",
+            f"REVOKE USAGE ON LANGUAGE {lang} FROM PUBLIC, {role}",
         )
-        out.append(Finding(route=f"EXECUTE on statistics functions ({shown})", role=role,
-                           fix="lapras provision (REVOKE EXECUTE ... FROM PUBLIC)"))  # fmt: skip
-    for (lang,) in conn.execute(
-        sql.SQL("SELECT lanname FROM pg_catalog.pg_language WHERE lanpltrusted AND lanname <> 'sql'"
-                " AND has_language_privilege({}, oid, 'USAGE')").format(r)
-    ).fetchall():  # fmt: skip
-        out.append(Finding(route=f"USAGE on language {lang} (DO blocks)", role=role,
-                           fix=f"REVOKE USAGE ON LANGUAGE {lang} FROM PUBLIC, {role}"))  # fmt: skip
-    for (schema,) in conn.execute(
-        sql.SQL("SELECT nspname FROM pg_catalog.pg_namespace WHERE has_schema_privilege({}, oid, 'CREATE')").format(r)
-    ).fetchall():  # fmt: skip
-        out.append(Finding(route=f"CREATE on schema {schema} (functions, views)", role=role,
-                           fix=f"REVOKE CREATE ON SCHEMA {schema} FROM PUBLIC, {role}"))  # fmt: skip
-    if ask(sql.SQL("SELECT has_database_privilege({}, current_database(), 'TEMPORARY')").format(r)):
-        out.append(Finding(route="TEMPORARY on the database (temporary functions)", role=role,
-                           fix="REVOKE TEMPORARY ON DATABASE <db> FROM PUBLIC"))  # fmt: skip
-    if state_database is not None and ask(
-        sql.SQL("SELECT has_database_privilege({}, %s, 'CONNECT')").format(r), (state_database,)
+    for schema in rows(
+        "SELECT nspname FROM pg_catalog.pg_namespace WHERE has_schema_privilege({r}, oid, 'CREATE')"
     ):
-        out.append(Finding(route=f"CONNECT on the state database {state_database}", role=role,
-                           fix=f"REVOKE ALL ON DATABASE {state_database} FROM PUBLIC"))  # fmt: skip
+        found(
+            f"CREATE on schema {schema} (functions, views)",
+            f"REVOKE CREATE ON SCHEMA {schema} FROM PUBLIC, {role}",
+        )
+    if ask("SELECT has_database_privilege({r}, current_database(), 'TEMPORARY')"):
+        found(
+            "TEMPORARY on the database (temporary functions)",
+            "REVOKE TEMPORARY ON DATABASE <db> FROM PUBLIC",
+        )
+    if state_database is not None and ask(
+        "SELECT has_database_privilege({r}, %s, 'CONNECT')", (state_database,)
+    ):
+        found(
+            f"CONNECT on the state database {state_database}",
+            f"REVOKE ALL ON DATABASE {state_database} FROM PUBLIC",
+        )
     # A SECURITY DEFINER function runs as its owner: one whose owner may read a protected
     # table or all statistics hands that to whoever may call it.
-    for (fn,) in conn.execute(
-        sql.SQL(
-            "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
-            " JOIN pg_catalog.pg_roles o ON o.oid = p.proowner"
-            " WHERE p.prosecdef AND has_function_privilege({r}, p.oid, 'EXECUTE')"
-            " AND (o.rolsuper OR pg_has_role(o.oid, 'pg_read_all_stats', 'USAGE')"
-            "   OR EXISTS (SELECT 1 FROM unnest(%s::regclass[]) t"
-            "              WHERE has_any_column_privilege(o.oid, t, 'SELECT')))"
-        ).format(r=r),
+    for fn in rows(
+        "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
+        " JOIN pg_catalog.pg_roles o ON o.oid = p.proowner"
+        " WHERE p.prosecdef AND has_function_privilege({r}, p.oid, 'EXECUTE')"
+        " AND (o.rolsuper OR pg_has_role(o.oid, 'pg_read_all_stats', 'USAGE')"
+        "   OR EXISTS (SELECT 1 FROM unnest(%s::regclass[]) t"
+        "              WHERE has_any_column_privilege(o.oid, t, 'SELECT')))",
         (list(protected),),
-    ).fetchall():
-        out.append(
-            Finding(
-                route=f"SECURITY DEFINER function {fn} runs as a role that reads protected data",
-                role=role,
-                fix=f"REVOKE EXECUTE ON FUNCTION {fn} FROM PUBLIC, {role}",
-            )
+    ):
+        found(
+            f"SECURITY DEFINER function {fn} runs as a role that reads protected data",
+            f"REVOKE EXECUTE ON FUNCTION {fn} FROM PUBLIC, {role}",
         )
     return out
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TypeAlias
+from dataclasses import dataclass, field
+from typing import TypeAlias, TypeVar
 
 import sqlglot
 from sqlglot import exp
@@ -30,16 +30,17 @@ from .guard import (
     escaped_statistics,
     grant_select_visibility,
     guard_statistics,
+    may_name_protected,
     mentions,
     mentions_pg_class,
     mentions_statistics,
     name_pattern,
 )
-from .normalise import Logical, _output_name, _unalias, cast_type, has_aggregate, ident, normalise
+from .normalise import Logical, _output_name, _unalias, cast_type, ident, normalise
 from .plan import OutputColumn, Plan
 from .reduce import reduce
 from .schema import SYSTEM_SCHEMAS, TYPE_OIDS, Schema, TableDecl
-from .split import Piece, split_statements
+from .split import Piece, split_tokens, tokenize
 
 # sqlglot logs a warning when it falls back to exp.Command; such statements are refused or
 # relayed here, so the proxy may lower the "sqlglot" logger to ERROR.
@@ -87,6 +88,7 @@ class Refused:
 
 
 Statement: TypeAlias = Passthrough | DPStatement | ZeroRowProbe | Refused
+_E = TypeVar("_E", bound=BaseException)
 
 _ROW_COMMANDS = (
     "COPY",
@@ -110,11 +112,52 @@ def classify(sql: str, schema: Schema) -> list[Statement]:
     Works on a simple Query string (possibly several statements) and on the text of a Parse
     message (with ``$n`` parameters). Never raises: errors are returned as :class:`Refused`.
     """
+    quick = _innocent(sql, schema)
+    if quick is not None:
+        return [quick]
+    tokens = tokenize(sql)
     try:
-        pieces = split_statements(sql)
+        pieces = split_tokens(sql, tokens)
     except Exception:
         pieces = [Piece(text=sql, offset=0, tokens=None)]
-    return [classify_piece(p, schema) for p in pieces]
+    try:
+        return [classify_piece(p, schema) for p in pieces]
+    finally:
+        # The pieces hold the tokens too: dropped first, the list then holds the last
+        # reference to each token, and freeing them one by one (not all at once when the
+        # pieces go) keeps the interpreter free for other threads meanwhile (_dismantle).
+        del pieces
+        while tokens:
+            tokens.pop()
+
+
+def _innocent(sql: str, schema: Schema) -> Passthrough | None:
+    """The classification of one statement that certainly names nothing protected, found
+    without tokenizing it (:func:`rewriter.guard.may_name_protected`); None otherwise.
+
+    Exactly what :func:`classify_piece` gives such a statement: one piece (no ``;``), whose
+    text starts at its first token (no comment before it) and is relayed as written.
+    """
+    if schema.passthrough_tables is not None or ";" in sql:
+        return None
+    text = sql.lstrip()  # the tokenizer's white space is str.isspace() too
+    if not text or not (text[0].isascii() and (text[0].isalpha() or text[0] == "(")):
+        return None
+    if _DO.match(text) or may_name_protected(text, schema):
+        return None
+    text = text.rstrip()
+    visible = grant_select_visibility(text, schema)
+    return Passthrough(sql=visible or text, rewritten=visible is not None)
+
+
+def _detached(e: _E) -> _E:
+    """``e`` without its traceback and chained exceptions: a refusal is kept (in a route, a
+    prepared statement) long after classification, and the frames of a traceback would keep
+    the statement's whole parse tree and tokens alive with it."""
+    e.__traceback__ = None
+    e.__context__ = None
+    e.__cause__ = None
+    return e
 
 
 def classify_piece(piece: Piece, schema: Schema) -> Statement:
@@ -123,7 +166,7 @@ def classify_piece(piece: Piece, schema: Schema) -> Statement:
     except LaprasError as e:
         if e.position is not None:
             e.position += piece.offset
-        return Refused(sql=piece.text, error=e)
+        return Refused(sql=piece.text, error=_detached(e))
     except RecursionError:
         return Refused(sql=piece.text, error=UnsupportedError("statement is nested too deeply"))
     except Exception:  # a bug: refuse rather than relay
@@ -243,25 +286,41 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
             ) from None
         return Passthrough(sql=piece.text)
     found: list[exp.Expr] = [t for t in trees if t is not None]
+    del trees
+    try:
+        return _classify_tree(piece, found, named, statistics, guarded, schema)
+    finally:
+        for t in found:
+            _dismantle(t)
+
+
+def _classify_tree(
+    piece: Piece,
+    found: list[exp.Expr],
+    named: set[str],
+    statistics: bool,
+    guarded: bool,
+    schema: Schema,
+) -> Statement:
+    """The classification of a parsed piece (``named``, ``statistics``, ``guarded``: what
+    its tokens mention)."""
     if not found:
         return Passthrough(sql=piece.text)
     if len(found) != 1:
         raise SqlSyntaxError("several statements where one was expected")
     tree = found[0]
-    if isinstance(tree, exp.Command) or any(isinstance(n, exp.Command) for n in tree.walk()):
+    census = _Census.of(tree)
+    if census.command:
         if named:
             raise _refuse_mention(piece, named)
         if statistics:
             raise _statistics_refusal()
         return Passthrough(sql=piece.text)
 
-    refs = [(t, d) for t in tree.find_all(exp.Table) if (d := _table_ref(t, schema)) is not None]
+    pattern = name_pattern(schema)
+    refs = [(t, d) for t in census.tables if (d := _table_ref(t, schema)) is not None]
     # names of CTEs shadow tables, but a CTE named like a protected table is refused anyway
-    for lit in tree.find_all(
-        exp.Literal, exp.RawString, exp.National, exp.UnicodeString, exp.ByteString
-    ):
-        if isinstance(lit, exp.Literal) and not lit.is_string:
-            continue
+    for lit in census.strings:
         if mentions([str(lit.this)], pattern) and dangerous_literal(lit):
             raise RowAccessError(
                 "a string naming protected table "
@@ -279,7 +338,55 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
         text = hidden if hidden is not None else piece.text
         text = grant_select_visibility(text, schema) or text
         return Passthrough(sql=text, rewritten=text != piece.text)
-    return _protected(piece, tree, refs, schema)
+    return _protected(piece, tree, refs, schema, census)
+
+
+_STRINGS = (exp.Literal, exp.RawString, exp.National, exp.UnicodeString, exp.ByteString)
+
+
+@dataclass(slots=True)
+class _Census:
+    """What the checks need to know of a whole tree, gathered in one walk (on a statement of
+    a megabyte each walk costs about half a second)."""
+
+    command: bool = False  # an exp.Command anywhere: sqlglot did not parse part of it
+    tables: list[exp.Table] = field(default_factory=list)  # in walk order
+    strings: list[exp.Expr] = field(default_factory=list)  # string literals, in walk order
+    nested: bool = False  # a SELECT or a subquery below the root
+    aggregate: bool = False  # an aggregate function anywhere
+
+    @classmethod
+    def of(cls, tree: exp.Expr) -> _Census:
+        c = cls()
+        for n in tree.walk():
+            if isinstance(n, exp.Command):
+                c.command = True
+            elif isinstance(n, exp.Table):
+                c.tables.append(n)
+            elif isinstance(n, _STRINGS):
+                if not (isinstance(n, exp.Literal) and not n.is_string):
+                    c.strings.append(n)
+            elif isinstance(n, exp.AggFunc):
+                c.aggregate = True
+            if n is not tree and isinstance(n, exp.Subquery | exp.Select):
+                c.nested = True
+        return c
+
+
+def _dismantle(tree: exp.Expr) -> None:
+    """Free a parse tree now, a node at a time.
+
+    sqlglot's nodes point to their parents, so a tree is a web of cycles that only the
+    garbage collector frees: until a full collection runs the memory stays taken, and a full
+    collection over the tree of a big statement holds the interpreter (every thread, the
+    proxy's event loop too) for up to a second. Cutting each node from its children, deepest
+    first, lets reference counting free the tree as it goes. Nothing classified keeps a node
+    (results hold names, values and text)."""
+    nodes = list(tree.walk())
+    while nodes:
+        node = nodes.pop()
+        node.parent = None
+        node.args.clear()
 
 
 def _wrapped(piece: Piece, wrapper: re.Match[str], schema: Schema) -> Statement:
@@ -420,7 +527,11 @@ def _probe_type(node: exp.Expr, table: TableDecl) -> int:
 
 
 def _protected(
-    piece: Piece, tree: exp.Expr, refs: list[tuple[exp.Table, TableDecl]], schema: Schema
+    piece: Piece,
+    tree: exp.Expr,
+    refs: list[tuple[exp.Table, TableDecl]],
+    schema: Schema,
+    census: _Census,
 ) -> Statement:
     names = sorted({d.name for _, d in refs})
     select = tree if isinstance(tree, exp.Select) else None
@@ -434,13 +545,9 @@ def _protected(
         and not select.args.get("joins")
         and not select.args.get("with_")
         and not select.args.get("laterals")
-        and not any(
-            isinstance(n, exp.Subquery | exp.Select) and n is not select for n in select.walk()
-        )
+        and not census.nested
     )
-    aggregated = (select is not None and has_aggregate(select)) or any(
-        isinstance(n, exp.AggFunc) for n in tree.walk()
-    )
+    aggregated = census.aggregate  # COUNT, SUM and AVG are aggregate functions too
     if not single or select is None:
         if isinstance(tree, exp.Query) and aggregated:
             raise UnsupportedError(

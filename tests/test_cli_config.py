@@ -112,8 +112,11 @@ def test_docker_configuration_is_valid(
     yaml = pytest.importorskip("yaml")
     compose = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())
     env = compose["services"]["proxy"]["environment"]
-    for name in ("LAPRAS_AGGREGATOR_DSN", "LAPRAS_PASSTHROUGH_DSN", "LAPRAS_ANALYST_PASSWORD"):
+    names = ("LAPRAS_AGGREGATOR_DSN", "LAPRAS_PASSTHROUGH_DSN", "LAPRAS_STATE_DSN",
+             "LAPRAS_ANALYST_PASSWORD")  # fmt: skip
+    for name in names:
         assert name in env  # what docker/lapras.toml reads
+        assert name in compose["services"]["provision"]["environment"]  # provision --config
         monkeypatch.setenv(name, f"postgresql://{name.lower()}:pw@postgres/lapras")
     assert cli.main(["config", "check", "--config", str(ROOT / "docker" / "lapras.toml")]) == 0
     assert "listen 0.0.0.0:6432" in capsys.readouterr().out

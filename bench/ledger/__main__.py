@@ -102,6 +102,7 @@ shutdown_grace = 1
 [backend]
 aggregator_dsn = "{pg.dsn(provision.AGGREGATOR, DATABASE)}"
 passthrough_dsn = "{pg.dsn(provision.PASSTHROUGH, DATABASE)}"
+state_dsn = "{state_dsn(pg)}"
 
 [[users]]
 name = "analyst"
@@ -115,6 +116,18 @@ view = "age_sex_income"
 reuse = {"true" if reuse else "false"}
 """
     )
+
+
+def state_dsn(pg: EmbeddedPostgres) -> str:
+    """The proxy's state database (schema lapras), the aggregator's alone."""
+    return pg.dsn(provision.AGGREGATOR, provision.state_database(DATABASE))
+
+
+async def drop_state(pg: EmbeddedPostgres) -> None:
+    state = pg.dsn(database=provision.state_database(DATABASE))
+    async with await psycopg.AsyncConnection.connect(state, autocommit=True) as admin:
+        await admin.execute("SET lock_timeout = '10s'")
+        await admin.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
 
 
 class CountingLedger(PgLedger):
@@ -141,7 +154,7 @@ async def ledger_rows(
 
 async def bench_ledger_only(pg: EmbeddedPostgres, n: int) -> dict[str, list[float]]:
     """A durable charge on a scratch epoch (lock + fold + append + commit), sync vs async."""
-    ledger = await PgLedger.connect(pg.dsn(provision.AGGREGATOR, DATABASE))
+    ledger = await PgLedger.connect(state_dsn(pg))
     cfg = engine.EngineConfig(epsilon=1.0, delta=1e-3, stream_length=10 * n)
     domain = Domain.of(("cell", 4))
     started = engine.EpochStarted(config=cfg, domain=domain, predicted=None)
@@ -185,11 +198,8 @@ async def bench_service(
 ) -> tuple[dict[str, list[float]], tuple[int, int], tuple[int, int]]:
     config = parse_config(config_text(pg, reuse), "bench.toml")
     dsn = pg.dsn(provision.AGGREGATOR, DATABASE)
-    async with await psycopg.AsyncConnection.connect(pg.dsn(database=DATABASE)) as admin:
-        await admin.execute("SET lock_timeout = '10s'")
-        await admin.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
-        await admin.commit()
-    base = await PgLedger.connect(dsn)
+    await drop_state(pg)
+    base = await PgLedger.connect(state_dsn(pg))
     ledger = CountingLedger(base._conn)
     seeds = itertools.count(1)
     service = EpochService(
@@ -198,7 +208,7 @@ async def bench_service(
         aggregator_dsn=dsn,
         sampler=lambda: SeededSampler(next(seeds)),
     )
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+    async with await psycopg.AsyncConnection.connect(state_dsn(pg), autocommit=True) as conn:
         cur = await conn.execute("SHOW synchronous_commit")
         row = await cur.fetchone()
         assert row is not None and row[0] == "on", "the benchmark needs synchronous_commit = on"
@@ -240,8 +250,7 @@ def end_to_end(pg: EmbeddedPostgres, folder: Path, n: int) -> dict[str, list[flo
     """Through ``lapras serve`` (its own process), one psycopg client, default configuration."""
     path = folder / "lapras.toml"
     path.write_text(config_text(pg, True))
-    with psycopg.connect(pg.dsn(database=DATABASE), autocommit=True) as admin:
-        admin.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
+    asyncio.run(drop_state(pg))
     subprocess.run(
         [
             *(sys.executable, "-m", "proxy.cli", "epoch", "start", "--config", str(path)),
@@ -330,7 +339,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="lapras-bench-ledger-"))
     pg = EmbeddedPostgres(folder / "pg").start()
     try:
-        provision_adult(pg, DATABASE)
+        provision_adult(pg, DATABASE, ("analyst",))
         raw = asyncio.run(bench_ledger_only(pg, n_raw))
         default, before_d, after_d = asyncio.run(bench_service(pg, True, n_fresh, n_repeat))
         noreuse, before_n, after_n = asyncio.run(bench_service(pg, False, n_fresh, n_repeat))

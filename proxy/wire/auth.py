@@ -6,6 +6,12 @@ only for loopback peers. Without TLS only ``SCRAM-SHA-256`` is offered, never ``
 As in PostgreSQL, the SCRAM ``n=`` user name is ignored (libpq sends it empty) and the
 StartupMessage user is used; an unknown user runs a mock exchange and fails at the end with the
 same 28P01 as a wrong password, so user names cannot be probed.
+
+The mock must look like a real exchange (PostgreSQL's ``scram_mock_salt``): every salt, of a
+real user and of an unknown one, is derived from one server secret and the user name
+(:func:`scram_salt`), so that a name gets the same 16-byte salt and the same 4096 iterations on
+every attempt, in every worker process and across restarts; the mock's keys are derived the
+same way, so that it costs no PBKDF2 and takes the time a real user's exchange takes.
 """
 
 from __future__ import annotations
@@ -31,7 +37,21 @@ from proxy.wire.messages import (
 )
 
 SCRAM_ITERATIONS = 4096  # PostgreSQL's scram_iterations default
+SCRAM_SALT_LENGTH = 16  # PostgreSQL's SCRAM_DEFAULT_SALT_LEN
 _MECH = "SCRAM-SHA-256"
+
+
+def _derive(secret: bytes, label: bytes, user: str, length: int = 32) -> bytes:
+    """HMAC-SHA-256 of the user name under the server secret, one label per purpose (so a
+    salt never equals a key); the name is NUL-terminated after the label, as it cannot hold
+    NUL, so no two (label, name) pairs give the same input."""
+    return hmac.new(secret, label + b"\0" + user.encode(), hashlib.sha256).digest()[:length]
+
+
+def scram_salt(secret: bytes, user: str) -> bytes:
+    """The SCRAM salt of ``user``, real or unknown: the same for every attempt, worker and
+    restart that has the same secret, so a salt that changes gives nothing away."""
+    return _derive(secret, b"lapras scram salt", user, SCRAM_SALT_LENGTH)
 
 
 class AuthMethod(enum.Enum):
@@ -51,11 +71,27 @@ class ScramVerifier:
     iterations: int
 
     @staticmethod
-    def from_password(password: str, iterations: int = SCRAM_ITERATIONS) -> ScramVerifier:
+    def from_password(
+        password: str, iterations: int = SCRAM_ITERATIONS, *, salt: bytes | None = None
+    ) -> ScramVerifier:
+        """The verifier of ``password`` (PBKDF2, once); ``salt``: None draws a random one."""
         salt, stored, server, it = scramp.ScramMechanism(_MECH).make_auth_info(
-            password, iteration_count=iterations
+            password, iteration_count=iterations, salt=salt
         )
         return ScramVerifier(salt=salt, stored_key=stored, server_key=server, iterations=it)
+
+    @staticmethod
+    def mock(secret: bytes, user: str) -> ScramVerifier:
+        """The verifier of an unknown user: its salt is the one :func:`scram_salt` gives any
+        name, its keys are HMACs of the name (no password opens them, and no PBKDF2 runs per
+        attempt), so its exchange has a real one's shape and time and fails only at the proof.
+        """
+        return ScramVerifier(
+            salt=scram_salt(secret, user),
+            stored_key=_derive(secret, b"lapras scram mock stored key", user),
+            server_key=_derive(secret, b"lapras scram mock server key", user),
+            iterations=SCRAM_ITERATIONS,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,21 +102,33 @@ class UserCredential:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuthConfig:
+    """Who may log in, and how. ``secret`` derives every SCRAM salt and the mock exchange's
+    keys (:func:`scram_salt`): processes that must look alike (the workers of one port, the
+    server before and after a restart) must share it; the default, a random one, suits a
+    single process's lifetime (tests)."""
+
     method: AuthMethod = AuthMethod.SCRAM_SHA_256
     users: Mapping[str, UserCredential] = field(default_factory=dict)
+    secret: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
 
     @staticmethod
     def with_passwords(
-        passwords: Mapping[str, str], method: AuthMethod = AuthMethod.SCRAM_SHA_256
+        passwords: Mapping[str, str],
+        method: AuthMethod = AuthMethod.SCRAM_SHA_256,
+        *,
+        secret: bytes | None = None,
     ) -> AuthConfig:
+        """Users from their passwords, each salted with :func:`scram_salt` under ``secret``
+        (None: a random secret, see the class)."""
+        secret = secrets.token_bytes(32) if secret is None else secret
         users = {
             u: UserCredential(
-                scram=ScramVerifier.from_password(p),
+                scram=ScramVerifier.from_password(p, salt=scram_salt(secret, u)),
                 password=p if method in (AuthMethod.MD5, AuthMethod.PASSWORD) else None,
             )
             for u, p in passwords.items()
         }
-        return AuthConfig(method=method, users=users)
+        return AuthConfig(method=method, users=users, secret=secret)
 
 
 def _failed(user: str) -> AuthenticationFailed:
@@ -155,7 +203,7 @@ class Authenticator:
         v = cred.scram if cred is not None else None
         if v is None:
             # Mock verifier: the exchange runs to the end and fails like a bad password.
-            v = ScramVerifier.from_password(secrets.token_hex(16))
+            v = ScramVerifier.mock(self._config.secret, self._user)
         return v.salt, v.stored_key, v.server_key, v.iterations
 
     def _scram_step(self, msg: PasswordMessage) -> tuple[list[BackendMessage], bool]:

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from proxy.errors import ProtocolViolation
+from dp.errors import LaprasError
+from proxy.errors import CharacterNotInRepertoire, ProtocolError, ProtocolViolation
 
 # Bounds (PostgreSQL's own where it has one: MAX_STARTUP_PACKET_LENGTH is 10000 bytes,
 # PQ_SMALL_MESSAGE_LIMIT 10000 bytes for messages that never carry user data).
@@ -37,6 +38,7 @@ GSSENC_REQUEST_CODE = 80877104
 CANCEL_REQUEST_CODE = 80877102
 
 _I16 = struct.Struct("!h")
+_U16 = struct.Struct("!H")
 _I32 = struct.Struct("!i")
 _U32 = struct.Struct("!I")
 _HDR = struct.Struct("!ci")
@@ -574,10 +576,12 @@ _FRONTEND: dict[bytes, Callable[[_Reader], FrontendMessage]] = {
     b"F": _d_funccall,
 }
 
-# Messages that never carry user data get PostgreSQL's small limit; Sync, Flush, Terminate
-# and CopyDone must be exactly empty (PostgreSQL 14+ checks the same in SocketBackend).
+# Messages that never carry user data get PostgreSQL's small limit (SocketBackend). Terminate
+# must be exactly empty; a Sync or Flush with a body is framed like any message and refused by
+# its content (PostgreSQL: ERROR "invalid message format", the session kept), and a CopyDone
+# with one is accepted (PostgreSQL does not read CopyDone's body).
 FRONTEND_SMALL_TYPES = frozenset(b"DECSHXcf")
-FRONTEND_EMPTY_TYPES = frozenset(b"SHXc")
+FRONTEND_EMPTY_TYPES = frozenset(b"X")
 FRONTEND_TYPES = frozenset(_FRONTEND)
 
 
@@ -674,6 +678,118 @@ def decode_frontend(type_byte: bytes, body: bytes) -> FrontendMessage:
         code = type_byte[0] if type_byte else -1
         raise ProtocolViolation(f"invalid frontend message type {code}")
     return dec(_Reader(body, type_byte.decode("latin-1")))
+
+
+# --------------------------------------------------------------------------------------------
+# Message content read as PostgreSQL reads it. The decoders above are strict: anything that is
+# not a well-formed message is refused. PostgreSQL is stricter about framing (a bad type byte
+# or length is FATAL) than about content: it reads each message field by field with the
+# pq_getmsg* functions (src/backend/libpq/pqformat.c), and a field that is not there is an
+# ERROR, after which the session goes on (protocol-flow, "Extended Query": skip to Sync). Where
+# the proxy must answer a malformed message itself, it reads the body again with PqReader, in
+# PostgreSQL's order, to report what PostgreSQL reports first.
+
+
+class PqReader:
+    """A cursor over a frontend message body with the semantics of pqformat.c.
+
+    Every read raises what PostgreSQL raises: 08P01 :class:`ProtocolError` ("insufficient
+    data left in message", "invalid string in message", "invalid message format" for bytes
+    left over), or 22021 for a string that is not valid UTF-8 (the encoding the proxy speaks;
+    PostgreSQL checks every string against the client encoding).
+    Counts are read unsigned (``uint16``), as pq_getmsgint returns them: a count of -1 is 65535.
+
+    >>> r = PqReader(b"p\\x00\\x00\\x01")
+    >>> r.string(), r.uint16()
+    ('p', 1)
+    >>> r.end()
+    >>> PqReader(b"\\x00").int32()
+    Traceback (most recent call last):
+    ...
+    proxy.errors.ProtocolError: insufficient data left in message
+    """
+
+    __slots__ = ("_data", "_pos")
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self._pos = 0
+
+    def take(self, n: int) -> bytes:
+        """``n`` bytes (pq_getmsgbytes; a negative ``n`` is short data too)."""
+        if n < 0 or n > len(self._data) - self._pos:
+            raise ProtocolError("insufficient data left in message")
+        b = self._data[self._pos : self._pos + n]
+        self._pos += n
+        return b
+
+    def uint16(self) -> int:
+        return int(_U16.unpack(self.take(2))[0])
+
+    def int16(self) -> int:
+        return int(_I16.unpack(self.take(2))[0])
+
+    def int32(self) -> int:
+        return int(_I32.unpack(self.take(4))[0])
+
+    def uint32(self) -> int:
+        return int(_U32.unpack(self.take(4))[0])
+
+    def string(self) -> str:
+        end = self._data.find(b"\x00", self._pos)
+        if end < 0:
+            raise ProtocolError("invalid string in message")
+        raw = self._data[self._pos : end]
+        self._pos = end + 1
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise _invalid_utf8(raw, e.start) from None
+
+    def end(self) -> None:
+        if self._pos != len(self._data):
+            raise ProtocolError("invalid message format")
+
+
+def _invalid_utf8(raw: bytes, start: int) -> CharacterNotInRepertoire:
+    """PostgreSQL's report_invalid_encoding (mbutils.c): the bytes of the first invalid
+    character, as many as its lead byte announces (pg_utf_mblen), at most what is left."""
+    lead = raw[start]
+    n = 2 if lead & 0xE0 == 0xC0 else 3 if lead & 0xF0 == 0xE0 else 4 if lead & 0xF8 == 0xF0 else 1
+    shown = " ".join(f"0x{b:02x}" for b in raw[start : start + n])
+    return CharacterNotInRepertoire(f'invalid byte sequence for encoding "UTF8": {shown}')
+
+
+def read_query(body: bytes) -> Query:
+    """A Query body as PostgresMain reads it: the query string, then nothing (raises as
+    :class:`PqReader`)."""
+    r = PqReader(body)
+    sql = r.string()
+    r.end()
+    return Query(sql=sql)
+
+
+def read_parse(body: bytes) -> Parse:
+    """A Parse body as PostgresMain reads it: the statement name, the query string, an
+    unsigned Int16 count and that many Int32 type OIDs, then nothing (raises as
+    :class:`PqReader`). Laxer than the strict decoder only where PostgreSQL is: a count of
+    32768 or more with its OIDs present is a valid Parse."""
+    r = PqReader(body)
+    name = r.string()
+    sql = r.string()
+    oids = tuple(r.uint32() for _ in range(r.uint16()))
+    r.end()
+    return Parse(name=name, sql=sql, param_oids=oids)
+
+
+def bind_names(body: bytes) -> tuple[str, str] | None:
+    """The portal and statement names a Bind body starts with; None when PostgreSQL could not
+    read them (it then reports that before anything else)."""
+    r = PqReader(body)
+    try:
+        return r.string(), r.string()
+    except LaprasError:
+        return None
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,6 +21,13 @@ States follow protocol-flow (https://www.postgresql.org/docs/current/protocol-fl
 * ``COPY_IN``: CopyInResponse sent; CopyData/CopyDone/CopyFail flow from the client
   (protocol-flow, "COPY Operations").
 * ``CLOSED``: after Terminate, a FATAL error, a CancelRequest or EOF.
+
+Only a bad message type or length is fatal (08P01, the connection closes), as in PostgreSQL's
+SocketBackend. A message framed well whose *content* is malformed comes out as a
+:class:`MalformedMessage` event and changes the state like the message it claims to be:
+PostgreSQL reads content with pq_getmsg* and answers an ERROR, then skips to Sync after an
+extended-query message (protocol-flow, "Extended Query"). Messages discarded while skipping are
+not decoded at all, as PostgreSQL does not read them.
 """
 
 from __future__ import annotations
@@ -111,6 +118,10 @@ _MEMO_SIZE = 256
 _ON_RECV = {(s, ord(k[5])): v for (s, k), v in TRANSITIONS.items() if k.startswith("recv:")}
 
 _EXTENDED_TYPES = frozenset(b"PBDECH")
+# The types whose content PostgreSQL reads field by field, answering an ERROR (not FATAL) when
+# it is malformed: every type the query states accept except Terminate (closes) and CopyData
+# (no structure).
+_CONTENT_CHECKED = frozenset(b"QPBDECSHFcf")
 # Members read for every message, as module constants (an Enum member lookup costs more).
 _CLOSED, _PRE_STARTUP, _READY = ConnState.CLOSED, ConnState.PRE_STARTUP, ConnState.READY
 _SKIP_UNTIL_SYNC = ConnState.SKIP_UNTIL_SYNC
@@ -126,10 +137,28 @@ class ConnectionClosed:
     """The client closed its end (EOF) or the connection is closed."""
 
 
+@dataclass(frozen=True, slots=True)
+class MalformedMessage:
+    """A frontend message of an accepted type, framed well, whose body the strict decoder
+    refuses (``reason``): the session answers it as PostgreSQL would (an ERROR, the session
+    kept; see :mod:`proxy.wire.messages`, "Message content read as PostgreSQL reads it")."""
+
+    frame: bytes  # as it came: type byte, length, body
+    reason: str
+
+    @property
+    def type_byte(self) -> int:
+        return self.frame[0]
+
+    @property
+    def body(self) -> bytes:
+        return self.frame[5:]
+
+
 NEED_DATA = NeedData()
 CONNECTION_CLOSED = ConnectionClosed()
 
-Event = FrontendMessage | StartupPacket | NeedData | ConnectionClosed
+Event = FrontendMessage | StartupPacket | NeedData | ConnectionClosed | MalformedMessage
 
 
 class ServerConnection:
@@ -196,16 +225,22 @@ class ServerConnection:
                             f"expected password response, got message type {tb}"
                         )
                     raise ProtocolViolation(f"invalid frontend message type {tb}")
-                msg = self._decoded.get(frame)
-                if msg is None:
-                    msg = decode_frontend(frame[:1], frame[5:])
-                    if len(frame) <= _MEMO_FRAME and tb in _MEMO_TYPES:
-                        if len(self._decoded) >= _MEMO_SIZE:
-                            self._decoded.clear()
-                        self._decoded[frame] = msg
-                self.last_frame = frame
                 if state is _SKIP_UNTIL_SYNC and tb not in b"SX":
-                    continue  # discarded, protocol-flow "Extended Query"
+                    continue  # discarded unread, protocol-flow "Extended Query"
+                msg: FrontendMessage | MalformedMessage | None = self._decoded.get(frame)
+                if msg is None:
+                    try:
+                        msg = decode_frontend(frame[:1], frame[5:])
+                    except ProtocolViolation as e:
+                        if tb not in _CONTENT_CHECKED:
+                            raise
+                        msg = MalformedMessage(frame, e.message)
+                    else:
+                        if len(frame) <= _MEMO_FRAME and tb in _MEMO_TYPES:
+                            if len(self._decoded) >= _MEMO_SIZE:
+                                self._decoded.clear()
+                            self._decoded[frame] = msg
+                self.last_frame = frame
                 # the state change a received message makes
                 if tb in _EXTENDED_TYPES:
                     self.batch_open = True

@@ -7,11 +7,18 @@ Graceful shutdown (after uvicorn/hypercorn): stop listening, end idle sessions a
 FATAL 57P01 (as PostgreSQL's fast shutdown), let busy sessions finish their current work for
 up to ``grace`` seconds, then cancel them (they too send 57P01 on the way out).
 
+Admission (:mod:`proxy.wire.admission`): a connection is a *pending login* from accept until
+it has authenticated, bounded apart from the sessions (the oldest pending login is closed to
+make room for a new one) and closed when ``login_timeout`` passes. Only an authenticated client
+takes a session slot and gets its BackendKeyData, so clients that never finish logging in
+cannot lock the others out. Failed logins from one address are answered after a growing delay.
+
 Several worker processes can serve one port (``[server] workers``, :class:`WorkerSlot`): the
 kernel spreads connections over them (``SO_REUSEPORT``), they share the connection limit
 through a counter in shared memory, and a CancelRequest that reaches the wrong worker is
 passed on, over a Unix socket, to the worker whose session its key names (a session's
-BackendKeyData pid encodes its worker).
+BackendKeyData pid encodes its worker). Everything else admission counts is counted per worker:
+the pending logins, the sessions per user and per address, the failed logins per address.
 """
 
 from __future__ import annotations
@@ -25,10 +32,13 @@ import secrets
 import ssl
 import struct
 import threading
+import time
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.errors import TooManyConnections
+from proxy.wire.admission import Admission, LoginBackoff
 from proxy.wire.auth import AuthConfig
 from proxy.wire.messages import CANCEL_REQUEST_CODE, DEFAULT_MAX_MESSAGE, CancelRequest
 from proxy.wire.router import StatementRouter
@@ -57,6 +67,28 @@ class WorkerSlot:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServerConfig:
+    """The wire server's settings.
+
+    Admission (see :mod:`proxy.wire.admission`; with several workers only ``max_connections``
+    is shared, the other counts are per worker process, so with N workers a user may hold up
+    to N times ``max_user_connections`` sessions, as the kernel spreads its connections):
+
+    * ``login_timeout`` -- seconds from accept to authenticated, one deadline for the whole
+      start-up (not per read); then the connection is closed without a message, as PostgreSQL
+      does at ``authentication_timeout`` (it logs "canceling authentication due to timeout").
+    * ``max_pending_logins`` / ``max_pending_logins_per_address`` -- connections not yet
+      authenticated, overall and per client address; a new one beyond a bound closes the
+      oldest (of its address for the per-address bound).
+    * ``max_connections`` -- authenticated sessions ("sorry, too many clients already");
+      ``max_user_connections`` / ``max_address_connections`` -- per user, per client address
+      (0 = no limit); each refusal is FATAL 53300.
+    * ``auth_failure_delay`` -- the cap, in seconds, of the delay before a failed login is
+      answered (0.1 s, doubling per consecutive failure from the address); 0 = no delay.
+
+    ``max_statement_size`` -- the longest SQL text, in bytes, of a Query or a Parse: a longer
+    one is refused (54000) before it is split, routed or parsed, and the session goes on.
+    """
+
     upstream: UpstreamConfig
     auth: AuthConfig
     # Each user's own backend role (ARCHITECTURE.md §4: analysts cannot see or act on each
@@ -66,7 +98,13 @@ class ServerConfig:
     port: int = 0  # 0 = any free port; see ProxyServer.port
     max_connections: int = 100
     max_message_size: int = DEFAULT_MAX_MESSAGE
-    startup_timeout: float = 60.0  # PostgreSQL's authentication_timeout
+    max_statement_size: int = 1 << 20
+    login_timeout: float = 5.0  # from accept to authenticated (PostgreSQL's is 60 s)
+    max_pending_logins: int = 100
+    max_pending_logins_per_address: int = 20
+    max_user_connections: int = 0  # 0 = no limit
+    max_address_connections: int = 0  # 0 = no limit
+    auth_failure_delay: float = 5.0  # seconds, the backoff's cap; 0 = none
     idle_session_timeout: float | None = None
     idle_in_transaction_timeout: float | None = None
     statement_timeout: float | None = None  # local answers; also set upstream
@@ -89,17 +127,30 @@ class ProxyServer:
         self._sessions: dict[int, Session] = {}
         self._conn_tasks: dict[Session, asyncio.Task[Any]] = {}
         self._closing = False
+        self._admission: Admission[Session] = Admission(
+            max_pending=config.max_pending_logins,
+            max_pending_per_address=config.max_pending_logins_per_address,
+            max_user_connections=config.max_user_connections,
+            max_address_connections=config.max_address_connections,
+        )
+        self._backoff = LoginBackoff(cap=config.auth_failure_delay)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self) -> None:
         w = self.config.worker
+        c = self.config
         self._server = await asyncio.start_server(
             self._on_connect,
-            self.config.host,
-            self.config.port,
+            c.host,
+            c.port,
             reuse_address=True,
             reuse_port=w is not None,
+            # Room in the accept queue for a burst of every session and pending login twice
+            # over (PostgreSQL listens with twice max_connections), so that a burst of
+            # connections is queued for admission rather than its SYNs dropped and retried
+            # a second later; the kernel caps it at net.core.somaxconn.
+            backlog=min(4096, max(128, 2 * (c.max_connections + c.max_pending_logins))),
         )
         if w is not None:
             self._cancels = await asyncio.start_unix_server(
@@ -148,11 +199,12 @@ class ProxyServer:
 
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
+        address = str(peer[0]) if peer else ""
         try:
-            loopback = ipaddress.ip_address(peer[0]).is_loopback if peer else False
+            loopback = ipaddress.ip_address(address).is_loopback
         except ValueError:
             loopback = False
-        session = Session(self, reader, writer, peer_is_loopback=loopback)
+        session = Session(self, reader, writer, peer_is_loopback=loopback, address=address)
         task = asyncio.current_task()
         assert task is not None
         self._conn_tasks[session] = task
@@ -160,6 +212,17 @@ class ProxyServer:
             if self._closing:
                 writer.close()
                 return
+            closed = self._admission.arrive(session, address)
+            if closed is None:
+                await session.refuse(
+                    TooManyConnections(
+                        f'too many failed logins from address "{address}"',
+                        hint="wait a few seconds before trying again",
+                    )
+                )
+                return
+            for old in closed:
+                self._evict(old)
             await session.run()
         except asyncio.CancelledError:
             pass
@@ -168,10 +231,38 @@ class ProxyServer:
         finally:
             self._conn_tasks.pop(session, None)
 
-    def register(self, session: Session) -> bool:
-        """Admit a session after its StartupMessage; False when at the connection limit."""
+    # -- admission (proxy.wire.admission) -----------------------------------------------
+
+    def login_failed(self, session: Session) -> float:
+        """``session``'s authentication failed: the seconds to wait before answering, while
+        it stays a pending login that its address's next ones do not close."""
+        delay = self._backoff.failed(session.address, session.user, now=time.monotonic())
+        if delay > 0:
+            self._admission.penalize(session)
+        return delay
+
+    def _evict(self, session: Session) -> None:
+        """Close a pending login to make room for a newer one (its task says why)."""
+        log.debug("closing the oldest pending login from %s to make room", session.address)
+        session.evicted = True
+        task = self._conn_tasks.get(session)
+        if task is not None:
+            task.cancel()
+
+    def leave_pending(self, session: Session) -> None:
+        self._admission.leave(session)
+
+    def register(self, session: Session) -> None:
+        """Admit an authenticated session: it stops being a pending login, takes a session
+        slot and gets its BackendKeyData pid. Raises TooManyConnections (53300) at a limit."""
+        self._admission.leave(session)
+        self._backoff.succeeded(session.address, session.user)
+        refusal = self._admission.refusal(session.user, session.address)
+        if refusal is not None:
+            raise TooManyConnections(refusal)
         if self._closing or not self._admit():
-            return False
+            raise TooManyConnections("sorry, too many clients already")
+        self._admission.open_session(session.user, session.address)
         w = self.config.worker
         count, index = (w.count, w.index) if w is not None else (1, 0)
         while True:
@@ -182,7 +273,7 @@ class ProxyServer:
                 break
         session.pid = pid
         self._sessions[pid] = session
-        return True
+        session.registered = True
 
     def _admit(self) -> bool:
         w = self.config.worker
@@ -197,6 +288,7 @@ class ProxyServer:
     def unregister(self, session: Session) -> None:
         if self._sessions.get(session.pid) is session:
             del self._sessions[session.pid]
+            self._admission.close_session(session.user, session.address)
             w = self.config.worker
             if w is not None:
                 with w.connections.get_lock():
@@ -236,6 +328,14 @@ class ProxyServer:
     @property
     def session_count(self) -> int:
         return len(self._sessions)
+
+    @property
+    def pending_count(self) -> int:
+        """Connections not yet authenticated (pending logins), in this process."""
+        return self._admission.pending_count
+
+    def pending_from(self, address: str) -> int:
+        return self._admission.pending_from(address)
 
 
 class BackgroundServer:

@@ -1,7 +1,10 @@
 """One client session: start-up, authentication, then the query loop over a pinned upstream.
 
-Start-up and login run in the session task on asyncio streams. After login both sockets are
-taken over by :class:`~proxy.wire.channel.Channel` callbacks:
+Start-up and login run in the session task on asyncio streams, under one deadline from accept
+to authenticated (``login_timeout``). Until authenticated the session is only a *pending login*
+(:mod:`proxy.wire.admission`), which a newer one may close; once authenticated it registers
+(a session slot, its BackendKeyData pid). After login both sockets are taken over by
+:class:`~proxy.wire.channel.Channel` callbacks:
 
 * **Backend replies** are handled in the upstream read callback: each frame is relayed to the
   client as it came (no re-encoding), matched against an *expectation* recorded when the
@@ -43,6 +46,7 @@ from typing import TYPE_CHECKING
 from dp.errors import LaprasError
 from proxy.errors import (
     AdminShutdown,
+    AuthenticationFailed,
     DuplicateCursor,
     DuplicatePreparedStatement,
     FeatureNotSupported,
@@ -50,12 +54,15 @@ from proxy.errors import (
     IdleSessionTimeout,
     InFailedTransaction,
     InvalidAuthorization,
+    InvalidBinaryRepresentation,
     InvalidParameterValue,
     ProtocolError,
     ProtocolViolation,
     QueryCanceled,
     StartupFeatureNotSupported,
+    StatementTooLong,
     TooManyConnections,
+    UnsupportedFormatCode,
     UpstreamUnavailable,
     render_error,
     render_unexpected,
@@ -63,6 +70,7 @@ from proxy.errors import (
 from proxy.wire import types as pgtypes
 from proxy.wire.auth import Authenticator
 from proxy.wire.channel import Channel
+from proxy.wire.heap import trim_heap
 from proxy.wire.messages import (
     AuthenticationOk,
     BackendKeyData,
@@ -93,6 +101,7 @@ from proxy.wire.messages import (
     ParseComplete,
     PasswordMessage,
     PortalSuspended,
+    PqReader,
     Query,
     ReadyForQuery,
     RowDescription,
@@ -100,7 +109,10 @@ from proxy.wire.messages import (
     StartupMessage,
     Sync,
     Terminate,
+    bind_names,
     decode_backend,
+    read_parse,
+    read_query,
 )
 from proxy.wire.protocol import (
     IDLE_STATES,
@@ -108,6 +120,7 @@ from proxy.wire.protocol import (
     ConnectionClosed,
     ConnState,
     Event,
+    MalformedMessage,
     ServerConnection,
 )
 from proxy.wire.router import (
@@ -151,6 +164,15 @@ class _IdleTimeout(Exception):
         self.error = error
 
 
+class _LoginFailed(Exception):
+    """The authentication exchange failed with ``error`` (28P01/28000): answered after the
+    failed-login delay, outside the login deadline."""
+
+    def __init__(self, error: LaprasError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
 class SessionClosed(Exception):
     """The session must end (client gone, upstream gone, FATAL sent)."""
 
@@ -165,12 +187,21 @@ class Kind(enum.Enum):
     SYNC = "S"
     QUERY = "Q"
     FUNCTION = "F"
+    FLUSH = "H"  # only a malformed Flush is forwarded as an expectation: it gets an error
 
     __hash__ = object.__hash__  # identity: members are singletons (see ConnState)
 
 
 _EXTENDED_KINDS = frozenset(
-    {Kind.PARSE, Kind.BIND, Kind.DESCRIBE_S, Kind.DESCRIBE_P, Kind.EXECUTE, Kind.CLOSE}
+    {
+        Kind.PARSE,
+        Kind.BIND,
+        Kind.DESCRIBE_S,
+        Kind.DESCRIBE_P,
+        Kind.EXECUTE,
+        Kind.CLOSE,
+        Kind.FLUSH,
+    }
 )
 _READY_KINDS = frozenset({Kind.QUERY, Kind.SYNC, Kind.FUNCTION})
 # The backend message type that completes each expectation (protocol-flow).
@@ -184,6 +215,20 @@ _COMPLETES: dict[Kind, frozenset[int]] = {
     Kind.SYNC: frozenset(b"Z"),
     Kind.QUERY: frozenset(b"Z"),
     Kind.FUNCTION: frozenset(b"Z"),
+    Kind.FLUSH: frozenset(),  # never completed: answered by the error that ends it
+}
+# The expectation of a malformed message relayed as it came, by its type byte; the backend
+# refuses it as it reads it, before looking at any statement or portal (postgres.c, PostgresMain
+# and exec_bind_message). Query and Parse are absent: they carry SQL the router has not seen,
+# so the proxy answers them itself (read_query, read_parse); a Bind is relayed only when its
+# statement is (see _malformed_now).
+_MALFORMED_KINDS: dict[int, Kind] = {
+    ord("B"): Kind.BIND,
+    ord("D"): Kind.DESCRIBE_S,
+    ord("E"): Kind.EXECUTE,
+    ord("C"): Kind.CLOSE,
+    ord("S"): Kind.SYNC,
+    ord("H"): Kind.FLUSH,
 }
 
 
@@ -253,12 +298,14 @@ class Session:
         writer: asyncio.StreamWriter,
         *,
         peer_is_loopback: bool,
+        address: str = "",
     ) -> None:
         self.server = server
         self.cfg = server.config
         self.reader = reader
         self.writer = writer
         self.peer_is_loopback = peer_is_loopback
+        self.address = address  # the client's IP address, as admission counts it
         self.conn = ServerConnection(max_message=self.cfg.max_message_size)
         self.pid = 0
         self.key = secrets.randbits(32)
@@ -293,9 +340,13 @@ class Session:
         self._replies: dict[tuple[object, ...], _Replied] = {}
         self._reply_key: tuple[object, ...] | None = None
         self._frame = b""  # the client message being dispatched, as it came
+        self._held_big = False  # a message longer than _ROUTE_IN_TASK came (see _close)
         self._upstream_dead = False
         self.stop_requested = False
-        self.registered = False
+        self.registered = False  # authenticated and admitted (server.register)
+        self.evicted = False  # closed by the server to make room for a newer login
+        self._failure: LaprasError | None = None  # a failed login's answer, held back
+        self._handshaking = False  # in the TLS handshake: no message can be sent
 
     # ---------------------------------------------------------------- client I/O
 
@@ -546,8 +597,10 @@ class Session:
             if not silent:
                 await self._fatal(e)
         except asyncio.CancelledError:
-            # Shutdown (or the server giving up on us): tell the client why, then go.
-            await self._fatal(AdminShutdown("terminating connection due to administrator command"))
+            # Shutdown, or a newer login taking our place (evict): tell the client why, then
+            # go -- but not in the middle of the TLS handshake, where a message is garbage.
+            if not self._handshaking:
+                await self._fatal(self._farewell())
             raise
         except (ConnectionError, TimeoutError, asyncio.IncompleteReadError):
             pass
@@ -566,6 +619,7 @@ class Session:
 
     async def _close(self) -> None:
         self.conn.close()
+        self.server.leave_pending(self)
         if self.registered:
             self.server.unregister(self)
             self.registered = False
@@ -576,22 +630,75 @@ class Session:
         with contextlib.suppress(Exception):
             self._flush_client()
         await Channel.close_stream(self.writer, self._client)
+        if self._held_big:
+            # What the session kept of big statements (prepared ones hold their text and
+            # classification) goes now: give the memory back to the system (proxy.wire.heap).
+            self.statements.clear()
+            self.portals.clear()
+            trim_heap()
 
     # ---------------------------------------------------------------- start-up
 
+    def _farewell(self) -> LaprasError:
+        """What a cancelled session tells its client."""
+        if not self.evicted:
+            return AdminShutdown("terminating connection due to administrator command")
+        if self._failure is not None:  # evicted while its failure was held back
+            return self._failure
+        return TooManyConnections(
+            "sorry, too many clients already",
+            detail="Too many connections were logging in at once; this one had waited longest.",
+        )
+
+    async def refuse(self, err: LaprasError) -> None:
+        """Refuse the connection at once with a FATAL, before reading anything (the client
+        reads it after sending its first packet, as it reads the postmaster's when PostgreSQL
+        cannot start a backend)."""
+        try:
+            await self._fatal(err)
+        finally:
+            await self._close()
+
     async def _startup(self) -> bool:
-        """protocol-flow "Start-up". Returns False when the connection is done (cancel)."""
-        timeout = self.cfg.startup_timeout
+        """protocol-flow "Start-up": the login, under one deadline from accept to authenticated
+        (``login_timeout``, PostgreSQL's ``authentication_timeout``), then the session. Returns
+        False when the connection is done (a cancel request, the client gone, timed out)."""
+        startup: StartupMessage | None = None
+        try:
+            async with asyncio.timeout(self.cfg.login_timeout):
+                startup = await self._startup_packet()
+                if startup is None or not await self._authenticate(startup):
+                    return False
+        except TimeoutError:
+            # As PostgreSQL: the reason goes to the log alone, nothing to a client that may be
+            # in the middle of a message (postgres.c ProcessInterrupts, ClientAuthInProgress).
+            log.info("canceling authentication due to timeout (client %s)", self.address)
+            return False
+        except _LoginFailed as failed:
+            self._failure = failed.error
+            delay = self.server.login_failed(self)
+            if delay > 0:
+                # auth_delay: held back, and held as a pending login, for the whole delay even
+                # if the client has left (see proxy.wire.admission for why).
+                await asyncio.sleep(delay)
+            raise failed.error from None
+        return await self._open_session(startup)
+
+    async def _startup_packet(self) -> StartupMessage | None:
+        """Read up to the StartupMessage, answering SSLRequest/GSSENCRequest; None when the
+        connection is done (a CancelRequest, or the client gone)."""
         while True:
-            ev = await self._next_event(timeout)
+            ev = await self._next_event()
             if isinstance(ev, ConnectionClosed):
-                return False
+                return None
             if isinstance(ev, SSLRequest):
                 ctx = self.cfg.ssl_context
                 if ctx is not None:
                     self.writer.write(self.conn.send_ssl_answer(True))
                     await self.writer.drain()
+                    self._handshaking = True
                     await self.writer.start_tls(ctx)
+                    self._handshaking = False
                 else:
                     self.writer.write(self.conn.send_ssl_answer(False))
                     await self.writer.drain()
@@ -602,12 +709,14 @@ class Session:
                 continue
             if isinstance(ev, CancelRequest):
                 await self.server.cancel(ev.pid, ev.key)
-                return False
+                return None
             if isinstance(ev, StartupMessage):
-                return await self._login(ev, timeout)
+                return ev
             raise ProtocolViolation("unexpected message before startup")
 
-    async def _login(self, startup: StartupMessage, timeout: float) -> bool:
+    async def _authenticate(self, startup: StartupMessage) -> bool:
+        """The authentication exchange; False when the client leaves it. A failure raises
+        _LoginFailed (answered later, see _startup)."""
         user = startup.get("user") or ""
         if not user:
             raise InvalidAuthorization("no PostgreSQL user name specified in startup packet")
@@ -616,28 +725,36 @@ class Session:
             raise StartupFeatureNotSupported(
                 "replication connections are not supported by the LAPRAS proxy"
             )
-        if not self.server.register(self):
-            raise TooManyConnections("sorry, too many clients already")
-        self.registered = True
         self.user = user
         self.database = startup.get("database") or user
         neg = self.conn.negotiation_needed()
         if neg is not None:
             self._send(NegotiateProtocolVersion(newest_minor=neg[0], unrecognized=neg[1]))
         auth = Authenticator(self.cfg.auth, user, peer_is_loopback=self.peer_is_loopback)
-        first = auth.start()
-        done = not first
-        await self._write(*first)
-        while not done:
-            ev = await self._next_event(timeout)
-            if isinstance(ev, ConnectionClosed | Terminate):
-                return False
-            if not isinstance(ev, PasswordMessage):
-                raise ProtocolViolation("expected password response")
-            reply, done = auth.step(ev)
-            if reply:
-                await self._write(*reply)
+        try:
+            first = auth.start()
+            done = not first
+            await self._write(*first)
+            while not done:
+                ev = await self._next_event()
+                if isinstance(ev, ConnectionClosed | Terminate):
+                    return False
+                if not isinstance(ev, PasswordMessage):
+                    raise ProtocolViolation("expected password response")
+                reply, done = auth.step(ev)
+                if reply:
+                    await self._write(*reply)
+        except (AuthenticationFailed, InvalidAuthorization) as e:
+            raise _LoginFailed(e) from None
+        return True
+
+    async def _open_session(self, startup: StartupMessage) -> bool:
+        """After authentication: admission to a session (53300 at a limit, after
+        AuthenticationOk as PostgreSQL refuses a role over its connection limit), the upstream
+        connection, and the start-up's answer."""
+        user = self.user
         self._send(AuthenticationOk())
+        self.server.register(self)  # a slot, the BackendKeyData pid; or TooManyConnections
         params = [(k, v) for k, v in startup.params if k not in ("user", "database")]
         if self.cfg.statement_timeout and not any(k == "statement_timeout" for k, _ in params):
             params.append(("statement_timeout", str(int(self.cfg.statement_timeout * 1000))))
@@ -716,6 +833,13 @@ class Session:
             if self._upstream_dead:
                 return
             await self._dispatch(ev)
+            del ev
+            if len(self._frame) > _MEMO_READ:
+                # A big message (up to max_message_size when refused by size) is not kept
+                # while the session waits for the next one.
+                self._held_big |= len(self._frame) > _ROUTE_IN_TASK
+                self._frame = self.conn.last_frame = b""
+                self._routed = None
             if self.conn.state is ConnState.CLOSED:
                 return
 
@@ -737,14 +861,20 @@ class Session:
         Relayed at once: a Query or Parse the router relays; Bind, Describe, Execute, Close
         of a relayed statement or portal; a Sync closing a relayed batch. Answered at once,
         when the backend owes nothing (so the answer keeps its place): a Parse of a statement
-        answered here, Bind/Describe/Close of one, an Execute of rows already made, a Sync."""
+        answered here, Bind/Describe/Close of one, an Execute of rows already made, a Sync.
+        A malformed message is relayed as it came when the backend answers it as PostgreSQL
+        would answer it here (``_malformed_now``)."""
         idle = not self.pending
         if isinstance(ev, Query):
+            if len(ev.sql) > _ROUTE_IN_TASK or self._too_long(ev.sql) is not None:
+                return False  # refused, or its statements routed one at a time (_simple_query)
             stmts = split_statements(ev.sql)
             return self._relay_query(
                 stmts, [self._route_now(self._info(s, "simple")) for s in stmts]
             )
         if isinstance(ev, Parse):
+            if self._too_long(ev.sql) is not None:
+                return False
             existing = self.statements.get(ev.name)
             if ev.name and existing is not None and not isinstance(existing.route, Relay):
                 return False
@@ -767,7 +897,7 @@ class Session:
             if (
                 not idle
                 or isinstance(stmt.route, Refuse)
-                or self._bind_portal(ev, stmt) is not None
+                or self._bind_portal(self._frame[5:], stmt) is not None
             ):
                 return False
         elif isinstance(ev, Execute):
@@ -775,7 +905,7 @@ class Session:
             if portal is None:
                 self._forward(self._frame, Kind.EXECUTE)
                 return True
-            if not idle or self.status == "E":
+            if not idle or self.status == "E" or _result_format_error(portal) is not None:
                 return False
             if portal.rows is None and not self._execute_now(portal, ev):
                 return False
@@ -812,6 +942,8 @@ class Session:
                 return True
             self._ready_now()
             return True
+        elif isinstance(ev, MalformedMessage):
+            return self._malformed_now(ev)
         else:
             return False
         return True  # a local answer of Bind, Execute, Describe or Close: sent by the caller
@@ -826,7 +958,7 @@ class Session:
         elif isinstance(ev, Parse):
             await self._parse(ev)
         elif isinstance(ev, Bind):
-            await self._bind(ev)
+            await self._bind(ev.statement)
         elif isinstance(ev, Describe):
             await self._describe(ev)
         elif isinstance(ev, Execute):
@@ -838,25 +970,101 @@ class Session:
         elif isinstance(ev, Terminate):
             raise SessionClosed
         elif isinstance(ev, CopyData | CopyDone | CopyFail):
-            if self.copy_in:
-                if not isinstance(ev, CopyData):
-                    self.copy_in = False
-                self._up(self._frame)
-            # else: PostgreSQL ignores stray copy messages (postgres.c, 'c'/'d'/'f').
+            self._copy_message(end=not isinstance(ev, CopyData))
         elif isinstance(ev, FunctionCall):
-            if await self._settle():
-                self.conn.pending_ready = max(self.conn.pending_ready - 1, 0)
-                return
-            # protocol-flow "Function Call": answered like a simple Query, so the error is
-            # followed by ReadyForQuery (and fails an open transaction, as any error does).
-            err = FeatureNotSupported(
-                "the function call protocol message is not supported by the LAPRAS proxy",
-                hint="call the function in a SELECT statement instead",
-            )
-            await self._refuse(err, extended=False)
-            await self._ready()
+            await self._function_call()
+        elif isinstance(ev, MalformedMessage):
+            await self._malformed(ev)
         else:
             raise ProtocolViolation(f"unexpected message {type(ev).__name__}")
+
+    def _copy_message(self, *, end: bool) -> None:
+        """CopyData, CopyDone or CopyFail (``end``) from the client, as it came."""
+        if self.copy_in:
+            if end:
+                self.copy_in = False
+            self._up(self._frame)
+        # else: PostgreSQL ignores stray copy messages (postgres.c, 'c'/'d'/'f').
+
+    async def _function_call(self) -> None:
+        if await self._settle():
+            self.conn.pending_ready = max(self.conn.pending_ready - 1, 0)
+            return
+        # protocol-flow "Function Call": answered like a simple Query, so the error is
+        # followed by ReadyForQuery (and fails an open transaction, as any error does).
+        err = FeatureNotSupported(
+            "the function call protocol message is not supported by the LAPRAS proxy",
+            hint="call the function in a SELECT statement instead",
+        )
+        await self._refuse(err, extended=False)
+        await self._ready()
+
+    # ---------------------------------------------------------------- malformed messages
+    # PostgreSQL reads a message's content field by field (pq_getmsg*, pqformat.c) and answers
+    # what does not read as an ERROR, never FATAL: 08P01 "insufficient data left in message",
+    # "invalid string in message", "invalid message format" (bytes left over), or the first
+    # check of the message that fails before (a Bind's unknown statement, 26000; its parameter
+    # count, 08P01). The session stays; after an extended-query message the backend skips to
+    # Sync (protocol-flow, "Extended Query"; protocol-message-formats for the layouts).
+
+    def _malformed_now(self, ev: MalformedMessage) -> bool:
+        """Relay a malformed message as it came when the backend answers it as PostgreSQL
+        would here: Describe, Execute, Close, Sync and Flush, whose content PostgreSQL reads
+        before it looks at any statement or portal, and a Bind whose names do not read or
+        whose statement is relayed or unknown here (the backend reads names, then looks the
+        statement up, then reads the rest). False for the task: Query and Parse (SQL the
+        router has not seen never goes to the backend), a Bind to a statement answered here,
+        FunctionCall, and the copy messages."""
+        tb = ev.type_byte
+        kind = _MALFORMED_KINDS.get(tb)
+        if kind is None:
+            return False
+        if kind is Kind.BIND:
+            names = bind_names(ev.body)
+            if names is not None:
+                stmt = self.statements.get(names[1])
+                if stmt is not None and not isinstance(stmt.route, Relay):
+                    return False
+                self.portals.pop(names[0], None)
+        self._forward(ev.frame, kind)
+        if kind is Kind.SYNC:
+            # A Sync with a body still ends the batch: the backend stops skipping, answers
+            # ERROR "invalid message format" and then ReadyForQuery, with its own status.
+            self.upstream_open = False
+        return True
+
+    async def _malformed(self, ev: MalformedMessage) -> None:
+        """A malformed message the proxy answers itself (``_malformed_now`` relays the rest)."""
+        tb, body = ev.type_byte, ev.body
+        if tb in b"QP":
+            try:
+                m = read_query(body) if tb == _Q else read_parse(body)
+            except LaprasError as e:
+                if tb == _P:
+                    await self._refuse(e, extended=True, checks_transaction=False)
+                    return
+                if await self._settle():  # inside a failed extended batch: never read
+                    self.conn.pending_ready = max(self.conn.pending_ready - 1, 0)
+                    return
+                # Not an extended-query message, so no skipping: ERROR, then ReadyForQuery.
+                await self._refuse(e, extended=False, checks_transaction=False)
+                await self._ready()
+                return
+            # Valid as PostgreSQL reads it (a Parse of 32768 or more parameter types).
+            await self._dispatch(m)
+            return
+        if tb == _B:
+            names = bind_names(body)
+            assert names is not None  # else relayed by _malformed_now
+            await self._bind(names[1])
+        elif tb == _F:
+            # PostgreSQL would report the malformed arguments; the proxy serves no function
+            # call, malformed or not, and says so.
+            await self._function_call()
+        elif tb in b"cf":
+            self._copy_message(end=True)
+        else:  # pragma: no cover - _malformed_now relays every other type
+            raise ProtocolViolation(f"unexpected malformed message {chr(tb)!r}")
 
     # ---------------------------------------------------------------- upstream relay
 
@@ -1211,17 +1419,27 @@ class Session:
             self._forward(Query(sql=FAIL_SQL).encode(), Kind.QUERY, forward=False, sink=[])
         await self._quiesce()
 
-    async def _refuse(self, err: LaprasError | ErrorResponse, *, extended: bool) -> None:
+    async def _refuse(
+        self,
+        err: LaprasError | ErrorResponse,
+        *,
+        extended: bool,
+        checks_transaction: bool = True,
+    ) -> None:
         """Answer ``err`` for the current statement, keeping the backend in step.
 
         Any ERROR inside a transaction block aborts it, and in the extended protocol an error
         also rolls back the implicit transaction of the batch (protocol-flow "Extended Query").
         So when the backend has a transaction open, a statement that fails there too is sent
-        (its own error swallowed): 25P02 and COMMIT -> ROLLBACK then come from PostgreSQL."""
+        (its own error swallowed): 25P02 and COMMIT -> ROLLBACK then come from PostgreSQL.
+        In a failed transaction the answer is 25P02, unless ``checks_transaction`` is False:
+        ``err`` is what PostgreSQL finds before it looks at the transaction (a malformed
+        message; a Bind checked in PostgreSQL's order, see ``_bind_portal``)."""
         if await self._settle():
             return
         if self.status == "E":
-            err = InFailedTransaction()
+            if checks_transaction:
+                err = InFailedTransaction()
         elif self.status == "T" or (extended and self.upstream_open):
             await self._fail_upstream(extended)
         self._send(err if isinstance(err, ErrorResponse) else render_error(err))
@@ -1369,10 +1587,34 @@ class Session:
         self._forward(data, Kind.QUERY, on_fail=self._query_skipped)
         return True
 
+    def _too_long(self, sql: str) -> StatementTooLong | None:
+        """The refusal of SQL text longer than ``max_statement_size`` bytes; None if it fits."""
+        limit = self.cfg.max_statement_size
+        if len(sql) * 4 <= limit:  # UTF-8 takes at most 4 bytes a character
+            return None
+        size = len(sql) if sql.isascii() else len(sql.encode())
+        return StatementTooLong(size, limit) if size > limit else None
+
     async def _simple_query(self, sql: str) -> None:
         """protocol-flow "Simple Query", statement by statement when the router must."""
+        too_long = self._too_long(sql)
+        if too_long is not None:  # refused before anything is split, routed or parsed
+            if await self._settle():
+                self.conn.pending_ready = max(self.conn.pending_ready - 1, 0)
+                return
+            # (also in a failed transaction: PostgreSQL reads a statement before it looks
+            # at the transaction)
+            await self._refuse(too_long, extended=False, checks_transaction=False)
+            await self._ready()
+            return
         stmts = split_statements(sql)
-        routes = [await self._route(self._info(s, "simple")) for s in stmts]
+        routes: list[Route] = []
+        for s in stmts:
+            routes.append(await self._route(self._info(s, "simple")))
+            if len(sql) > _ROUTE_IN_TASK:
+                # A long Query may hold many statements the router decides at once, each
+                # taking a while: the loop serves the other sessions between them.
+                await asyncio.sleep(0)
         if self._relay_query(stmts, routes):
             return
         # A simple Query destroys the unnamed statement and portal (protocol-flow).
@@ -1491,6 +1733,10 @@ class Session:
 
     async def _parse(self, m: Parse) -> None:
         """protocol-flow "Extended Query", Parse."""
+        too_long = self._too_long(m.sql)
+        if too_long is not None:  # refused before it is routed or parsed: skip to Sync
+            await self._refuse(too_long, extended=True, checks_transaction=False)
+            return
         existing = self.statements.get(m.name)
         if m.name and existing is not None and not isinstance(existing.route, Relay):
             await self._local_error(_dup_statement(m.name))
@@ -1523,62 +1769,111 @@ class Session:
         self.statements[m.name] = stmt
         await self._write(ParseComplete())
 
-    async def _bind(self, m: Bind) -> None:
-        """Bind to a statement answered here (``_handle_now`` relays the others)."""
-        stmt = self.statements[m.statement]
-        if isinstance(stmt.route, Refuse):
-            await self._refuse(stmt.route.error, extended=True)
-            return
+    async def _bind(self, statement: str) -> None:
+        """Bind to a statement answered here (``_handle_now`` relays the others); the Bind is
+        ``self._frame``, well formed or not."""
+        stmt = self.statements[statement]
+        body = self._frame[5:]
         if await self._settle():
             return
-        err = self._bind_portal(m, stmt)
+        err = self._bind_portal(body, stmt)
         if err is not None:
-            await self._local_error(err)
+            await self._refuse(err, extended=True, checks_transaction=False)
             return
         self._flush_client()
         await self._drain()
 
-    def _bind_portal(self, m: Bind, stmt: Statement) -> LaprasError | None:
-        """Make the portal of a Bind to a statement answered here and send BindComplete; or
-        return the error to answer (then nothing is done)."""
-        if self.status == "E":  # as PostgreSQL's exec_bind_message in a failed transaction
-            return InFailedTransaction()
-        if m.portal and m.portal in self.portals:
-            return DuplicateCursor(f'portal "{m.portal}" already exists')
-        oids = stmt.described.param_oids if stmt.described else stmt.param_oids
-        if len(m.params) != len(oids):
-            return ProtocolError(
-                f"bind message supplies {len(m.params)} parameters, but prepared statement "
-                f'"{m.statement}" requires {len(oids)}'
-            )
-        fields = self._fields(stmt) or ()
-        fmts = resolve_formats(m.result_formats, len(fields))
-        if fmts is None:
-            return ProtocolError(
-                f"bind message has {len(m.result_formats)} result formats but query has "
-                f"{len(fields)} columns"
-            )
-        pfmts = tuple(m.param_format(i) for i in range(len(m.params)))
+    def _bind_portal(self, body: bytes, stmt: Statement) -> LaprasError | None:
+        """Make the portal of a Bind (``body``) to a statement answered here and send
+        BindComplete; or return the error to answer (then nothing is sent).
+
+        The body is read and checked in the order of PostgreSQL's exec_bind_message
+        (postgres.c), so that a Bind gets the error PostgreSQL reports first, well formed or
+        not: the parameter format and value counts, the failed transaction, the portal name;
+        each parameter in turn (its bytes, its format code, its value); the result format
+        codes, the end of the message; the privilege check (a refused statement: PortalStart);
+        the result format count. Layout: protocol-message-formats, "Bind"."""
+        r = PqReader(body)
         try:
-            values = tuple(
-                pgtypes.decode(oid, raw, f)
-                for oid, raw, f in zip(oids, m.params, pfmts, strict=True)
+            portal, name = r.string(), r.string()
+            pfmts = tuple(r.int16() for _ in range(r.uint16()))
+            n = r.uint16()
+            if len(pfmts) > 1 and len(pfmts) != n:
+                return ProtocolError(
+                    f"bind message has {len(pfmts)} parameter formats but {n} parameters"
+                )
+            oids = stmt.described.param_oids if stmt.described else stmt.param_oids
+            if n != len(oids):
+                return ProtocolError(
+                    f"bind message supplies {n} parameters, but prepared statement "
+                    f'"{name}" requires {len(oids)}'
+                )
+            if self.status == "E":
+                return InFailedTransaction()
+            if portal and portal in self.portals:
+                return DuplicateCursor(f'cursor "{portal}" already exists')
+            # CreatePortal drops the unnamed portal it replaces, even if the Bind then fails.
+            self.portals.pop(portal, None)
+            decode = isinstance(stmt.route, AnswerLocally)  # a refused one is never run
+            raws: list[bytes | None] = []
+            fmts: list[int] = []
+            values: list[object] = []
+            for i, oid in enumerate(oids):
+                length = r.int32()
+                raw = None if length == -1 else r.take(length)
+                f = pfmts[i] if len(pfmts) > 1 else pfmts[0] if pfmts else 0
+                if f != 0 and f != 1:
+                    return UnsupportedFormatCode(f"unsupported format code: {f}")
+                if f == 1 and raw is not None:
+                    err = _binary_length_error(oid, raw, i)
+                    if err is not None:
+                        return err
+                if decode:
+                    try:
+                        values.append(pgtypes.decode(oid, raw, f))
+                    except (ValueError, ArithmeticError, UnicodeDecodeError) as e:
+                        return _bad_param(e)
+                raws.append(raw)
+                fmts.append(f)
+            rfmts = tuple(r.int16() for _ in range(r.uint16()))
+            r.end()
+        except LaprasError as e:  # what PqReader raises, as PostgreSQL's pq_getmsg*
+            return e
+        if isinstance(stmt.route, Refuse):
+            return stmt.route.error
+        fields = self._fields(stmt) or ()
+        formats = resolve_formats(rfmts, len(fields))
+        if formats is None:
+            return ProtocolError(
+                f"bind message has {len(rfmts)} result formats but query has {len(fields)} columns"
             )
-        except (ValueError, ArithmeticError, UnicodeDecodeError) as e:
-            return _bad_param(e)
-        self.portals[m.portal] = Portal(
+        self.portals[portal] = Portal(
             statement=stmt,
-            params=values,
-            raw_params=m.params,
-            param_formats=pfmts,
-            fields=tuple(f.with_format(fmt) for f, fmt in zip(fields, fmts, strict=True)),
+            params=tuple(values),
+            raw_params=tuple(raws),
+            param_formats=tuple(fmts),
+            fields=tuple(f.with_format(fmt) for f, fmt in zip(fields, formats, strict=True)),
         )
         self._send(BindComplete())
         return None
 
+    def _portal_gone(self, m: Describe | Execute | Close, frame: bytes, kind: Kind) -> bool:
+        """True, and ``frame`` relayed for the backend to answer, when the portal ``m`` names
+        was dropped while the session waited for the backend: a Sync before it ended the
+        transaction, as PostgreSQL drops a transaction's portals (the backend then has no such
+        portal either, and answers as PostgreSQL would)."""
+        name = m.portal if isinstance(m, Execute) else m.name if m.kind == "P" else None
+        if name is None or name in self.portals:
+            return False
+        self._forward(frame, kind)
+        return True
+
     async def _describe(self, m: Describe) -> None:
         """Describe a statement or portal answered here (``_handle_now`` relays the others)."""
+        frame = self._frame
         if await self._settle():
+            return
+        if self._portal_gone(m, frame, Kind.DESCRIBE_P):
             return
         self._describe_local(m)
         self._flush_client()
@@ -1597,11 +1892,19 @@ class Session:
 
     async def _execute(self, m: Execute) -> None:
         """Execute a portal answered here (``_handle_now`` relays the others)."""
-        portal = self.portals[m.portal]
+        frame = self._frame
         if await self._settle():
+            return
+        portal = self.portals.get(m.portal)
+        if portal is None:
+            self._portal_gone(m, frame, Kind.EXECUTE)
             return
         if self.status == "E":
             await self._local_error(InFailedTransaction())
+            return
+        err = _result_format_error(portal)
+        if err is not None:
+            await self._local_error(err)
             return
         if portal.rows is None:
             res = await self._local_result(self._execution(portal, m), extended=True)
@@ -1665,7 +1968,10 @@ class Session:
 
     async def _close_msg(self, m: Close) -> None:
         """Close a statement or portal answered here (``_handle_now`` relays the others)."""
+        frame = self._frame
         if await self._settle():
+            return
+        if self._portal_gone(m, frame, Kind.CLOSE):
             return
         self._close_local(m)
         self._flush_client()
@@ -1697,6 +2003,7 @@ class Session:
 
 
 _E, _S, _Z = b"ESZ"
+_B, _F, _P, _Q = b"BFPQ"
 # Backend message types that need more than relaying: asynchronous ones, errors, the end
 # of a request, COPY, authentication (the connection state watches Z, E, G, W and R).
 _TRACKED = frozenset(b"NSAEZGWR")
@@ -1705,6 +2012,10 @@ _SKIP_UNTIL_SYNC = ConnState.SKIP_UNTIL_SYNC  # read for every relayed message
 # Reads remembered per session for Session._relay_known, and the largest one.
 _MEMO_READS = 32
 _MEMO_READ = 1024
+#: A Query longer than this (characters) is handled by the session's task, not from the read
+#: callback: it is checked against ``max_statement_size``, and its statements are routed one
+#: at a time with the loop free for other sessions in between.
+_ROUTE_IN_TASK = 64 * 1024
 
 # Client bytes buffered beyond this while the task is busy pause reading from the client.
 _READ_AHEAD = 1 << 20
@@ -1712,6 +2023,43 @@ _READ_AHEAD = 1 << 20
 
 def _decode(frame: bytes) -> BackendMessage:
     return decode_backend(frame[:1], frame[5:])
+
+
+def _result_format_error(portal: Portal) -> LaprasError | None:
+    """PostgreSQL takes any result format code at Bind (Describe shows it as it is) and refuses
+    one other than text or binary when the portal runs (printtup.c), before any row."""
+    for f in portal.fields:
+        if f.format != 0 and f.format != 1:
+            return UnsupportedFormatCode(f"unsupported format code: {f.format}")
+    return None
+
+
+# The binary receive functions of fixed-size types read exactly their size with pq_getmsgint
+# (boolrecv: pq_getmsgbyte), and exec_bind_message requires the value to be used up.
+_BINARY_SIZE = {
+    pgtypes.BOOL: 1,
+    pgtypes.INT2: 2,
+    pgtypes.INT4: 4,
+    pgtypes.INT8: 8,
+    pgtypes.OID: 4,
+    pgtypes.FLOAT4: 4,
+    pgtypes.FLOAT8: 8,
+    pgtypes.DATE: 4,
+    pgtypes.TIMESTAMP: 8,
+    pgtypes.TIMESTAMPTZ: 8,
+}
+
+
+def _binary_length_error(oid: int, raw: bytes, i: int) -> LaprasError | None:
+    """PostgreSQL's error for binary parameter ``i`` of a fixed-size type of the wrong size."""
+    size = _BINARY_SIZE.get(oid)
+    if size is None or len(raw) == size:
+        return None
+    if len(raw) < size:
+        return ProtocolError(
+            "no data left in message" if size == 1 else "insufficient data left in message"
+        )
+    return InvalidBinaryRepresentation(f"incorrect binary data format in bind parameter {i + 1}")
 
 
 def _dup_statement(name: str) -> LaprasError:

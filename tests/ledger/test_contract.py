@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from dp import engine, engine_codec
 from dp.domain import Domain, QueryBatch
 from dp.noise import SeededSampler
+from proxy.epoch_watch import WATCH_SPACE
 from proxy.ledger import EpochConflictError, EpochLockedError, PgLedger
 from proxy.memledger import MemLedger
 
@@ -203,6 +205,32 @@ class LedgerContract:
         assert closed is not None
         assert [s for s, _ in await b.events(epoch)] == [1, 2, 3, 4, 5]
 
+    async def test_a_close_reaches_every_watch_before_it_returns(self, pair: Any) -> None:
+        a, b = pair
+        epoch = await _create(a)
+        other = await _create(a, table="census")
+        watch, idle = a.watch(), b.watch()
+        told: list[int] = []
+        lost: list[bool] = []
+        watch.subscribe(told.append, lambda: lost.append(True))
+        idle.subscribe(told.append, lambda: lost.append(True))
+        await watch.start()
+        await idle.start()
+        try:
+            assert await watch.hold(epoch) and await watch.hold(other)
+            closed = await b.close_epoch("adult", actor="bob", reason="", wait=5)
+            assert closed is not None and closed.status == "closed"
+            # One watch held the epoch; it was told (so was the other) before the close
+            # returned, and released it: nobody failed to confirm.
+            assert (closed.serving, closed.unconfirmed) == (1, 0)
+            assert told == [epoch, epoch] and not lost
+            again = await b.close_epoch("census", actor="bob", reason="", wait=5)
+            assert again is not None and (again.serving, again.unconfirmed) == (1, 0)
+            await watch.release(other)  # already released at the close: a no-op
+        finally:
+            await watch.close()
+            await idle.close()
+
     async def test_events_round_trip_and_fold_to_the_same_state(self, pair: Any) -> None:
         a, b = pair
         state, started = _started()
@@ -268,6 +296,20 @@ class TestPgLedger(LedgerContract):
                     await ledger.close()
             finally:
                 await admin.execute(f'ALTER ROLE "{role}" RESET synchronous_commit')
+
+    async def test_close_reports_a_holder_that_does_not_confirm(self, pair: Any, pg: Any) -> None:
+        a, b = pair
+        epoch = await _create(a)
+        # A session that holds the epoch's watch lock and never listens: a stuck proxy.
+        async with await psycopg.AsyncConnection.connect(pg.state_dsn, autocommit=True) as stuck:
+            await stuck.execute("SELECT pg_advisory_lock_shared(%s, %s)", (WATCH_SPACE, epoch))
+            began = time.monotonic()
+            closed = await b.close_epoch("adult", actor="bob", reason="", wait=0.5)
+            waited = time.monotonic() - began
+        assert closed is not None and closed.status == "closed"  # closed all the same
+        assert (closed.serving, closed.unconfirmed) == (1, 1)
+        assert 0.4 < waited < 5
+        assert await a.active_epoch("adult") is None
 
     async def test_query_log_is_written(self, pair: Any, pg: Any) -> None:
         a, _ = pair

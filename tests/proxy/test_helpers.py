@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import TestRouter
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proxy.wire.router import (
     RELAY,
@@ -49,6 +53,87 @@ from proxy.wire.upstream import DescribeError, UpstreamConfig, UpstreamConnectio
 )
 def test_split_statements(sql: str, want: list[str]) -> None:
     assert split_statements(sql) == want
+
+
+def _reference_split(sql: str) -> list[str]:
+    """The splitter as it was written first, a character at a time: the oracle for the regex
+    scan that replaced it (a megabyte took 0.2 s on the event loop)."""
+    out: list[str] = []
+    start = i = depth = 0
+    n = len(sql)
+
+    def ident(c: str) -> bool:
+        return c.isalnum() or c == "_"
+
+    while i < n:
+        c = sql[i]
+        if c == "'":
+            escape = i > 0 and sql[i - 1] in "eE" and (i < 2 or not ident(sql[i - 2]))
+            i += 1
+            while i < n:
+                if escape and sql[i] == "\\":
+                    i += 2
+                    continue
+                if sql[i] == "'":
+                    if i + 1 < n and sql[i + 1] == "'":
+                        i += 2
+                        continue
+                    break
+                i += 1
+            i += 1
+        elif c == '"':
+            i = sql.find('"', i + 1)
+            i = n if i < 0 else i + 1
+            while i < n and sql[i] == '"':
+                j = sql.find('"', i + 1)
+                i = n if j < 0 else j + 1
+        elif c == "-" and sql.startswith("--", i):
+            j = sql.find("\n", i)
+            i = n if j < 0 else j + 1
+        elif c == "/" and sql.startswith("/*", i):
+            level, i = 1, i + 2
+            while i < n and level:
+                if sql.startswith("/*", i):
+                    level, i = level + 1, i + 2
+                elif sql.startswith("*/", i):
+                    level, i = level - 1, i + 2
+                else:
+                    i += 1
+        elif c == "$" and (i == 0 or not ident(sql[i - 1])):
+            m = re.match(r"\$([A-Za-z_\x80-\uffff][A-Za-z0-9_\x80-\uffff]*)?\$", sql[i:])
+            if m:
+                end = sql.find(m.group(0), i + m.end())
+                i = n if end < 0 else end + len(m.group(0))
+            else:
+                i += 1
+        elif c == "(":
+            depth, i = depth + 1, i + 1
+        elif c == ")":
+            depth, i = max(depth - 1, 0), i + 1
+        elif c == ";" and depth == 0:
+            out.append(sql[start:i])
+            i += 1
+            start = i
+        else:
+            i += 1
+    out.append(sql[start:])
+    kept = []
+    for stmt in out:
+        bare = re.sub(r"/\*.*?\*/", " ", re.sub(r"--[^\n]*", " ", stmt), flags=re.S)
+        if bare.strip():
+            kept.append(stmt.strip())
+    return kept
+
+
+_SQL_BITS = ["'", '"', "''", '""', "E'", "e'", "xE'", "\\", "\\'", "$", "$$", "$a$", "a$",
+             "$1", "--", "\n", "/*", "*/", "/", "-", "*", "(", ")", ";", " ", "x", "é", "1"]  # fmt: skip
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(_SQL_BITS), max_size=30))
+def test_the_regex_scan_splits_as_the_reference(bits: list[str]) -> None:
+    sql = "".join(bits)
+    assert split_statements(sql) == _reference_split(sql)
 
 
 async def test_describe_idle_as_role_without_select(pg) -> None:  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ from proxy.wire.protocol import (
     CONNECTION_CLOSED,
     NEED_DATA,
     ConnState,
+    MalformedMessage,
     ServerConnection,
 )
 
@@ -39,6 +40,15 @@ def feed(c: ServerConnection, *msgs: object) -> list[object]:
         out.append(ev)
         if ev is CONNECTION_CLOSED:
             break
+    return out
+
+
+def feed_raw(c: ServerConnection, *frames: bytes) -> list[object]:
+    for f in frames:
+        c.receive_data(f)
+    out = []
+    while (ev := c.next_event()) is not NEED_DATA:
+        out.append(ev)
     return out
 
 
@@ -164,6 +174,47 @@ def test_copy_in() -> None:
     assert c.state is ConnState.READY
 
 
+def test_malformed_content_is_an_event_that_keeps_the_connection() -> None:
+    """A message framed well whose body does not read is an event (the session answers it
+    with an ERROR, as PostgreSQL does), counted like the message it claims to be."""
+    c = ready_conn()
+    bind = m.Bind(params=(b"1",)).encode()
+    trailing = b"B" + len(bind).to_bytes(4, "big") + bind[5:] + b"x"  # one byte more
+    (ev,) = feed_raw(c, trailing)
+    assert isinstance(ev, MalformedMessage) and ev.frame == trailing and ev.type_byte == ord("B")
+    assert c.state is ConnState.READY and c.batch_open
+    (ev,) = feed_raw(c, b"S\x00\x00\x00\x05x")  # a Sync with a body still ends the batch
+    assert isinstance(ev, MalformedMessage) and ev.body == b"x"
+    assert not c.batch_open and c.pending_ready == 1
+    (ev,) = feed_raw(c, b"Q\x00\x00\x00\x05x")  # unterminated
+    assert isinstance(ev, MalformedMessage) and ev.frame == b"Q\x00\x00\x00\x05x"
+    assert c.pending_ready == 2
+
+
+def test_skipped_messages_are_discarded_unread() -> None:
+    c = ready_conn()
+    feed(c, m.Parse(sql="x"))
+    c.send(m.ErrorResponse(fields=(("S", "ERROR"), ("C", "42601"), ("M", "x"))))
+    assert c.state is ConnState.SKIP_UNTIL_SYNC
+    # PostgreSQL does not read what it skips: malformed or not, it is dropped.
+    assert feed_raw(c, b"B\x00\x00\x00\x05x", b"D\x00\x00\x00\x04", m.Sync().encode()) == [m.Sync()]
+    c.send(m.ReadyForQuery(status="I"))
+    feed(c, m.Parse(sql="x"))
+    c.send(m.ErrorResponse(fields=(("S", "ERROR"), ("C", "42601"), ("M", "x"))))
+    (ev,) = feed_raw(c, b"S\x00\x00\x00\x05x")  # a malformed Sync ends skipping too
+    assert isinstance(ev, MalformedMessage) and c.state is ConnState.READY
+
+
+def test_bad_framing_is_still_fatal() -> None:
+    # A Sync over PostgreSQL's small-message limit; a Terminate with a body.
+    for frame in (b"S\x00\x00\x40\x00", b"X\x00\x00\x00\x05x"):
+        c = ready_conn()
+        c.receive_data(frame + b"x" * 20000)
+        with pytest.raises(ProtocolViolation):
+            c.next_event()
+        assert c.state is ConnState.CLOSED
+
+
 def test_unknown_message_type_is_protocol_violation() -> None:
     c = ready_conn()
     c.receive_data(b"z\x00\x00\x00\x04")
@@ -238,10 +289,12 @@ def test_state_machine_properties(start_ready: bool, ops: list[tuple[str, object
                 ev = c.next_event()
                 if ev is NEED_DATA or ev is CONNECTION_CLOSED:
                     break
-                # Only messages the state accepts come out; in skip mode only Sync/Terminate.
-                assert ev.TYPE[0] in ACCEPTS[state]  # type: ignore[union-attr]
+                # Only messages the state accepts come out (malformed or not); in skip mode
+                # only Sync/Terminate.
+                tb = ev.type_byte if isinstance(ev, MalformedMessage) else ev.TYPE[0]  # type: ignore[union-attr]
+                assert tb in ACCEPTS[state]
                 if state is ConnState.SKIP_UNTIL_SYNC:
-                    assert isinstance(ev, m.Sync | m.Terminate)
+                    assert tb in b"SX"
         except (ProtocolViolation, StartupFeatureNotSupported):
             assert c.state is ConnState.CLOSED
             return

@@ -592,3 +592,207 @@ async def test_remembered_exchange_keeps_its_place_before_a_local_answer(proxy: 
     got = await c.until_ready() + await c.until_ready()
     assert got == 2 * slow_replies
     await c.close()
+
+
+# -- Malformed content: PostgreSQL's ERROR, never FATAL ---------------------------------------
+#
+# PostgreSQL reads a message's content field by field (pq_getmsg*) and answers what does not
+# read with an ERROR -- 08P01 "insufficient data left in message", "invalid string in message",
+# "invalid message format" -- or with the first check of the message that fails; only a bad
+# type byte or length is FATAL. Each case goes raw to PostgreSQL and through the proxy, against
+# a statement the proxy relays and one it answers itself, followed by the rest of a batch
+# (skipped after an error), Sync and a Query; the replies must be the same, and the session
+# must answer the Query. PostgreSQL's side of a statement answered here is the aggregator
+# role's, which may read the table: its checks after the privilege check run too.
+
+
+def _i16(*v: int) -> bytes:
+    return struct.pack(f"!{len(v)}h", *v)
+
+
+def _i32(v: int) -> bytes:
+    return struct.pack("!i", v)
+
+
+def _msg(t: bytes, body: bytes) -> bytes:
+    return t + _i32(len(body) + 4) + body
+
+
+def _bind(stmt: bytes, rest: bytes, portal: bytes = b"") -> bytes:
+    return _msg(b"B", portal + b"\0" + stmt + b"\0" + rest)
+
+
+_PARAM = _i16(1) + _i32(1) + b"5"  # one text parameter, '5'
+_OK = _i16(0) + _PARAM + _i16(0)  # a valid Bind after the names
+_CUT = _msg(b"E", b"\0" + _i32(0) + b"x")  # an Execute with a byte too many
+
+# Messages naming the statement ``s`` (relayed, or answered here).
+_ON_STATEMENT: dict[str, Callable[[bytes], bytes]] = {
+    "Bind: parameter count, then the end": lambda s: _bind(s, _i16(0, 1)),
+    "Bind: parameter length cut short": lambda s: _bind(s, _i16(0, 1) + b"\0\0"),
+    "Bind: parameter value past the end": lambda s: _bind(s, _i16(0, 1) + _i32(100) + b"5"),
+    "Bind: parameter length -2": lambda s: _bind(s, _i16(0, 1) + _i32(-2) + b"5" + _i16(0)),
+    "Bind: two parameters for one": lambda s: _bind(s, _i16(0, 2) + _PARAM[2:] * 2 + _i16(0)),
+    "Bind: no parameter for one": lambda s: _bind(s, _i16(0, 0, 0)),
+    "Bind: parameter count -1 (65535)": lambda s: _bind(s, _i16(0, -1, 0)),
+    "Bind: two parameter formats, one parameter": lambda s: _bind(
+        s, _i16(2, 0, 0) + _PARAM + _i16(0)
+    ),
+    "Bind: parameter formats past the end": lambda s: _bind(s, _i16(3, 0)),
+    "Bind: parameter format count -1": lambda s: _bind(s, _i16(-1, 0)),
+    "Bind: parameter format code 2": lambda s: _bind(s, _i16(1, 2) + _PARAM + _i16(0)),
+    "Bind: format code -1 for a NULL": lambda s: _bind(s, _i16(1, -1, 1) + _i32(-1) + _i16(0)),
+    "Bind: binary int4 too short": lambda s: _bind(s, _i16(1, 1) + _PARAM + _i16(0)),
+    "Bind: binary int4 too long": lambda s: _bind(s, _i16(1, 1, 1) + _i32(5) + b"\0" * 5 + _i16(0)),
+    "Bind: text parameter not a number": lambda s: _bind(
+        s, _i16(0, 1) + _i32(3) + b"abc" + _i16(0)
+    ),
+    "Bind: no result format count": lambda s: _bind(s, _i16(0) + _PARAM),
+    "Bind: result formats past the end": lambda s: _bind(s, _i16(0) + _PARAM + _i16(2, 0)),
+    "Bind: result format count -1": lambda s: _bind(s, _i16(0) + _PARAM + _i16(-1)),
+    "Bind: two result formats, one column": lambda s: _bind(s, _i16(0) + _PARAM + _i16(2, 0, 0)),
+    # Accepted at Bind, shown by Describe, refused at Execute (22023).
+    "Bind: result format code 2": lambda s: (
+        _bind(s, _i16(0) + _PARAM + _i16(1, 2)) + Describe(kind="P").encode()
+    ),
+    "Bind: result format code 2, trailing byte": lambda s: _bind(
+        s, _i16(0) + _PARAM + _i16(1, 2) + b"x"
+    ),
+    "Bind: trailing byte": lambda s: _bind(s, _OK + b"\0"),
+    "Bind: unknown statement, trailing bytes": lambda s: _bind(b"nosuch", _OK + b"zz"),
+    "Bind: unterminated portal name": lambda s: _msg(b"B", b"abc"),
+    "Bind: unterminated statement name": lambda s: _msg(b"B", b"\0" + s),
+    "Bind: empty body": lambda s: _msg(b"B", b""),
+    "Bind: statement name not UTF-8": lambda s: _msg(b"B", b"\0\xff\0" + _i16(0, 0, 0)),
+    "Bind: a named portal again, trailing byte": lambda s: (
+        _bind(s, _OK, b"p") + _bind(s, _OK + b"x", b"p")  # 42P03 comes first
+    ),
+    "Bind: two parameters for one, in a failed transaction": lambda s: _bind(
+        s, _i16(0, 2) + _PARAM[2:] * 2 + _i16(0)
+    ),  # 08P01: counts come first
+    "Bind: trailing byte, in a failed transaction": lambda s: _bind(s, _OK + b"x"),  # 25P02
+    "Describe: the statement, trailing byte": lambda s: _msg(b"D", b"S" + s + b"\0x"),
+    "Close: the statement, trailing byte": lambda s: _msg(b"C", b"S" + s + b"\0x"),
+    "Execute: its portal, trailing byte": lambda s: _bind(s, _OK) + _CUT,
+    "Sync with a body, after a Bind": lambda s: _bind(s, _OK) + _msg(b"S", b"x"),
+    "Flush with a body, after a Bind": lambda s: _bind(s, _OK) + _msg(b"H", b"x"),
+}
+_STATEMENTS = {
+    "relayed": (b"r", "SELECT $1::int"),
+    "answered here": (b"l", "SELECT count(*) FROM adult WHERE age > $1"),
+}
+# Messages naming no statement.
+_ALONE: dict[str, bytes] = {
+    "Parse: unterminated name": _msg(b"P", b"abc"),
+    "Parse: unterminated query": _msg(b"P", b"\0SELECT 1"),
+    "Parse: no parameter-type count": _msg(b"P", b"\0SELECT 1\0"),
+    "Parse: parameter types past the end": _msg(b"P", b"\0SELECT 1\0" + _i16(2) + _i32(23)),
+    "Parse: parameter-type count -1": _msg(b"P", b"\0SELECT 1\0" + _i16(-1)),
+    "Parse: trailing byte": _msg(b"P", b"\0SELECT 1\0" + _i16(0) + b"x"),
+    "Parse: query not UTF-8": _msg(b"P", b"\0SELECT '\xff'\0" + _i16(0)),
+    "Parse: query with a cut UTF-8 sequence": _msg(b"P", b"\0SELECT 'a\xe2\x82'\0" + _i16(0)),
+    "Parse: query with a UTF-16 surrogate": _msg(b"P", b"\0SELECT '\xed\xa0\x80'\0" + _i16(0)),
+    "Parse: trailing byte, in a failed transaction": _msg(b"P", b"\0SELECT 1\0" + _i16(0) + b"x"),
+    "Describe: empty body": _msg(b"D", b""),
+    "Describe: subtype X": _msg(b"D", b"X\0"),
+    "Describe: unterminated name": _msg(b"D", b"Sabc"),
+    "Describe: trailing byte": _msg(b"D", b"S\0x"),
+    "Execute: unterminated portal name": _msg(b"E", b"abc"),
+    "Execute: row count cut short": _msg(b"E", b"\0\0\0"),
+    "Execute: trailing byte": _CUT,
+    "Close: empty body": _msg(b"C", b""),
+    "Close: subtype X": _msg(b"C", b"X\0"),
+    "Close: trailing byte": _msg(b"C", b"P\0x"),
+    "Query: unterminated": _msg(b"Q", b"SELECT 1"),
+    "Query: trailing byte": _msg(b"Q", b"SELECT 1\0x"),
+    "Query: not UTF-8": _msg(b"Q", b"SELECT '\xc3\xa9\xe0\x41'\0"),
+    "Query: trailing byte, in a failed transaction": _msg(b"Q", b"SELECT 1\0x"),
+    "Sync with a body": _msg(b"S", b"x"),
+    "Sync with a body, in a failed transaction": _msg(b"S", b"x"),
+    "Flush with a body": _msg(b"H", b"x"),
+    "CopyDone with a body, outside COPY": _msg(b"c", b"x"),  # ignored, as PostgreSQL does
+    "CopyFail unterminated, outside COPY": _msg(b"f", b"x"),  # ignored, as PostgreSQL does
+    "FunctionCall cut short": _msg(b"F", b"\0\0"),
+}
+# What is compared where the proxy answers in its own words (default: S, V, C and M): its
+# 22P02 for a parameter it cannot decode has a generic message; it serves no FunctionCall
+# (0A000), malformed or not.
+_COMPARED = {
+    ("Bind: text parameter not a number", "answered here"): "SVC",
+    ("FunctionCall cut short", ""): "SV",
+}
+_MALFORMED = [(c, t) for c in _ON_STATEMENT for t in _STATEMENTS] + [(c, "") for c in _ALONE]
+# After the message: the rest of a batch (skipped after an error), Sync, and a Query.
+_REST = b"".join(x.encode() for x in (Execute(), Parse(sql="SELECT 2"), Bind(), Execute(), Sync()))
+_END = Query(sql="SELECT 'end'").encode()
+
+
+async def _malformed_replies(
+    c: RawClient, setup: list[bytes], data: bytes, fields: str
+) -> list[object]:
+    for s in setup:
+        c.conn.write(s)
+        await c.conn.drain()
+        await c.until_ready()
+    c.conn.write(data)
+    await c.conn.drain()
+    got: list[object] = []
+    while True:
+        try:
+            msg = await c.read(5)
+        except (ConnectionError, TimeoutError) as e:
+            return [*normalise(got, keep_error_fields=fields), f"connection lost ({e!r})"]
+        got.append(msg)
+        if isinstance(msg, ReadyForQuery) and DataRow(values=(b"end",)) in got:
+            return normalise(got, keep_error_fields=fields)
+
+
+@pytest.fixture
+def oracle(pg):  # type: ignore[no-untyped-def]
+    """PostgreSQL itself, as the passthrough role; for a statement the proxy answers, as the
+    aggregator role, which may read the protected table."""
+
+    def config(target: str) -> UpstreamConfig:
+        dsn = pg.aggregator_dsn if target == "answered here" else pg.passthrough_dsn
+        return UpstreamConfig.from_dsn(dsn)
+
+    return config
+
+
+@pytest.mark.parametrize(
+    ("case", "target"), _MALFORMED, ids=[f"{c} [{t}]" if t else c for c, t in _MALFORMED]
+)
+async def test_malformed_message_answered_as_postgres(
+    case: str, target: str, oracle: Callable[[str], UpstreamConfig], proxy: Proxy
+) -> None:
+    setup: list[bytes] = []
+    end = _END
+    if target:
+        name, sql = _STATEMENTS[target]
+        setup.append(Parse(name=name.decode(), sql=sql).encode() + Sync().encode())
+        data = _ON_STATEMENT[case](name)
+    else:
+        data = _ALONE[case]
+    if case.endswith("in a failed transaction"):
+        setup.append(Query(sql="BEGIN; SELECT 1/0").encode())
+        end = Query(sql="ROLLBACK").encode() + _END
+    data += _REST + end
+    fields = _COMPARED.get((case, target), "SVCM")
+    direct = oracle(target)
+    got = []
+    for host, port, user, password, database in (
+        (direct.host, direct.port, direct.user, direct.password, direct.database),
+        (proxy.host, proxy.port, proxy.user, proxy.password, proxy.database),
+    ):
+        c = await RawClient.login(host, port, user, password, database)
+        try:
+            got.append(await _malformed_replies(c, setup, data, fields))
+        finally:
+            await c.close()
+    want, through_proxy = got
+    assert (
+        any(isinstance(x, tuple) and x[0] == "ErrorResponse" for x in want)
+        or "outside COPY" in case
+    )
+    assert through_proxy == want
+    assert DataRow(values=(b"end",)) in through_proxy  # the session served the next Query
