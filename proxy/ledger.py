@@ -29,6 +29,7 @@ until every process serving the epoch from memory has dropped it (:mod:`proxy.ep
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -180,18 +181,7 @@ class ClosedEpoch(EpochRow):
 
     @staticmethod
     def of(row: EpochRow, *, serving: int, unconfirmed: int) -> ClosedEpoch:
-        return ClosedEpoch(
-            id=row.id,
-            table_name=row.table_name,
-            view_name=row.view_name,
-            status=row.status,
-            started_by=row.started_by,
-            reason=row.reason,
-            started_at=row.started_at,
-            closed_at=row.closed_at,
-            serving=serving,
-            unconfirmed=unconfirmed,
-        )
+        return ClosedEpoch(**dataclasses.asdict(row), serving=serving, unconfirmed=unconfirmed)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,17 +1,21 @@
 """Helpers of the tests that run the whole proxy: a configuration for the test backend, a
-fresh ledger, an epoch started through the epoch service (tests/test_end_to_end.py and
-tests/ledger/)."""
+fresh ledger, an epoch started through the epoch service, the proxy in-process
+(tests/test_end_to_end.py and tests/ledger/)."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 
 import sql_fixtures.adult as adult
 from dp.noise import SeededSampler
-from proxy.app import admin_service, engine_config
+from proxy.app import App, admin_service, engine_config, running
 from proxy.config import Config
 
 ANALYST = ("analyst", "secret")
@@ -86,3 +90,58 @@ def start_epoch(config: Config, predicted: list[str], seed: int = 1, **overrides
             )
 
     return asyncio.run(go())
+
+
+class Proxy:
+    """The whole proxy (``proxy.app.running``) on its own event loop in a thread. ``seed``:
+    a seeded sampler (each draw its own seed); None: the production sampler."""
+
+    def __init__(self, config: Config, seed: int | None = None) -> None:
+        self.config = config
+        self.seed = seed
+        self.loop = asyncio.new_event_loop()
+        self.app: App | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self.loop.run_until_complete, args=(self._main(),), daemon=True
+        )
+
+    async def _main(self) -> None:
+        self._stop = asyncio.Event()
+        extra: dict[str, Any] = {}
+        if self.seed is not None:
+            counter, seed = itertools.count(), self.seed
+            extra["sampler"] = lambda: SeededSampler(seed * 1000 + next(counter))
+        async with running(self.config, **extra) as app:
+            self.app = app
+            self._ready.set()
+            await self._stop.wait()
+
+    def __enter__(self) -> Proxy:
+        self._thread.start()
+        assert self._ready.wait(60), "the proxy did not start"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._stop is not None
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(30)
+
+    @property
+    def port(self) -> int:
+        assert self.app is not None
+        return self.app.server.port
+
+    @property
+    def dsn(self) -> str:
+        """The analyst's connection string."""
+        return f"postgresql://{ANALYST[0]}:{ANALYST[1]}@127.0.0.1:{self.port}/lapras_test"
+
+
+@contextmanager
+def client(proxy: Proxy) -> Iterator[tuple[psycopg.Connection[Any], list[str]]]:
+    notices: list[str] = []
+    with psycopg.connect(proxy.dsn, autocommit=True) as conn:
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        yield conn, notices

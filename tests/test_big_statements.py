@@ -14,9 +14,8 @@ from typing import Any
 import asyncpg
 import psycopg
 import pytest
-from epoch_helpers import DASHBOARD, config_text, reset_ledger, start_epoch
+from epoch_helpers import DASHBOARD, Proxy, client, config_text, reset_ledger, start_epoch
 from psycopg.pq import DiagnosticField, ExecStatus
-from test_end_to_end import Proxy, client
 
 from proxy.config import Config, parse_config
 from proxy.dp_router import OFF_LOOP_CHARS

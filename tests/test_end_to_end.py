@@ -8,72 +8,19 @@ between tests.
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import asyncpg
 import psycopg
 import pytest
-from epoch_helpers import DASHBOARD, config_text, reset_ledger, start_epoch
+from epoch_helpers import DASHBOARD, Proxy, client, config_text, reset_ledger, start_epoch
 
-from dp.noise import SeededSampler
-from proxy.app import App, running
 from proxy.config import Config, parse_config
 from proxy.ledger import decode
 
 
 def make_config(pg: Any, **privacy: Any) -> Config:
     return parse_config(config_text(pg, **privacy), "test.toml")
-
-
-class Proxy:
-    """The whole proxy (app.running) on its own event loop in a thread."""
-
-    def __init__(self, config: Config, seed: int) -> None:
-        self.config = config
-        self.seed = seed
-        self.loop = asyncio.new_event_loop()
-        self.app: App | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._thread = threading.Thread(
-            target=self.loop.run_until_complete, args=(self._main(),), daemon=True
-        )
-
-    async def _main(self) -> None:
-        self._stop = asyncio.Event()
-        counter = iter(range(10**9))
-        async with running(
-            self.config, sampler=lambda: SeededSampler(self.seed * 1000 + next(counter))
-        ) as app:
-            self.app = app
-            self._ready.set()
-            await self._stop.wait()
-
-    def __enter__(self) -> Proxy:
-        self._thread.start()
-        assert self._ready.wait(60), "the proxy did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._stop is not None
-        self.loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
-
-    @property
-    def dsn(self) -> str:
-        assert self.app is not None
-        return f"postgresql://analyst:secret@127.0.0.1:{self.app.server.port}/lapras_test"
-
-
-@contextmanager
-def client(proxy: Proxy) -> Iterator[tuple[psycopg.Connection[Any], list[str]]]:
-    notices: list[str] = []
-    with psycopg.connect(proxy.dsn, autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-        yield conn, notices
 
 
 @pytest.fixture

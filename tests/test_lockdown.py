@@ -21,9 +21,8 @@ from urllib.parse import urlsplit
 
 import psycopg
 import pytest
-from epoch_helpers import ADMIN, ANALYST, DASHBOARD, config_text, reset_ledger, start_epoch
+from epoch_helpers import ADMIN, ANALYST, DASHBOARD, Proxy, config_text, reset_ledger, start_epoch
 from lockdown_attacks import ATTACKS, facts, leaks, run
-from test_end_to_end import Proxy
 
 from proxy import provision
 from proxy.config import parse_config

@@ -15,8 +15,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from epoch_helpers import config_text, reset_ledger, start_epoch
-from test_end_to_end import Proxy, client, make_config
+from epoch_helpers import Proxy, client, config_text, reset_ledger, start_epoch
+from test_end_to_end import make_config
 
 from proxy.embedded import EmbeddedPostgres
 

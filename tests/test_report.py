@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from epoch_helpers import DASHBOARD, config_text, reset_ledger, start_epoch
-from test_end_to_end import Proxy, client
+from epoch_helpers import DASHBOARD, Proxy, client, config_text, reset_ledger, start_epoch
 
 from dp import engine
 from proxy import cli, report

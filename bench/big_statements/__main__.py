@@ -35,18 +35,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import asyncpg
+
+from bench.serving import lapras, percentile, wait_until_serving, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 STORED = "SELECT sex, count(*) FROM adult GROUP BY sex"
 MIB = 1 << 20
-
-
-def percentile(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * len(s)))]
 
 
 def in_list(size: int) -> str:
@@ -152,53 +148,6 @@ async def at_once(
             await c.close()
 
 
-def write_config(pg: Any, folder: Path, port: int) -> Path:
-    import sql_fixtures.adult as adult
-    from proxy import provision as prov
-
-    text = (
-        adult.DECLARATION.read_text()
-        + f"""
-[server]
-listen = "127.0.0.1:{port}"
-
-[backend]
-aggregator_dsn = "{pg.dsn(prov.AGGREGATOR, "bench")}"
-passthrough_dsn = "{pg.dsn(prov.PASSTHROUGH, "bench")}"
-state_dsn = "{pg.dsn(prov.AGGREGATOR, prov.state_database("bench"))}"
-
-[[users]]
-name = "bench"
-password = "bench"
-
-[privacy]
-epsilon = 10.0
-delta = 1e-6
-stream_length = 1000
-"""
-    )
-    path = folder / "lapras.toml"
-    path.write_text(text)
-    return path
-
-
-def lapras(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "proxy.cli", *args], check=True, cwd=ROOT)
-
-
-def wait_until_serving(dsn: str) -> None:
-    async def probe() -> None:
-        conn = await asyncpg.connect(dsn)
-        await conn.close()
-
-    for _ in range(100):
-        try:
-            asyncio.run(probe())
-            return
-        except OSError:
-            time.sleep(0.2)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -220,7 +169,7 @@ def main() -> None:
     try:
         provision_adult(pg, "bench", ("bench",))
         port = _free_port()
-        config = write_config(pg, folder, port)
+        config = write_config(pg, folder, port, stream_length=1000)
         pfile = folder / "predicted.sql"
         pfile.write_text(STORED + ";\n")
         lapras("epoch", "start", "--config", str(config), "--table", "adult",

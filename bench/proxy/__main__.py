@@ -39,6 +39,8 @@ from typing import Any
 import asyncpg
 import psycopg
 
+from bench.serving import lapras, percentile, wait_until_serving, write_config
+
 ROOT = Path(__file__).resolve().parents[2]
 #: Alternating rounds of the passthrough measurements (see ``interleaved``).
 ROUNDS = 5
@@ -70,11 +72,6 @@ def _event_loop() -> str:
     except ImportError:
         return "asyncio"
     return "uvloop"
-
-
-def percentile(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * len(s)))]
 
 
 async def sample(dsn: str, queries: list[str], clients: int) -> tuple[list[float], float]:
@@ -109,16 +106,6 @@ def summary(latencies: list[float], elapsed: float) -> tuple[float, float, float
 async def measure(dsn: str, queries: list[str], clients: int) -> tuple[float, float, float]:
     """Run ``queries`` round-robin over ``clients`` connections; (p50 ms, p99 ms, req/s)."""
     return summary(*await sample(dsn, queries, clients))
-
-
-def wait_until_serving(dsn: str) -> None:
-    """Wait (up to 20 s) until a server started in the background answers on ``dsn``."""
-    for _ in range(100):
-        try:
-            asyncio.run(measure(dsn, ["SELECT 1"], 1))
-            return
-        except OSError:
-            time.sleep(0.2)
 
 
 def sample_libpq(dsn: str, n: int, protocol: str) -> tuple[list[float], float]:
@@ -163,7 +150,7 @@ def interleaved(
 def provision(pg: Any, rows: int) -> None:
     from proxy.embedded import provision_adult
 
-    provision_adult(pg, "bench")
+    provision_adult(pg, "bench", ("bench",))
     with psycopg.connect(pg.dsn(database="bench"), autocommit=True) as conn:
         have = conn.execute("SELECT to_regclass('public.synth') IS NOT NULL").fetchone()
         if not (have and have[0]):
@@ -174,48 +161,13 @@ def provision(pg: Any, rows: int) -> None:
                 (rows,),
             )
             conn.execute("ANALYZE synth")
-        conn.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
-    with psycopg.connect(pg.dsn(database="bench")) as conn:
-        from proxy import provision as prov
-
-        prov.grant_privileges(conn, "bench", ["public.adult", "public.synth"])
-        conn.commit()
-
-
-def write_config(pg: Any, folder: Path, port: int, workers: int = 1) -> Path:
-    import sql_fixtures.adult as adult
     from proxy import provision as prov
 
-    text = (
-        adult.DECLARATION.read_text()
-        + SYNTH_DECLARATION
-        + f"""
-[server]
-listen = "127.0.0.1:{port}"
-max_connections = 200
-workers = {workers}
-
-[backend]
-aggregator_dsn = "{pg.dsn(prov.AGGREGATOR, "bench")}"
-passthrough_dsn = "{pg.dsn(prov.PASSTHROUGH, "bench")}"
-
-[[users]]
-name = "bench"
-password = "bench"
-
-[privacy]
-epsilon = 10.0
-delta = 1e-6
-stream_length = 100000
-"""
-    )
-    path = folder / "lapras.toml"
-    path.write_text(text)
-    return path
-
-
-def lapras(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "proxy.cli", *args], check=True, cwd=ROOT)
+    with psycopg.connect(pg.dsn(database=prov.state_database("bench")), autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
+    with psycopg.connect(pg.dsn(database="bench")) as conn:
+        prov.grant_privileges(conn, "bench", ["public.adult", "public.synth"])
+        conn.commit()
 
 
 def main() -> None:
@@ -239,7 +191,7 @@ def main() -> None:
     try:
         provision(pg, rows)
         port = _free_port()
-        config = write_config(pg, folder, port, args.workers)
+        config = write_config(pg, folder, port, workers=args.workers, tables=SYNTH_DECLARATION)
         predicted_adult = [
             f"SELECT count(*) FROM adult WHERE age BETWEEN {a} AND {a + k}"
             for a in range(17, 80)

@@ -11,8 +11,6 @@ by both); a process that does not confirm in time is reported by the CLI.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +20,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from epoch_helpers import Proxy
 from ledger_helpers import (
     ANALYST,
     cell_queries,
@@ -35,47 +34,9 @@ from ledger_helpers import (
 )
 
 from dp import engine
-from proxy.app import App, running
-from proxy.config import Config
 from proxy.epoch_watch import APPLICATION_NAME, WATCH_SPACE
 
 pytestmark = pytest.mark.timeout(180)
-
-
-class InProcessProxy:
-    """``proxy.app.running`` (production sampler) on its own event loop, in a thread."""
-
-    def __init__(self, config: Config) -> None:
-        self.config = config
-        self.loop = asyncio.new_event_loop()
-        self.app: App | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._thread = threading.Thread(
-            target=self.loop.run_until_complete, args=(self._main(),), daemon=True
-        )
-
-    async def _main(self) -> None:
-        self._stop = asyncio.Event()
-        async with running(self.config) as app:
-            self.app = app
-            self._ready.set()
-            await self._stop.wait()
-
-    def __enter__(self) -> InProcessProxy:
-        self._thread.start()
-        assert self._ready.wait(60), "the proxy did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._stop is not None
-        self.loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(30)
-
-    @property
-    def port(self) -> int:
-        assert self.app is not None
-        return self.app.server.port
 
 
 @dataclass(frozen=True)
@@ -134,7 +95,7 @@ def test_close_stops_repeats_at_once_in_every_proxy_process(pg: Any, tmp_path: P
     path, config = write_config(tmp_path, pg, stream_length=20, reuse=False)
     first = cli_start_epoch(path, [])
     queries = cell_queries()[:2]
-    with InProcessProxy(config) as local, serve(path) as (_, port):
+    with Proxy(config) as local, serve(path) as (_, port):
         with client(local.port) as (a, a_notes), client(port) as (b, b_notes):
             answered = [a.execute(q).fetchone() for q in queries]
             assert "fresh noise" in a_notes[-1].message
@@ -174,7 +135,7 @@ def test_a_killed_watch_session_drops_the_epochs_and_recovers(pg: Any, tmp_path:
     path, config = write_config(tmp_path, pg, reuse=False)
     epoch = cli_start_epoch(path, [])
     q = cell_queries()[3]
-    with InProcessProxy(config) as local, serve(path) as (_, port):
+    with Proxy(config) as local, serve(path) as (_, port):
         with client(local.port) as (a, _), client(port) as (b, b_notes):
             row = a.execute(q).fetchone()
             assert b.execute(q).fetchone() == row

@@ -22,7 +22,7 @@ import psycopg
 import pytest
 import scramp
 from conftest import PASSWORD, USER, TestRouter, make_config
-from wireclient import normalise
+from wireclient import decode_all, normalise
 
 from proxy.config import parse_config
 from proxy.wire import messages as m
@@ -72,15 +72,6 @@ async def _read_all(reader: asyncio.StreamReader, timeout: float = 10.0) -> byte
     with contextlib.suppress(ConnectionError):
         while chunk := await asyncio.wait_for(reader.read(65536), timeout):
             out += chunk
-    return out
-
-
-def _messages(data: bytes) -> list[m.BackendMessage]:
-    fb = m.FrameBuffer()
-    fb.feed(data)
-    out = []
-    while (f := fb.next_frame()) is not None:
-        out.append(m.decode_backend(*f))
     return out
 
 
@@ -154,7 +145,7 @@ class Scram:
         buffered = self.frames
         while (f := buffered.next_frame()) is not None:
             out.append(m.decode_backend(*f))
-        return out + _messages(await _read_all(self.reader))
+        return out + decode_all(await _read_all(self.reader))
 
     def close(self) -> None:
         self.writer.close()
@@ -239,7 +230,7 @@ def test_a_flood_of_silent_logins_does_not_lock_out_a_real_one(pg, sources: list
             data = b""
             while chunk := socks[0].recv(65536):
                 data += chunk
-            got = _messages(data)[-1]  # after its challenge, if it was answered before
+            got = decode_all(data)[-1]  # after its challenge, if it was answered before
             assert isinstance(got, m.ErrorResponse) and got.sqlstate == "53300"
             assert got.field("S") == "FATAL"
         finally:
@@ -288,7 +279,7 @@ async def test_unauthenticated_sockets_are_closed_at_the_login_deadline(pg) -> N
         data, t = await closed_after(nothing)
         assert data == b"" and 0.4 <= t < 3.0
         data, t = await closed_after(startup_only)
-        assert _messages(data) == [m.AuthenticationSASL(mechanisms=("SCRAM-SHA-256",))]
+        assert decode_all(data) == [m.AuthenticationSASL(mechanisms=("SCRAM-SHA-256",))]
         assert 0.4 <= t < 3.0
         data, t = await closed_after(trickle)
         assert data == b"" and 0.4 <= t < 3.0
@@ -423,7 +414,7 @@ async def test_failed_logins_slow_down_failures_only(pg) -> None:  # type: ignor
         await asyncio.sleep(0.5)  # the proxy has checked both proofs by now
         r, w = await _open(port)
         w.write(_startup(USER, db))
-        refused = _messages(await _read_all(r))
+        refused = decode_all(await _read_all(r))
         w.close()
         assert isinstance(refused[0], m.ErrorResponse) and refused[0].sqlstate == "53300"
         assert refused[0].field("M") == 'too many failed logins from address "127.0.0.1"'

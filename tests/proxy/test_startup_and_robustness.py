@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 import psycopg
 import pytest
 from conftest import PASSWORD, USER, TestRouter, make_config
-from wireclient import RawClient, normalise
+from wireclient import RawClient, decode_all, normalise
 
 from proxy.wire import messages as m
 from proxy.wire.auth import AuthConfig, AuthMethod
@@ -40,15 +40,6 @@ async def _read_all(reader: asyncio.StreamReader, timeout: float = 10.0) -> byte
             if not chunk:
                 break
             out += chunk
-    return out
-
-
-def _messages(data: bytes) -> list[m.BackendMessage]:
-    fb = m.FrameBuffer()
-    fb.feed(data)
-    out = []
-    while (f := fb.next_frame()) is not None:
-        out.append(m.decode_backend(*f))
     return out
 
 
@@ -97,7 +88,7 @@ async def test_second_ssl_request_is_fatal(proxy) -> None:  # type: ignore[no-un
     w.write(m.SSLRequest().encode())
     assert await r.readexactly(1) == b"N"
     w.write(m.SSLRequest().encode())
-    msgs = _messages(await _read_all(r))
+    msgs = decode_all(await _read_all(r))
     assert isinstance(msgs[0], m.ErrorResponse) and msgs[0].sqlstate == "08P01"
     w.close()
 
@@ -108,13 +99,13 @@ async def _startup_reply(
     r, w = await _open(port)
     w.write(startup.encode())
     data = b""
-    while len(_messages(data)) < n:
+    while len(decode_all(data)) < n:
         chunk = await asyncio.wait_for(r.read(65536), 10)
         if not chunk:
             break
         data += chunk
     w.close()
-    return _messages(data)[:n]
+    return decode_all(data)[:n]
 
 
 @pytest.mark.parametrize(
@@ -303,7 +294,7 @@ async def test_malformed_message_closes_only_that_connection(payload: bytes, pro
     other = await RawClient.login(proxy.host, proxy.port, USER, PASSWORD, proxy.database)
     r, w = await _logged_in_socket(proxy)
     w.write(payload)
-    msgs = _messages(await _read_all(r))
+    msgs = decode_all(await _read_all(r))
     assert len(msgs) == 1 and isinstance(msgs[0], m.ErrorResponse)
     assert msgs[0].sqlstate == "08P01" and msgs[0].field("S") == "FATAL"
     w.close()
@@ -379,7 +370,7 @@ async def test_fuzz_message_sequences(proxy) -> None:  # type: ignore[no-untyped
                 break
             got += chunk
             try:
-                msgs = _messages(got)
+                msgs = decode_all(got)
             except Exception:
                 continue
             if any(isinstance(x, m.DataRow) and x.values == (b"end",) for x in msgs):

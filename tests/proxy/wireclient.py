@@ -10,6 +10,7 @@ from proxy.wire.messages import (
     BackendKeyData,
     BackendMessage,
     ErrorResponse,
+    FrameBuffer,
     NoticeResponse,
     ParameterStatus,
     ReadyForQuery,
@@ -85,4 +86,14 @@ def normalise(msgs: list[BackendMessage], *, keep_error_fields: str = "SVCMP") -
             continue
         else:
             out.append(m)
+    return out
+
+
+def decode_all(data: bytes) -> list[BackendMessage]:
+    """Every whole backend message in ``data``, decoded."""
+    fb = FrameBuffer()
+    fb.feed(data)
+    out = []
+    while (f := fb.next_frame()) is not None:
+        out.append(decode_backend(*f))
     return out

@@ -1,0 +1,174 @@
+"""The catalogue through the product proxy on the locked-down backend: what tools see is what
+PostgreSQL shows the analyst's own role, minus the statistics.
+
+psql (``\\d``, ``\\dt``, ``\\d+``, ``\\l``, ``\\dn``, ``\\du``, ``\\di``) is byte-identical to psql
+connected directly as the analyst's backend role; ``\\dt+`` and ``\\l+`` (which read sizes, refused
+by the database to that role) work and show every other column as the superuser sees it, with
+empty sizes. pgjdbc's DatabaseMetaData (getSQLKeywords included) and the SQLAlchemy Inspector
+give the same answers as directly.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from epoch_helpers import ANALYST, Proxy, config_text, reset_ledger
+
+from proxy.config import parse_config
+
+
+@pytest.fixture(scope="module")
+def proxy(pg: Any) -> Any:
+    """The product proxy; Adult gets an index (whose reltuples is Adult's row count: a route
+    of its own, through pgjdbc's getIndexInfo), analysed so that the statistics exist."""
+    reset_ledger(pg)
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        admin.execute("CREATE INDEX IF NOT EXISTS lapras_parity_age ON public.adult (age)")
+        admin.execute("ANALYZE public.adult")
+    try:
+        with Proxy(parse_config(config_text(pg), "parity.toml"), seed=1) as p:
+            yield p
+    finally:
+        with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+            admin.execute("DROP INDEX IF EXISTS public.lapras_parity_age")
+
+
+def _psql_binary() -> str:
+    import importlib.util
+
+    spec = importlib.util.find_spec("pgserver")
+    assert spec is not None and spec.origin is not None
+    wheel = Path(spec.origin).parent / "pginstall" / "bin" / "psql"
+    return str(wheel) if wheel.exists() else (shutil.which("psql") or "psql")
+
+
+def _psql(dsn: str, command: str, *, unaligned: bool = False) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    layout = ["-A", "-F", "\x1f", "-R", "\x1e"] if unaligned else []
+    done = subprocess.run(
+        [_psql_binary(), "-X", "-v", "ON_ERROR_STOP=1", *layout, dsn, "-c", command],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, (command, done.stderr)
+    return done.stdout
+
+
+@pytest.mark.parametrize(
+    "command", [r"\d", r"\dt", r"\d+ adult", r"\d adult", r"\l", r"\dn", r"\du", r"\di", r"\dv"]
+)
+def test_psql_is_identical(proxy: Any, pg: Any, command: str) -> None:
+    assert _psql(proxy.dsn, command) == _psql(pg.analyst_dsn(ANALYST[0]), command)
+
+
+@pytest.mark.parametrize("command", [r"\dt+", r"\l+"])
+def test_psql_sizes_are_empty_and_the_rest_as_postgres_shows_it(
+    proxy: Any, pg: Any, command: str
+) -> None:
+    def table(text: str) -> tuple[list[str], list[list[str]]]:
+        records = [r.split("\x1f") for r in text.split("\x1e") if "\x1f" in r]
+        return records[0], records[1:]
+
+    head, rows = table(_psql(proxy.dsn, command, unaligned=True))
+    size = head.index("Size")
+    assert rows and all(r[size] in ("", "No Access") for r in rows), rows
+    theirs_head, theirs = table(_psql(pg.admin_dsn, command, unaligned=True))
+    assert head == theirs_head
+    keep = [i for i in range(len(head)) if i != size and head[i] != "Access privileges"]
+    assert [[r[i] for i in keep] for r in rows] == [[r[i] for i in keep] for r in theirs]
+
+
+_JAVA = r"""
+import java.sql.*;
+import java.util.*;
+
+public class CatalogueProbe {
+  public static void main(String[] a) throws Exception {
+    Properties p = new Properties();
+    p.setProperty("user", a[1]);
+    p.setProperty("password", a[2]);
+    try (Connection c = DriverManager.getConnection(a[0], p)) {
+      DatabaseMetaData md = c.getMetaData();
+      System.out.println("keywords " + md.getSQLKeywords());
+      try (ResultSet rs = md.getTables(null, null, "%", new String[] {"TABLE", "VIEW", "SYSTEM TABLE"})) {
+        while (rs.next()) System.out.println("table " + rs.getString(2) + "." + rs.getString(3) + " " + rs.getString(4));
+      }
+      try (ResultSet rs = md.getColumns(null, "public", "adult", "%")) {
+        while (rs.next()) System.out.println("column " + rs.getString("COLUMN_NAME") + " " + rs.getString("TYPE_NAME"));
+      }
+      try (ResultSet rs = md.getIndexInfo(null, "public", "adult", false, true)) {
+        while (rs.next()) System.out.println("index " + rs.getString("INDEX_NAME") + " pages " + rs.getString("PAGES"));
+      }
+      try (ResultSet rs = md.getSchemas()) {
+        while (rs.next()) System.out.println("schema " + rs.getString(1));
+      }
+    }
+  }
+}
+"""
+
+
+def test_pgjdbc_metadata_is_identical(proxy: Any, pg: Any, tmp_path: Path) -> None:
+    java = shutil.which("java")
+    jar = Path("/usr/share/java/postgresql.jar")
+    if java is None or not jar.exists():
+        pytest.skip("needs java and /usr/share/java/postgresql.jar (libpostgresql-jdbc-java)")
+    src = tmp_path / "CatalogueProbe.java"
+    src.write_text(_JAVA)
+
+    def run(dsn: str) -> list[str]:
+        d = urlsplit(dsn)
+        url = f"jdbc:postgresql://{d.hostname}:{d.port}{d.path}"
+        args = [
+            java,
+            "-cp",
+            str(jar),
+            str(src),
+            url,
+            unquote(d.username or ""),
+            unquote(d.password or ""),
+        ]
+        done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    # getIndexInfo reads pg_class.relpages and reltuples: the database refuses them to the
+    # analyst's role, the proxy shows them NULL; everything else as the superuser sees it.
+    via, direct = run(proxy.dsn), run(pg.admin_dsn)
+    assert [v for v in via if not v.startswith("index ")] == [
+        d for d in direct if not d.startswith("index ")
+    ]
+    assert [v.split(" pages ")[0] for v in via if v.startswith("index ")] == [
+        d.split(" pages ")[0] for d in direct if d.startswith("index ")
+    ]
+    indexes = [v for v in via if v.startswith("index ")]
+    assert indexes and all(v.endswith(" pages null") for v in indexes), indexes
+    assert not any(d.endswith(" pages null") for d in direct if d.startswith("index "))
+    assert via[0].startswith("keywords ") and "table public.adult TABLE" in via
+
+
+def test_sqlalchemy_inspector_is_identical(proxy: Any, pg: Any) -> None:
+    def inspect(dsn: str) -> dict[str, Any]:
+        engine = sa.create_engine(dsn.replace("postgresql://", "postgresql+psycopg://"))
+        try:
+            i = sa.inspect(engine)
+            return {
+                "schemas": i.get_schema_names(),
+                "tables": i.get_table_names(),
+                "views": i.get_view_names(),
+                "columns": [(c["name"], str(c["type"])) for c in i.get_columns("adult")],
+                "pk": i.get_pk_constraint("adult"),
+                "indexes": i.get_indexes("adult"),
+                "comment": i.get_table_comment("adult"),
+            }
+        finally:
+            engine.dispose()
+
+    assert inspect(proxy.dsn) == inspect(pg.analyst_dsn(ANALYST[0]))
