@@ -94,16 +94,13 @@ class LockdownError(LaprasError):
 
 def lockdown_findings(config: Config) -> list[provision.Finding]:
     """The routes to exact statistics still open on the configured backend."""
-    state = None
-    if config.backend.state_dsn is not None:
-        state = provision.data_database(config.backend.state_dsn)
     with psycopg.connect(config.backend.aggregator_dsn, connect_timeout=10) as conn:
         return provision.check(
             conn,
-            protected=[f"{d.schema}.{d.name}" for d in config.schema.tables.values()],
+            protected=config.protected_tables,
             roles=[u.backend_role for u in config.users],
-            data_database=provision.data_database(config.backend.passthrough_dsn),
-            state_database=state,
+            data_database=config.backend.data_database,
+            state_database=config.backend.state_database,
         )
 
 

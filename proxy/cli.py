@@ -632,7 +632,7 @@ def _provision(args: argparse.Namespace) -> int:
     if args.config:
         config = _load(args)
         backend = config.backend
-        database = args.database or provision.data_database(backend.passthrough_dsn)
+        database = args.database or backend.data_database
         passwords = {
             role: str(conninfo_to_dict(dsn).get("password") or "")
             for role, dsn in (
@@ -640,9 +640,9 @@ def _provision(args: argparse.Namespace) -> int:
                 (provision.PASSTHROUGH, backend.passthrough_dsn),
             )
         }
-        protected = tuple(f"{d.schema}.{d.name}" for d in config.schema.tables.values())
+        protected = config.protected_tables
         analysts = tuple((u.name, u.backend_role) for u in config.users)
-        state = provision.data_database(backend.state_dsn) if backend.state_dsn else None
+        state = backend.state_database
     else:
         if not args.database:
             raise SystemExit("lapras provision: give --config, or --database")

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from proxy.provision import AGGREGATOR, PASSTHROUGH, analyst_role
+from proxy.provision import AGGREGATOR, PASSTHROUGH, analyst_role, data_database
 from rewriter.errors import ConfigError
 from rewriter.schema import Schema, schema_from_mapping
 
@@ -93,6 +93,16 @@ class BackendConfig:
     lockdown: Lockdown = "require"  # refuse to serve while a route to a statistic is open
 
     @property
+    def data_database(self) -> str:
+        """The database analysts' sessions and DP answers come from (the passthrough DSN's)."""
+        return data_database(self.passthrough_dsn)
+
+    @property
+    def state_database(self) -> str | None:
+        """The state database's name; None when ``state_dsn`` is not set."""
+        return None if self.state_dsn is None else data_database(self.state_dsn)
+
+    @property
     def ledger_dsn(self) -> str:
         """Where schema ``lapras`` lives: the state database, else (before it was configured)
         the aggregator's own database, which ``lapras provision --check`` reports."""
@@ -118,6 +128,11 @@ class Config:
 
     def user(self, name: str) -> User | None:
         return next((u for u in self.users if u.name == name), None)
+
+    @property
+    def protected_tables(self) -> tuple[str, ...]:
+        """Every protected table, as ``schema.table``."""
+        return tuple(f"{d.schema}.{d.name}" for d in self.schema.tables.values())
 
 
 class _Section:

@@ -161,9 +161,8 @@ def _grant_membership(conn: Any, analyst: str) -> None:
 # -- privileges in the data database --------------------------------------------------------------
 
 
-def _dependents_sql() -> str:
-    """Relations whose definition reads (directly or through other views) a protected table."""
-    return """
+#: Relations whose definition reads (directly or through other views) a protected table.
+_DEPENDENTS = """
         WITH RECURSIVE dep(oid) AS (
             SELECT unnest(%(protected)s::regclass[])::oid
           UNION
@@ -174,7 +173,7 @@ def _dependents_sql() -> str:
             WHERE r.ev_class <> d.refobjid
         )
         SELECT oid FROM dep
-    """
+"""
 
 
 def grant_privileges(conn: Any, database: str, protected: Iterable[str]) -> None:
@@ -198,7 +197,7 @@ def grant_privileges(conn: Any, database: str, protected: Iterable[str]) -> None
     )
     conn.execute(sql.SQL("REVOKE TEMPORARY, CREATE ON DATABASE {} FROM PUBLIC").format(db))
     conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
-    tainted = {r[0] for r in conn.execute(_dependents_sql(), {"protected": names}).fetchall()}
+    tainted = {r[0] for r in conn.execute(_DEPENDENTS, {"protected": names}).fetchall()}
     rows = conn.execute(
         "SELECT c.oid, c.relname FROM pg_catalog.pg_class c"
         " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
@@ -415,7 +414,7 @@ def check(
     tainted = [
         r[0]
         for r in data_conn.execute(
-            "SELECT oid::regclass::text FROM (" + _dependents_sql() + ") d"
+            "SELECT oid::regclass::text FROM (" + _DEPENDENTS + ") d"
             " WHERE oid <> ALL(%(protected)s::regclass[]::oid[])",
             {"protected": names},
         ).fetchall()

@@ -158,19 +158,6 @@ def _decoded(low: str, pat: re.Pattern[str], base: int) -> str | None:
         return None
 
 
-def _variants(text: str) -> list[str]:
-    """The text and its readings with PostgreSQL escapes decoded (U&'', E'' strings)."""
-    low = text.lower()
-    if "\\" not in low:
-        return [low]
-    out = [low]
-    for pat, base in _ESCAPES:
-        d = _decoded(low, pat, base)
-        if d is not None:
-            out.append(d)
-    return out
-
-
 #: Joins texts into one string: never in SQL (protocol strings end at NUL) nor in a name, and
 #: a word boundary for every pattern here, so nothing matches across two texts.
 _SEP = "\x00"
@@ -183,18 +170,14 @@ _CHUNK = 1 << 16
 
 
 def _readings(texts: Iterable[str]) -> Iterator[str]:
-    """The readings of :func:`_variants` of all ``texts``, a few at once: the texts are
-    joined by ``_SEP`` (up to ``_CHUNK`` characters at a time) and each reading of a join is
-    its texts' own readings joined. The same matches as text by text, in a few passes of the
+    """The readings of all ``texts`` (:func:`_variants`), a few at once: the texts are joined
+    by ``_SEP`` (up to ``_CHUNK`` characters at a time) and each reading of a join is its
+    texts' own readings joined. The same matches as text by text, in a few passes of the
     regex engine instead of several per token (a statement of a million tokens costs about a
     second less)."""
-    parts = texts if isinstance(texts, list) else list(texts)
-    if len(parts) == 1:
-        yield from _variants(parts[0])
-        return
     group: list[str] = []
     size = 0
-    for t in parts:
+    for t in texts:
         group.append(t)
         size += len(t) + 1
         if size >= _CHUNK:
@@ -204,7 +187,15 @@ def _readings(texts: Iterable[str]) -> Iterator[str]:
         yield from _joined_readings(group)
 
 
+def _variants(text: str) -> list[str]:
+    """The text and its readings with PostgreSQL escapes decoded (U&'', E'' strings), lower
+    case; a reading whose escapes do not decode is empty."""
+    return _joined_readings([text])
+
+
 def _joined_readings(parts: list[str]) -> list[str]:
+    """The readings of ``parts`` joined by ``_SEP``: the join lower-cased, then one per kind
+    of escape, in which each part is decoded (empty where its escapes do not decode)."""
     low = _SEP.join(parts).lower()
     if "\\" not in low:
         return [low]

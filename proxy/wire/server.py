@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import os
 import secrets
@@ -199,12 +198,7 @@ class ProxyServer:
 
     async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
-        address = str(peer[0]) if peer else ""
-        try:
-            loopback = ipaddress.ip_address(address).is_loopback
-        except ValueError:
-            loopback = False
-        session = Session(self, reader, writer, peer_is_loopback=loopback, address=address)
+        session = Session(self, reader, writer, address=str(peer[0]) if peer else "")
         task = asyncio.current_task()
         assert task is not None
         self._conn_tasks[session] = task
@@ -212,11 +206,11 @@ class ProxyServer:
             if self._closing:
                 writer.close()
                 return
-            closed = self._admission.arrive(session, address)
+            closed = self._admission.arrive(session, session.address)
             if closed is None:
                 await session.refuse(
                     TooManyConnections(
-                        f'too many failed logins from address "{address}"',
+                        f'too many failed logins from address "{session.address}"',
                         hint="wait a few seconds before trying again",
                     )
                 )

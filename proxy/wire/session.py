@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import enum
 import inspect
+import ipaddress
 import logging
 import re
 import secrets
@@ -297,14 +298,12 @@ class Session:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         *,
-        peer_is_loopback: bool,
         address: str = "",
     ) -> None:
         self.server = server
         self.cfg = server.config
         self.reader = reader
         self.writer = writer
-        self.peer_is_loopback = peer_is_loopback
         self.address = address  # the client's IP address, as admission counts it
         self.conn = ServerConnection(max_message=self.cfg.max_message_size)
         self.pid = 0
@@ -730,7 +729,7 @@ class Session:
         neg = self.conn.negotiation_needed()
         if neg is not None:
             self._send(NegotiateProtocolVersion(newest_minor=neg[0], unrecognized=neg[1]))
-        auth = Authenticator(self.cfg.auth, user, peer_is_loopback=self.peer_is_loopback)
+        auth = Authenticator(self.cfg.auth, user, peer_is_loopback=_is_loopback(self.address))
         try:
             first = auth.start()
             done = not first
@@ -2019,6 +2018,13 @@ _ROUTE_IN_TASK = 64 * 1024
 
 # Client bytes buffered beyond this while the task is busy pause reading from the client.
 _READ_AHEAD = 1 << 20
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:  # no address (a Unix socket), or not an IP address
+        return False
 
 
 def _decode(frame: bytes) -> BackendMessage:
