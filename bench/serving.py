@@ -7,6 +7,7 @@ Used by ``bench/proxy`` and ``bench/big_statements``: the embedded PostgreSQL's 
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 import time
@@ -84,3 +85,22 @@ def wait_until_serving(dsn: str) -> None:
             return
         except OSError:
             time.sleep(0.2)
+
+
+def serve(config: Path) -> subprocess.Popen[bytes]:
+    """``lapras serve --config CONFIG`` as a process of its own (the deployment's shape)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "serve", "--config", str(config)], cwd=ROOT
+    )
+
+
+def stop(server: subprocess.Popen[bytes] | None, timeout: float = 60) -> None:
+    """Stop a :func:`serve` process as Ctrl-C does (killed if it takes longer than
+    ``timeout`` seconds)."""
+    if server is None:
+        return
+    server.send_signal(signal.SIGINT)
+    try:
+        server.wait(timeout)
+    except subprocess.TimeoutExpired:
+        server.kill()

@@ -29,16 +29,14 @@ import argparse
 import asyncio
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import asyncpg
 
-from bench.serving import lapras, percentile, wait_until_serving, write_config
+from bench.serving import lapras, percentile, serve, stop, wait_until_serving, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 STORED = "SELECT sex, count(*) FROM adult GROUP BY sex"
@@ -174,9 +172,7 @@ def main() -> None:
         pfile.write_text(STORED + ";\n")
         lapras("epoch", "start", "--config", str(config), "--table", "adult",
                "--view", "age_sex_income", "--predicted", str(pfile))  # fmt: skip
-        server = subprocess.Popen(
-            [sys.executable, "-m", "proxy.cli", "serve", "--config", str(config)], cwd=ROOT
-        )
+        server = serve(config)
         dsn = f"postgresql://bench:bench@127.0.0.1:{port}/bench"
         wait_until_serving(dsn)
         asyncio.run(under_load(dsn, [], 200))  # warm-up
@@ -220,12 +216,7 @@ def main() -> None:
             time.sleep(2)
             memory.append(("the sessions closed, 2 s later", *rss_mb(server.pid)))
     finally:
-        if server is not None:
-            server.send_signal(signal.SIGINT)
-            try:
-                server.wait(60)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        stop(server)
         pg.stop()
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from typing import Any
 import asyncpg
 import psycopg
 
-from bench.serving import lapras, percentile, wait_until_serving, write_config
+from bench.serving import lapras, percentile, serve, stop, wait_until_serving, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Alternating rounds of the passthrough measurements (see ``interleaved``).
@@ -223,9 +222,7 @@ def main() -> None:
                 f"  epoch start on {table} ({len(predicted)} predicted): {time.perf_counter() - t:.1f} s",
                 flush=True,
             )
-        server = subprocess.Popen(
-            [sys.executable, "-m", "proxy.cli", "serve", "--config", str(config)], cwd=ROOT
-        )
+        server = serve(config)
         proxy_dsn = f"postgresql://bench:bench@127.0.0.1:{port}/bench"
         direct_dsn = pg.dsn(database="bench")
         # The floor of any proxy here: a bare byte pipe on the same event loop.
@@ -300,12 +297,7 @@ def main() -> None:
     finally:
         if pipe is not None:
             pipe.kill()
-        if server is not None:
-            server.send_signal(signal.SIGINT)
-            try:
-                server.wait(30)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        stop(server, timeout=30)
         pg.stop()
         shutil.rmtree(folder, ignore_errors=True)
 
