@@ -1,4 +1,4 @@
-"""The durable privacy ledger: schema ``lapras`` in the backend, owned by the aggregator role.
+"""The durable privacy ledger: schema ``lapras`` in the state database, owned by the aggregator.
 
 Tables (created and migrated by :func:`migrate`; versioned, idempotent):
 
@@ -14,7 +14,9 @@ Tables (created and migrated by :func:`migrate`; versioned, idempotent):
 - ``lapras.query_log``, ``lapras.predictions``, ``lapras.admin_log``: the query log the
   predictor reads, its outputs, and the admin acts.
 
-``REVOKE ALL ON SCHEMA lapras FROM PUBLIC``: analysts and the passthrough role never read it.
+The state database (``[backend] state_dsn``) is one no analyst role may connect to
+(``lapras provision``), so analysts cannot read these tables, size them or take their locks;
+``REVOKE ALL ON SCHEMA lapras FROM PUBLIC`` is a second wall.
 
 Charge before release (ARCHITECTURE.md §3 step 5): :meth:`Ledger.exclusive` takes a session
 advisory lock on the epoch (serialising every proxy process sharing it), folds the events other
