@@ -8,7 +8,9 @@ It plugs into the wire's one seam (:class:`proxy.wire.router.StatementRouter`):
 - refused statements get the rewriter's typed error (42501, 0A000, 42601, ...);
 - DP aggregates are answered by :class:`proxy.epochs.EpochService`: result types come from the
   backend's own Describe of the same SQL (exactly what PostgreSQL would return), and a NOTICE
-  says how the answer was made, what it cost and its standard error.
+  says how the answer was made, what it cost and its standard error. One in a wrapper
+  (``COPY (...) TO STDOUT``, ``DECLARE ... CURSOR FOR``, ``PREPARE ... AS``) is answered the
+  same way; the route carries the wrapper, which the session delivers (proxy.wire.local).
 
 ``SHOW LAPRAS BUDGET | EPOCHS | RELEASES`` are answered locally for users declared
 ``admin = true`` (read-only admin views, :mod:`proxy.admin`); others get 42501.
@@ -78,28 +80,43 @@ _HOW = {
 }
 
 
-def describe_answer(answer: Answer) -> Notice:
-    """The NOTICE sent with a DP answer. Only public values: costs, scales, positions."""
+def describe_answer(answer: Answer, plan: rewriter.Plan | None = None) -> Notice:
+    """The NOTICE sent with a DP answer: how it was made, what it cost, and the standard
+    error of each aggregate of the select list (from public noise scales and the noisy
+    answers only)."""
     st = answer.status
-    low, high = (
-        (min(answer.std_errors), max(answer.std_errors)) if answer.std_errors else (0.0, 0.0)
-    )
-    if not answer.std_errors:
+    per: list[str] = []
+    if plan is not None and answer.std_errors:
+        names = [c.name for c in plan.columns]
+        for label, low, high in rewriter.aggregate_errors(
+            plan, answer.answers, answer.std_errors, names
+        ):
+            per.append(f"{label} {_range(low, high)}")
+    if per:
+        se = "standard error " + ", ".join(per)
+    elif not answer.std_errors:
         se = "no values"
-    elif high - low <= 1e-6 * high:
-        se = f"standard error {high:.4g}"
     else:
-        se = f"standard errors {low:.4g} to {high:.4g}"
+        se = "standard error " + _range(min(answer.std_errors), max(answer.std_errors)) + " per row"
     spent = ""
     if answer.charge > 0:
         spent = f"; spent {answer.charge:.4g} {st.unit}"
-    message = f"LAPRAS: {_HOW[answer.kind]}{spent}; {se} per count or sum."
+    message = f"LAPRAS: {_HOW[answer.kind]}{spent}; {se}."
     detail = (
         f"Budget spent {st.spent:.4g} of {st.total:.4g} {st.unit} "
         f"({100 * st.spent / st.total:.1f}%); online releases {st.online_releases} of {st.stream_length}; "
         f"stream position {st.position}."
     )
     return Notice(message=message, detail=detail)
+
+
+def _range(low: float, high: float) -> str:
+    return f"{high:.4g}" if high - low <= 1e-6 * max(high, 1e-300) else f"{low:.4g} to {high:.4g}"
+
+
+PUBLIC_NOTICE = Notice(
+    message="LAPRAS: answered from the declared public values of the columns (no budget spent)."
+)
 
 
 def _route_of(st: rewriter.Statement) -> Route:
@@ -109,12 +126,22 @@ def _route_of(st: rewriter.Statement) -> Route:
         return Refuse(st.error)
     if isinstance(st, rewriter.ZeroRowProbe):
         return AnswerLocally(result=LocalResult(rows=()))
+    columns = tuple(Column(name=c.name, type_oid=c.type_oid) for c in st.columns)
+    if st.wrapper is not None:
+        # COPY, DECLARE, PREPARE: the backend could only describe the wrapper (no columns),
+        # so the rewriter's columns and parameter types are the carried statement's.
+        return AnswerLocally(
+            plan=st,
+            columns=columns,
+            describe_upstream=False,
+            wrapper=st.wrapper,
+            param_oids=st.param_types,
+        )
     if st.needs_params:
         # Parameter types: the backend's own inference (asyncpg, pg8000 Describe first).
         return AnswerLocally(plan=st)
     # The rewriter knows the result columns exactly as PostgreSQL types them (checked
     # against the backend by the exactness tests): no Describe round trip to the backend.
-    columns = tuple(Column(name=c.name, type_oid=c.type_oid) for c in st.columns)
     return AnswerLocally(plan=st, columns=columns, describe_upstream=False)
 
 
@@ -152,10 +179,14 @@ class DPRouter:
             self._cache.move_to_end(sql)
             return hit
         hit = self._classify(sql)
+        self._remember(sql, hit)
+        return hit
+
+    def _remember(self, sql: str, hit: tuple[rewriter.Statement, Route]) -> None:
         self._cache[sql] = hit
+        self._cache.move_to_end(sql)
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
-        return hit
 
     def _classify(self, sql: str) -> tuple[rewriter.Statement, Route]:
         """The classification of one statement and its route (pure; any thread)."""
@@ -175,21 +206,35 @@ class DPRouter:
         return st, _route_of(st)
 
     def route(self, statement: StatementInfo) -> Route | Awaitable[Route]:
-        """Decided without waiting (classification is pure and cached), except for a
-        statement longer than ``off_loop_chars``: its route comes from the worker thread,
-        and is not cached (the cache would keep big texts and their classification)."""
-        command = admin.parse(statement.sql)
+        """Decided without waiting when the route is cached or the statement certainly names
+        nothing protected (catalogue and session traffic: the relay's fast lane). A statement
+        that may name a protected table is classified in the worker thread the first time
+        (its expressions are evaluated over the declared domains, up to ``cell_limit`` values:
+        seconds at worst, which must not hold the event loop), then cached; one longer than
+        ``off_loop_chars`` is classified there and not cached (the cache would keep big
+        texts and their classification)."""
+        sql = statement.sql
+        command = admin.parse(sql)
         if command is not None:
             return self._admin_route(statement, command)
-        if len(statement.sql) > self.off_loop_chars:
-            return self._route_off_loop(statement.sql)
-        return self._classified(statement.sql)[1]
+        if len(sql) > self.off_loop_chars:
+            return self._route_off_loop(sql, cache=False)
+        hit = self._cache.get(sql)
+        if hit is not None:
+            self._cache.move_to_end(sql)
+            return hit[1]
+        if rewriter.may_name_protected(sql, self.service.schema):
+            return self._route_off_loop(sql, cache=True)
+        return self._classified(sql)[1]
 
-    async def _route_off_loop(self, sql: str) -> Route:
+    async def _route_off_loop(self, sql: str, *, cache: bool) -> Route:
         if self._worker is None:
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lapras-classify")
         loop = asyncio.get_running_loop()
-        return (await loop.run_in_executor(self._worker, _off_loop, self._classify, sql))[1]
+        hit = await loop.run_in_executor(self._worker, _off_loop, self._classify, sql)
+        if cache:
+            self._remember(sql, hit)
+        return hit[1]
 
     def _admin_route(self, statement: StatementInfo, command: admin.AdminCommand | str) -> Route:
         if statement.session.user not in self.admins:
@@ -215,6 +260,8 @@ class DPRouter:
         if not isinstance(st, rewriter.DPStatement):
             return LocalResult(rows=())
         plan = st.plan if st.plan is not None else rewriter.bind(st, execution.params)
+        if plan.batch.num_queries == 0:
+            return self._public(execution, st, plan)
         try:
             answer = await self.service.answer(plan)
         except LaprasError:
@@ -231,15 +278,32 @@ class DPRouter:
             plan = st.plan if st.plan is not None else rewriter.bind(st, execution.params)
         except LaprasError:
             return None  # execute() reports it
+        if plan.batch.num_queries == 0:
+            return self._public(execution, st, plan)
         answer = self.service.answer_now(plan)
         return None if answer is None else self._result(execution, st, plan, answer)
 
     def _result(
         self, execution: Execution, st: rewriter.DPStatement, plan: rewriter.Plan, answer: Answer
     ) -> LocalResult:
-        rows = rewriter.postprocess(plan, np.asarray(answer.answers, dtype=np.float64))
+        rows = rewriter.postprocess(
+            plan,
+            np.asarray(answer.answers, dtype=np.float64),
+            np.asarray(answer.std_errors, dtype=np.float64),
+        )
         self._log(execution.statement, (st, plan, execution.params), answer.kind.value)
-        return LocalResult(rows=tuple(tuple(r) for r in rows), notices=(describe_answer(answer),))
+        return LocalResult(
+            rows=tuple(tuple(r) for r in rows), notices=(describe_answer(answer, plan),)
+        )
+
+    def _public(
+        self, execution: Execution, st: rewriter.DPStatement, plan: rewriter.Plan
+    ) -> LocalResult:
+        """A statement that asks only for public values (``SELECT DISTINCT col``, ``GROUP
+        BY col`` without aggregates): the declared values, without the engine, at no cost."""
+        rows = rewriter.postprocess(plan, np.zeros(0))
+        self._log(execution.statement, (st, plan, execution.params), "public")
+        return LocalResult(rows=tuple(tuple(r) for r in rows), notices=(PUBLIC_NOTICE,))
 
     def _log(self, statement: StatementInfo, dp: tuple[Any, Any, Any], outcome: str) -> None:
         """Append to the query log without delaying the answer (DP statements only:

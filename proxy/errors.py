@@ -30,13 +30,17 @@ __all__ = [
     "InvalidAuthorization",
     "InvalidBinaryRepresentation",
     "InvalidParameterValue",
+    "InvalidStatementName",
     "LaprasError",
+    "NoActiveTransaction",
+    "NotInPrerequisiteState",
     "ProtocolError",
     "ProtocolViolation",
     "QueryCanceled",
     "StartupFeatureNotSupported",
     "StatementTooLong",
     "TooManyConnections",
+    "UndefinedCursor",
     "UnsupportedFormatCode",
     "UpstreamUnavailable",
     "error_fields",
@@ -152,6 +156,31 @@ class DuplicateCursor(LaprasError):
     """42P03 duplicate_cursor: a named portal that already exists."""
 
     sqlstate = "42P03"
+
+
+class UndefinedCursor(LaprasError):
+    """34000 invalid_cursor_name: ``cursor "x" does not exist`` (FETCH, MOVE, CLOSE)."""
+
+    sqlstate = "34000"
+
+
+class InvalidStatementName(LaprasError):
+    """26000 invalid_sql_statement_name: ``prepared statement "x" does not exist``."""
+
+    sqlstate = "26000"
+
+
+class NoActiveTransaction(LaprasError):
+    """25P01 no_active_sql_transaction: ``DECLARE CURSOR can only be used in transaction
+    blocks`` (a cursor without HOLD outside a transaction block)."""
+
+    sqlstate = "25P01"
+
+
+class NotInPrerequisiteState(LaprasError):
+    """55000 object_not_in_prerequisite_state: ``cursor can only scan forward``."""
+
+    sqlstate = "55000"
 
 
 class InvalidParameterValue(LaprasError):

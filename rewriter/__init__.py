@@ -44,8 +44,18 @@ from .errors import (
     UndefinedTableError,
     UnsupportedError,
 )
+from .guard import may_name_protected
 from .histogram import histogram_from_rows, histogram_sql
-from .plan import Fingerprint, Measure, MeasureKind, OutputColumn, Plan, PostProcess, postprocess
+from .plan import (
+    Fingerprint,
+    Measure,
+    MeasureKind,
+    OutputColumn,
+    Plan,
+    PostProcess,
+    aggregate_errors,
+    postprocess,
+)
 from .reduce import _fingerprint
 from .schema import Schema, load_schema, parse_schema
 
@@ -81,12 +91,14 @@ __all__ = [
     "UndefinedTableError",
     "UnsupportedError",
     "ZeroRowProbe",
+    "aggregate_errors",
     "bind",
     "classify",
     "fingerprint",
     "histogram_from_rows",
     "histogram_sql",
     "load_schema",
+    "may_name_protected",
     "parse_schema",
     "postprocess",
 ]

@@ -24,6 +24,7 @@ from sqlglot.errors import ParseError
 
 from dp.errors import InternalError, LaprasError
 
+from .derived import fold
 from .errors import RowAccessError, SqlSyntaxError, UndefinedColumnError, UnsupportedError
 from .guard import (
     dangerous_literal,
@@ -36,7 +37,15 @@ from .guard import (
     mentions_statistics,
     name_pattern,
 )
-from .normalise import Logical, _output_name, _unalias, cast_type, ident, normalise
+from .normalise import (
+    Logical,
+    _output_name,
+    _unalias,
+    cast_type,
+    ident,
+    normalise,
+    union_logical,
+)
 from .plan import OutputColumn, Plan
 from .reduce import reduce
 from .schema import SYSTEM_SCHEMAS, TYPE_OIDS, Schema, TableDecl
@@ -64,6 +73,9 @@ class DPStatement:
     plan: Plan | None
     columns: tuple[OutputColumn, ...]
     param_types: tuple[int, ...]  # OIDs for ParameterDescription (0: unknown)
+    # The wire-level wrapper it came in (COPY (...) TO STDOUT, DECLARE ... CURSOR FOR,
+    # PREPARE ... AS), None for the statement itself: see rewriter/wrappers.py.
+    wrapper: wrappers.Wrapper | None = None
 
     @property
     def needs_params(self) -> bool:
@@ -220,18 +232,14 @@ def _table_ref(node: exp.Table, schema: Schema) -> TableDecl | None:
 
 
 _DO = re.compile(r"\s*DO\b", re.I)
-_IDENT = r'(?:"(?:[^"]|"")+"|[a-z_\x80-\uffff][\w$\x80-\uffff]*)'
-#: Statements that carry another statement: the inner one is classified, and the wrapper
-#: kept as written in front of it (psqlODBC's UseDeclareFetch, server-side cursors, SQL
-#: PREPARE, EXPLAIN).
-_WRAPPER = re.compile(
-    r"\s*(?:(?P<explain>EXPLAIN)(?:\s*\((?:[^()'\"]|'[^']*'|\"[^\"]*\")*\))?"
-    r"(?:\s+(?:ANALYZE|ANALYSE|VERBOSE))*"
-    rf"|(?P<declare>DECLARE)\s+{_IDENT}(?:\s+(?:BINARY|ASENSITIVE|INSENSITIVE|NO\s+SCROLL|SCROLL))*"
-    r"\s+CURSOR(?:\s+(?:WITH|WITHOUT)\s+HOLD)?\s+FOR"
-    rf"|(?P<prepare>PREPARE)\s+{_IDENT}\s*(?:\([^()]*\))?\s+AS)\s+",
-    re.I,
-)
+#: Statements that carry another statement (EXPLAIN, DECLARE ... CURSOR FOR, PREPARE ... AS,
+#: COPY (...) TO): found by the wrappers' own lexer, which reads comments, quoted names and
+#: case as PostgreSQL does (rewriter/wrappers.py). The carried statement is classified; a
+#: relayed one keeps the wrapper as written around it (psqlODBC's UseDeclareFetch, server-side
+#: cursors, SQL PREPARE, EXPLAIN, COPY), a DP aggregate gets the wrapper's description.
+from . import wrappers  # noqa: E402  (beside its one use, the wrapper's matcher)
+
+_WRAPPER = wrappers.MATCHER
 
 
 def _statistics_refusal() -> RowAccessError:
@@ -389,26 +397,37 @@ def _dismantle(tree: exp.Expr) -> None:
         node.args.clear()
 
 
-def _wrapped(piece: Piece, wrapper: re.Match[str], schema: Schema) -> Statement:
-    """EXPLAIN / DECLARE ... CURSOR FOR / PREPARE ... AS: the statement they carry decides."""
-    k = wrapper.end()
-    inner = classify_piece(Piece(text=piece.text[k:], offset=k, tokens=None), schema)
+def _wrapped(piece: Piece, wrapper: wrappers.Located, schema: Schema) -> Statement:
+    """EXPLAIN / DECLARE ... CURSOR FOR / PREPARE ... AS / COPY (...) TO: the statement they
+    carry decides. A relayed one keeps the wrapper as written around it (rewritten inside when
+    it must be); a DP aggregate gets the wrapper's description (COPY's options, the cursor's,
+    the prepared statement's name and types, with PostgreSQL's errors); EXPLAIN of a
+    statement over a protected table is refused (its estimates come from the data)."""
+    from dataclasses import replace
+
+    start, end = wrapper.start, wrapper.end
+    inner = classify_piece(Piece(text=piece.text[start:end], offset=start, tokens=None), schema)
     if isinstance(inner, Refused):
         raise inner.error
     if isinstance(inner, Passthrough):
-        return Passthrough(sql=piece.text[:k] + inner.sql, rewritten=inner.rewritten)
-    table = ", ".join(sorted(mentions([piece.text[k:]], name_pattern(schema))))
-    if wrapper.group("explain"):
+        return Passthrough(
+            sql=piece.text[:start] + inner.sql + piece.text[end:], rewritten=inner.rewritten
+        )
+    table = ", ".join(sorted(mentions([piece.text[start:end]], name_pattern(schema))))
+    if wrapper.kind == "explain":
         raise RowAccessError(
             f"EXPLAIN of a statement over protected table {table} is refused: its estimates "
             "come from the data",
             hint="run the aggregate itself for a differentially private answer",
         )
-    verb = "DECLARE ... CURSOR" if wrapper.group("declare") else "PREPARE"
-    raise UnsupportedError(
-        f"{verb} of an aggregate over protected table {table} is not supported",
-        hint="run the SELECT itself (a client-side cursor, or the protocol's prepared statements)",
-    )
+    if isinstance(inner, ZeroRowProbe):
+        verb = {"declare": "DECLARE ... CURSOR", "prepare": "PREPARE", "copy": "COPY"}
+        raise UnsupportedError(
+            f"{verb[wrapper.kind]} of a zero-row probe of protected table {table} is not supported",
+            hint="send the probe itself (its columns come with no rows)",
+        )
+    described = wrappers.describe(wrapper, piece.text, [c.name for c in inner.columns])
+    return replace(inner, sql=piece.text, wrapper=described)
 
 
 def _check_passthrough_tables(tree: exp.Expr, schema: Schema) -> None:
@@ -534,6 +553,8 @@ def _protected(
     census: _Census,
 ) -> Statement:
     names = sorted({d.name for _, d in refs})
+    if isinstance(tree, exp.Union):
+        return _union(piece, tree, schema)
     select = tree if isinstance(tree, exp.Select) else None
     from_ = select.args.get("from_") if select is not None else None
     single = (
@@ -548,13 +569,31 @@ def _protected(
         and not census.nested
     )
     aggregated = census.aggregate  # COUNT, SUM and AVG are aggregate functions too
+    count_rows: str | None = None
+    if not single and select is not None:
+        folded = fold(select)
+        if folded is not None:
+            merged, count_rows = folded
+            inner = _Census.of(merged)
+            mrefs = [(t, d) for t in inner.tables if (d := _table_ref(t, schema)) is not None]
+            mfrom = merged.args.get("from_")
+            if (
+                len(mrefs) == 1
+                and mfrom is not None
+                and mrefs[0][0] is mfrom.this
+                and not inner.nested
+                and len(inner.tables) == 1
+            ):
+                select, refs, census, single = merged, mrefs, inner, True
+                aggregated = inner.aggregate
     if not single or select is None:
         if isinstance(tree, exp.Query) and aggregated:
             raise UnsupportedError(
                 "joins, subqueries, CTEs and set operations over protected table "
                 + ", ".join(names)
                 + " are not supported",
-                hint="write one SELECT of COUNT/SUM/AVG over the table, with WHERE and GROUP BY",
+                hint="write one SELECT of aggregates over the table (with WHERE, GROUP BY, "
+                "expressions), or a derived table that only filters it; see docs/sql.md",
             )
         raise RowAccessError(
             "row-level access to protected table " + ", ".join(names) + " is refused",
@@ -574,13 +613,63 @@ def _protected(
             if isinstance(n, exp.Subquery | exp.Join | exp.Command):
                 raise UnsupportedError("this probe of a protected table is not supported")
         return ZeroRowProbe(sql=piece.text, columns=_probe_columns(select, table))
-    if not aggregated and not grouped:
+    if not aggregated and not grouped and select.args.get("distinct") is None:
         raise RowAccessError(
             f"row-level access to protected table {table.name} is refused",
             hint="only COUNT(*)/COUNT(col)/SUM(col)/AVG(col) aggregates over declared columns are answered; "
             "zero-row probes (LIMIT 0, WHERE 1 = 0) are answered with the columns",
         )
-    logical = normalise(select, table, table_node)
+    logical = normalise(select, table, table_node, count_rows=count_rows)
+    plan = reduce(logical) if not logical.param_types else None
+    return DPStatement(
+        sql=piece.text,
+        prepared=logical,
+        plan=plan,
+        columns=logical.columns,
+        param_types=logical.param_types,
+    )
+
+
+def _union(piece: Piece, tree: exp.Union, schema: Schema) -> Statement:
+    """``UNION [ALL]`` of DP aggregates over one protected table: one statement, one batch,
+    one charge (the branches' rows stacked), the rows concatenated (and deduplicated for
+    UNION) by post-processing, then the union's ORDER BY / LIMIT / OFFSET."""
+    distinct = bool(tree.args.get("distinct"))
+    branches: list[exp.Expr] = []
+
+    def flatten(node: exp.Expr) -> None:
+        # nested unions of the same kind, without their own ORDER BY / LIMIT, are one union
+        if isinstance(node, exp.Union) and (
+            node is tree
+            or (
+                bool(node.args.get("distinct")) == distinct
+                and not any(node.args.get(k) for k in ("order", "limit", "offset"))
+            )
+        ):
+            flatten(node.this)
+            flatten(node.expression)
+        else:
+            branches.append(node.this if isinstance(node, exp.Subquery) else node)
+
+    flatten(tree)
+    parts: list[Logical] = []
+    for branch in branches:
+        if not isinstance(branch, exp.Select):
+            raise UnsupportedError("this set operation over a protected table is not supported")
+        census = _Census.of(branch)
+        refs = [(t, d) for t in census.tables if (d := _table_ref(t, schema)) is not None]
+        if not refs:
+            raise UnsupportedError(
+                "every branch of a UNION over a protected table must read it",
+                hint="write the constant rows as another statement",
+            )
+        st = _protected(piece, branch, refs, schema, census)
+        if not isinstance(st, DPStatement):
+            raise UnsupportedError(
+                "every branch of a UNION over a protected table must be an aggregate"
+            )
+        parts.append(st.prepared)
+    logical = union_logical(parts, tree, distinct)
     plan = reduce(logical) if not logical.param_types else None
     return DPStatement(
         sql=piece.text,

@@ -16,28 +16,47 @@ and ``$n`` parameters, and checks every node against an allowlist. The result, a
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 from sqlglot import exp
 
-from .errors import InvalidValueError, UndefinedColumnError, UnsupportedError
+from . import pgeval
+from .errors import InvalidValueError, RowAccessError, UndefinedColumnError, UnsupportedError
 from .plan import (
     AggRef,
     Arith,
+    AttrRef,
+    Case,
+    Cast,
     Compare,
     Const,
+    Func,
     KeyRef,
     Logic,
     Measure,
     MeasureKind,
     OrderItem,
     OutputColumn,
+    Param,
+    PBool,
+    PCmp,
+    PConst,
+    PExpr,
+    PIsNull,
+    PLogic,
     PostExpr,
+    Pred,
+    Window,
 )
+
+__all__ = ["Logical", "Param", "normalise", "union_logical"]
 from .schema import (
     FLOAT_TYPES,
     INTEGER_TYPES,
@@ -55,61 +74,23 @@ class GroupingError(UnsupportedError):
     sqlstate = "42803"
 
 
-@dataclass(frozen=True, slots=True)
-class Param:
-    """Parameter ``$n`` (``index`` = n - 1)."""
-
-    index: int
-
-
 Value: TypeAlias = object  # a Python literal value or a Param
-
-
-# --- predicates (sqlglot-free) --------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PCmp:
-    attribute: str
-    op: str
-    value: Value
-
-
-@dataclass(frozen=True, slots=True)
-class PIsNull:
-    attribute: str
-
-
-@dataclass(frozen=True, slots=True)
-class PBool:
-    """A bare boolean column."""
-
-    attribute: str
-
-
-@dataclass(frozen=True, slots=True)
-class PConst:
-    value: bool | None
-
-
-@dataclass(frozen=True, slots=True)
-class PLogic:
-    op: str  # and, or, not
-    args: tuple[Pred, ...]
-
-
-Pred: TypeAlias = PCmp | PIsNull | PBool | PConst | PLogic
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Logical:
-    """A normalised DP statement (may still contain :class:`Param` values)."""
+    """A normalised DP statement (may still contain :class:`Param` values).
+
+    ``group_by``: the grouping expressions over attributes (an :class:`AttrRef` for a plain
+    column); ``grouping_sets``: for ``ROLLUP``/``CUBE``/``GROUPING SETS``, the indexes of
+    ``group_by`` each set groups by (empty: one set of all of them).
+    """
 
     table: TableDecl = field(repr=False)
     columns: tuple[OutputColumn, ...]
     outputs: tuple[PostExpr, ...]
     where: Pred | None
-    group_by: tuple[str, ...]
+    group_by: tuple[PostExpr, ...]
     measures: tuple[Measure, ...]
     having: PostExpr | None
     order_by: tuple[OrderItem, ...]
@@ -120,16 +101,11 @@ class Logical:
     template: str
     bindings: tuple[Value, ...]
     zero_rows: bool = False
+    grouping_sets: tuple[tuple[int, ...], ...] = ()
+    distinct: bool = False
+    count_rows: bool = False  # the result is the number of rows (a count of groups)
+    branches: tuple[Logical, ...] = ()  # UNION [ALL]: the branches (this one is their union)
 
-
-ALLOWED = (
-    exp.Select, exp.From, exp.Table, exp.TableAlias, exp.Identifier, exp.Column, exp.Star,
-    exp.Alias, exp.Count, exp.Sum, exp.Avg, exp.Where, exp.Group, exp.Having, exp.Order,
-    exp.Ordered, exp.Limit, exp.Offset, exp.Literal, exp.Boolean, exp.Null, exp.Parameter,
-    exp.Placeholder, exp.Cast, exp.DataType, exp.DataTypeParam, exp.EQ, exp.NEQ, exp.GT,
-    exp.GTE, exp.LT, exp.LTE, exp.Between, exp.In, exp.Not, exp.And, exp.Or, exp.Paren,
-    exp.Is, exp.Neg, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Var,
-)  # fmt: skip
 
 _FLIP = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _OPS: dict[type[exp.Expression], str] = {
@@ -140,13 +116,57 @@ _OPS: dict[type[exp.Expression], str] = {
     exp.GT: ">",
     exp.GTE: ">=",
 }
-_ARITH: dict[type[exp.Expression], str] = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}
+_ARITH: dict[type[exp.Expression], str] = {
+    exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%",
+}  # fmt: skip
 
 _DTYPES: dict[str, str] = {
     "INT": "int4", "SMALLINT": "int2", "BIGINT": "int8", "DECIMAL": "numeric", "TEXT": "text",
     "VARCHAR": "varchar", "CHAR": "bpchar", "BOOLEAN": "bool", "DATE": "date", "DOUBLE": "float8",
     "FLOAT": "float4", "BPCHAR": "bpchar",
 }  # fmt: skip
+
+#: sqlglot function nodes evaluated by rewriter.pgeval, and their PostgreSQL names.
+_FUNCS: dict[type[exp.Expression], str] = {
+    exp.Floor: "floor", exp.Ceil: "ceil", exp.Round: "round", exp.Abs: "abs", exp.Sign: "sign",
+    exp.Trunc: "trunc", exp.Lower: "lower", exp.Upper: "upper", exp.Length: "length",
+    exp.Substring: "substr", exp.WidthBucket: "width_bucket", exp.Greatest: "greatest",
+    exp.Least: "least", exp.Trim: "btrim", exp.Concat: "concat",
+}  # fmt: skip
+
+#: Constructs named in SQL words in refusals (sqlglot's node names are not SQL).
+_SQL_WORDS = {
+    "withingroup": "WITHIN GROUP", "window": "a window function", "subquery": "a subquery",
+    "exists": "EXISTS", "array": "an ARRAY", "any": "ANY", "all": "ALL", "tuple": "a row value",
+    "interval": "an interval", "similarto": "SIMILAR TO", "regexplike": "a regular expression",
+    "jsonextract": "a JSON operator", "jsonbextract": "a JSON operator", "bracket": "a subscript",
+    "dot": "a field selection", "star": "*", "distinct": "DISTINCT", "filter": "FILTER",
+    "timestamptrunc": "date_trunc", "extract": "EXTRACT", "anonymous": "this function",
+    "bitwiseand": "&", "bitwiseor": "|", "bitwisexor": "#", "pow": "^", "collate": "COLLATE",
+    "nullsafeeq": "IS NOT DISTINCT FROM", "nullsafeneq": "IS DISTINCT FROM", "escape": "ESCAPE",
+    "dpipe": "||", "lateral": "LATERAL", "unnest": "unnest", "values": "VALUES",
+    "groupconcat": "function string_agg()", "arrayagg": "function array_agg()",
+    "jsonarrayagg": "function json_agg()", "jsonbarrayagg": "function jsonb_agg()",
+    "jsonobjectagg": "function json_object_agg()",
+}  # fmt: skip
+
+
+def sql_words(node: exp.Expression) -> str:
+    """How a refusal names a construct: SQL's own words, never a parser's node name."""
+    if isinstance(node, exp.Anonymous):
+        return f"function {node.name.lower()}()"
+    word = _SQL_WORDS.get(node.key)
+    if word is not None:
+        return word
+    if isinstance(node, exp.Func):
+        try:  # the name PostgreSQL spells (sqlglot's node names are its own)
+            name = node.sql(dialect="postgres").split("(", 1)[0].strip().lower()
+        except Exception:
+            name = ""
+        if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+            name = node.sql_name().lower()
+        return f"function {name}()"
+    return node.key.replace("_", " ").upper()
 
 
 def cast_type(node: exp.Cast) -> str | None:
@@ -156,6 +176,18 @@ def cast_type(node: exp.Cast) -> str | None:
         return None
     name = to.this.name if hasattr(to.this, "name") else str(to.this)
     return _DTYPES.get(str(name).upper())
+
+
+def cast_typmod(node: exp.Cast) -> tuple[int, ...]:
+    to = node.args.get("to")
+    mods: list[int] = []
+    if isinstance(to, exp.DataType):
+        for p in to.expressions:
+            lit = p.this if isinstance(p, exp.DataTypeParam) else p
+            if not (isinstance(lit, exp.Literal) and not lit.is_string):
+                raise UnsupportedError("a type modifier that is not a number")
+            mods.append(int(str(lit.this)))
+    return tuple(mods)
 
 
 def ident(node: exp.Identifier | str | None) -> str:
@@ -169,10 +201,59 @@ def ident(node: exp.Identifier | str | None) -> str:
 
 def _unsupported(what: str, table: TableDecl, hint: str | None = None) -> UnsupportedError:
     return UnsupportedError(
-        f"{what} is not supported over protected table {table.name}; "
-        "only COUNT(*)/COUNT(col)/SUM(col)/AVG(col) over declared columns are answered",
-        hint=hint,
+        f"{what} is not supported over protected table {table.name}",
+        hint=hint
+        or "aggregates (count, sum, avg, min, max, stddev, percentiles) of declared columns and "
+        "expressions over them are answered; see docs/sql.md",
     )
+
+
+def typeof(e: PostExpr) -> str:
+    """The PostgreSQL type of an expression of the IR."""
+    if isinstance(e, Compare | Logic):
+        return "bool"
+    if isinstance(e, Const):
+        return e.pg_type or _literal_type(e.value)
+    return e.pg_type or "int8"
+
+
+def _literal_type(v: object) -> str:
+    if v is None:
+        return "unknown"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int4" if -(2**31) <= v < 2**31 else ("int8" if -(2**63) <= v < 2**63 else "numeric")
+    if isinstance(v, Decimal | Fraction):
+        return "numeric"
+    if isinstance(v, float):
+        return "float8"
+    if isinstance(v, dt.date):
+        return "date"
+    if isinstance(v, Param):
+        return "unknown"
+    return "unknown"
+
+
+def _typed_const(v: object, t: str) -> Const:
+    """An untyped literal given the type of what it is compared or combined with."""
+    if isinstance(v, str) and t != "unknown":
+        try:
+            return Const(value=pgeval.cast(v, "unknown", t), pg_type=t)
+        except pgeval.EvalError as e:
+            raise InvalidValueError(e.message) from None
+        except pgeval.TypeMismatch:
+            return Const(value=v, pg_type="text")
+    return Const(value=v, pg_type=t if v is None else _literal_type(v))
+
+
+def _type_error(e: pgeval.TypeMismatch, table: TableDecl) -> UnsupportedError:
+    err = UnsupportedError(e.message + f" (in a statement over protected table {table.name})")
+    err.sqlstate = e.sqlstate  # type: ignore[misc]
+    return err
+
+
+Leaf = Callable[[exp.Expression], PostExpr | None]
 
 
 @dataclass
@@ -240,12 +321,12 @@ class _Builder:
     def attr_ref(
         self, node: exp.Expression, *, output: bool = False
     ) -> tuple[AttributeDecl, str] | None:
-        """An attribute reference (possibly under harmless casts) and its output type.
-
-        ``output``: the reference is a group key (select list, GROUP BY, ORDER BY), where a
-        cast to text is a one-to-one relabelling of the groups and is accepted too."""
+        """An attribute reference under casts that keep how it compares, and its type; None
+        for anything else (an expression)."""
         inner, cast = self.strip_cast(node)
         if not isinstance(inner, exp.Column):
+            return None
+        if isinstance(node, exp.Cast) and cast_typmod(node):
             return None
         attr = self.attribute(self.column(inner))
         if cast is not None:
@@ -256,8 +337,7 @@ class _Builder:
                 or (output and cast in TEXT_TYPES)
             )
             if not ok:
-                raise _unsupported("a cast that changes how a column compares", self.table,
-                                   hint="casts are accepted between integer types and between text types")  # fmt: skip
+                return None
         return attr, cast or attr.pg_type
 
     # -- values --
@@ -293,9 +373,16 @@ class _Builder:
                     raise InvalidValueError("invalid input for unary minus")
                 v = -v
         else:
-            raise _unsupported(f"an expression of type {type(inner).__name__}", self.table,
-                               hint="compare declared columns with constants or $n parameters")  # fmt: skip
+            raise _NotAValue()
         return v
+
+    def is_value(self, node: exp.Expression) -> bool:
+        inner, _ = self.strip_cast(node)
+        while isinstance(inner, exp.Neg):
+            inner, _ = self.strip_cast(inner.this)
+        return isinstance(
+            inner, exp.Parameter | exp.Placeholder | exp.Null | exp.Boolean | exp.Literal
+        )
 
     def param_index(self, node: exp.Expression) -> int:
         raw = node.this.this if isinstance(node.this, exp.Literal) else node.name
@@ -308,10 +395,268 @@ class _Builder:
         self.params.setdefault(n - 1, 0)
         return n - 1
 
+    # -- expressions (shared by cell-level and post-processing expressions) --
+    def literal(self, node: exp.Expression) -> Const:
+        """A constant as a typed value: integers int4/int8, decimals numeric with their
+        scale, strings untyped until combined, a cast literal of its cast type."""
+        inner, cast = self.strip_cast(node)
+        neg = False
+        while isinstance(inner, exp.Neg):
+            neg = not neg
+            inner, c2 = self.strip_cast(inner.this)
+            cast = cast or c2
+        if isinstance(inner, exp.Parameter | exp.Placeholder):
+            if neg:
+                raise _unsupported("a negated parameter", self.table)
+            return Const(value=Param(self.param_index(inner)), pg_type=cast or "unknown")
+        if isinstance(inner, exp.Null):
+            return Const(value=None, pg_type=cast or "unknown")
+        if isinstance(inner, exp.Boolean):
+            return Const(value=bool(inner.this), pg_type="bool")
+        assert isinstance(inner, exp.Literal)
+        text = str(inner.this)
+        v: object
+        if inner.is_string:
+            v = text
+        else:
+            try:
+                d = Decimal(text)
+            except InvalidOperation:
+                raise InvalidValueError("invalid input syntax for a number") from None
+            v = (
+                int(d)
+                if d == d.to_integral_value() and "." not in text and "e" not in text.lower()
+                else d
+            )
+        if neg:
+            if isinstance(v, str):
+                raise InvalidValueError("invalid input for unary minus")
+            v = -v
+        c = Const(value=v, pg_type=_literal_type(v) if not isinstance(v, str) else "unknown")
+        if cast is not None:
+            try:
+                return Const(
+                    value=pgeval.cast(
+                        v, c.pg_type, cast, cast_typmod(node) if isinstance(node, exp.Cast) else ()
+                    ),
+                    pg_type=cast,
+                )
+            except pgeval.EvalError as e:
+                raise InvalidValueError(e.message) from None
+        return c
+
+    def convert(self, node: exp.Expression, leaf: Leaf) -> PostExpr:
+        """The IR of a scalar expression; ``leaf`` resolves columns and aggregates (None:
+        not a leaf)."""
+        got = leaf(node)
+        if got is not None:
+            return got
+        try:
+            return self._convert(node, leaf)
+        except pgeval.TypeMismatch as e:
+            raise _type_error(e, self.table) from None
+
+    def _convert(self, node: exp.Expression, leaf: Leaf) -> PostExpr:
+        def c(n: exp.Expression) -> PostExpr:
+            return self.convert(n, leaf)
+
+        if isinstance(node, exp.Paren | exp.Alias):
+            return c(node.this)
+        if self.is_value(node):
+            return self.literal(node)
+        if isinstance(node, exp.Cast):
+            t = cast_type(node)
+            if t is None:
+                raise _unsupported("a cast to this type", self.table)
+            arg = c(node.this)
+            return Cast(arg=arg, pg_type=t, source=typeof(arg), typmod=cast_typmod(node))
+        op = _OPS.get(type(node))
+        if op is not None:
+            return self.compare(op, c(node.this), c(node.expression))
+        if isinstance(node, exp.NullSafeEQ | exp.NullSafeNEQ):
+            left, right = self._pair(c(node.this), c(node.expression), "IS DISTINCT FROM")
+            d = Func(name="distinct", args=(left, right), pg_type="bool")
+            return d if isinstance(node, exp.NullSafeNEQ) else Logic(op="not", args=(d,))
+        aop = _ARITH.get(type(node))
+        if aop is not None:
+            left, right = c(node.this), c(node.expression)
+            t = pgeval.arith_type(aop, typeof(left), typeof(right))
+            return Arith(op=aop, left=self._as(left, t), right=self._as(right, t), pg_type=t)
+        if isinstance(node, exp.And | exp.Or):
+            return Logic(op=node.key, args=(c(node.this), c(node.expression)))
+        if isinstance(node, exp.Not):
+            return Logic(op="not", args=(c(node.this),))
+        if isinstance(node, exp.Neg):
+            arg = c(node.this)
+            return Func(name="neg", args=(arg,), pg_type=typeof(arg))
+        if isinstance(node, exp.Is):
+            arg = c(node.this)
+            target = node.expression
+            if isinstance(target, exp.Null):
+                out: PostExpr = Func(name="isnull", args=(arg,), pg_type="bool")
+            elif isinstance(target, exp.Boolean):
+                out = Logic(
+                    op="and",
+                    args=(
+                        Logic(op="not", args=(Func(name="isnull", args=(arg,), pg_type="bool"),)),
+                        Compare(
+                            op="=", left=arg, right=Const(value=bool(target.this), pg_type="bool")
+                        ),
+                    ),
+                )
+            else:
+                raise _unsupported("this IS test", self.table)
+            return Logic(op="not", args=(out,)) if node.args.get("negate") else out
+        if isinstance(node, exp.Between):
+            x = c(node.this)
+            lo, hi = c(node.args["low"]), c(node.args["high"])
+            a = Logic(op="and", args=(self.compare(">=", x, lo), self.compare("<=", x, hi)))
+            if node.args.get("symmetric"):
+                b = Logic(op="and", args=(self.compare(">=", x, hi), self.compare("<=", x, lo)))
+                return Logic(op="or", args=(a, b))
+            return a
+        if isinstance(node, exp.In):
+            if node.args.get("query") is not None or node.args.get("unnest") is not None:
+                raise _unsupported("IN with a subquery", self.table)
+            x = c(node.this)
+            items = [c(e) for e in node.expressions]
+            if not items:
+                raise _unsupported("an empty IN list", self.table)
+            items = [self._pair(x, i, "IN")[1] for i in items]
+            return Func(name="in", args=(x, *items), pg_type="bool")
+        if isinstance(node, exp.Like | exp.ILike):
+            x, pat = c(node.this), c(node.expression)
+            x, pat = self._pair(x, pat, "LIKE")
+            if not (pgeval.is_text(typeof(x)) and pgeval.is_text(typeof(pat))):
+                raise _unsupported("LIKE on a value that is not text", self.table,
+                                   hint="cast it to text first")  # fmt: skip
+            f = Func(
+                name="like" if isinstance(node, exp.Like) else "ilike",
+                args=(x, pat),
+                pg_type="bool",
+            )
+            return Logic(op="not", args=(f,)) if node.args.get("negate") else f
+        if isinstance(node, exp.Case):
+            subject = c(node.this) if node.this is not None else None
+            whens: list[tuple[PostExpr, PostExpr]] = []
+            for i in node.args.get("ifs") or []:
+                cond = c(i.this)
+                if subject is not None:
+                    cond = self.compare("=", subject, cond)
+                whens.append((cond, c(i.args["true"])))
+            default = c(node.args["default"]) if node.args.get("default") is not None else None
+            branches = [v for _, v in whens] + ([default] if default is not None else [])
+            t = pgeval.common_type([typeof(b) for b in branches], "CASE")
+            return Case(
+                whens=tuple((w, self._as(v, t)) for w, v in whens),
+                default=self._as(default, t) if default is not None else None,
+                pg_type=t,
+            )
+        if isinstance(node, exp.Coalesce):
+            args = [c(node.this), *(c(e) for e in node.expressions)]
+            t = pgeval.common_type([typeof(a) for a in args], "COALESCE")
+            return Func(name="coalesce", args=tuple(self._as(a, t) for a in args), pg_type=t)
+        if isinstance(node, exp.Nullif):
+            left, right = self._pair(c(node.this), c(node.expression), "NULLIF")
+            return Func(name="nullif", args=(left, right), pg_type=typeof(left))
+        if isinstance(node, exp.DPipe):
+            return self.func("||", [c(node.this), c(node.expression)])
+        if isinstance(node, exp.Extract):
+            unit = node.this.name if isinstance(node.this, exp.Var) else str(node.this)
+            return self.func(
+                "extract", [Const(value=unit.lower(), pg_type="text"), c(node.expression)]
+            )
+        if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
+            trunc = node.args.get("unit")
+            unit_name = str(
+                trunc.name if isinstance(trunc, exp.Var) else getattr(trunc, "this", trunc)
+            )
+            return self.func(
+                "date_trunc", [Const(value=unit_name.lower(), pg_type="text"), c(node.this)]
+            )
+        fname = _FUNCS.get(type(node))
+        if isinstance(node, exp.Anonymous) and node.name.lower() in pgeval.FUNCTIONS:
+            fname = node.name.lower()
+            return self.func(fname, [c(e) for e in node.expressions])
+        if fname is not None:
+            if isinstance(node, exp.Trim) and (
+                node.args.get("position") or node.args.get("expression")
+            ):
+                raise _unsupported("TRIM with options", self.table, hint="write btrim(x)")
+            args = [
+                c(v)
+                for k, v in node.args.items()
+                if isinstance(v, exp.Expression) and k != "ignore_nulls" and v is not None
+            ]
+            extra = node.args.get("expressions")
+            if isinstance(extra, list):
+                args += [c(e) for e in extra]
+            return self.func(fname, args)
+        if isinstance(node, exp.Mod):
+            return self.func("mod", [c(node.this), c(node.expression)])
+        raise _unsupported(sql_words(node), self.table)
+
+    def func(self, name: str, args: list[PostExpr]) -> PostExpr:
+        types = [typeof(a) for a in args]
+        t = pgeval.function_type(name, types)
+        if name in ("greatest", "least"):
+            args = [self._as(a, t) for a in args]
+            types = [t] * len(args)
+        return Func(name=name, args=tuple(args), pg_type=t, arg_types=tuple(types))
+
+    def _as(self, e: PostExpr, t: str) -> PostExpr:
+        """``e`` as a value of type ``t`` when it is an untyped literal."""
+        if isinstance(e, Const) and e.pg_type in ("unknown", "") and not isinstance(e.value, Param):
+            return _typed_const(e.value, t)
+        if isinstance(e, Const) and isinstance(e.value, Param) and e.pg_type == "unknown":
+            return Const(value=e.value, pg_type=t)
+        return e
+
+    def _pair(self, a: PostExpr, b: PostExpr, what: str) -> tuple[PostExpr, PostExpr]:
+        ta, tb = typeof(a), typeof(b)
+        if ta == "unknown" and tb != "unknown":
+            a = self._as(a, tb)
+        elif tb == "unknown" and ta != "unknown":
+            b = self._as(b, ta)
+        return a, b
+
+    def compare(self, op: str, a: PostExpr, b: PostExpr) -> Compare:
+        a, b = self._pair(a, b, op)
+        pgeval.comparable(typeof(a), typeof(b), op)
+        return Compare(op=op, left=a, right=b)
+
+    def cell_leaf(self, node: exp.Expression) -> PostExpr | None:
+        """Leaves of cell-level expressions: declared attributes."""
+        if isinstance(node, exp.Column):
+            attr = self.attribute(self.column(node))
+            return AttrRef(name=attr.name, pg_type=attr.pg_type)
+        if isinstance(node, exp.AggFunc | exp.Window | exp.Filter | exp.WithinGroup):
+            raise _unsupported("an aggregate inside a condition or an aggregate", self.table,
+                               hint="aggregates go in the select list or HAVING")  # fmt: skip
+        if isinstance(node, exp.Subquery | exp.Select | exp.Exists):
+            raise _unsupported("a subquery", self.table)
+        return None
+
+    def cell(self, node: exp.Expression) -> PostExpr:
+        return self.convert(node, self.cell_leaf)
+
     # -- predicates --
     def pred(self, node: exp.Expression) -> Pred:
+        """A condition over the cells: the fast forms (a column compared with constants)
+        as masks, anything else as an expression evaluated over the public values."""
+        try:
+            return self._pred(node)
+        except _NotAValue:
+            pass
+        e = self.cell(node)
+        if typeof(e) not in ("bool", "unknown"):
+            raise _unsupported("a condition that is not boolean", self.table,
+                               hint="write a comparison, e.g. <expression> = <constant>")  # fmt: skip
+        return PExpr(e)
+
+    def _pred(self, node: exp.Expression) -> Pred:
         if isinstance(node, exp.Paren):
-            return self.pred(node.this)
+            return self._pred(node.this)
         if isinstance(node, exp.And | exp.Or):
             op = "and" if isinstance(node, exp.And) else "or"
             return PLogic(op, (self.pred(node.this), self.pred(node.expression)))
@@ -326,18 +671,24 @@ class _Builder:
             op = cmp_op
             left, right = node.this, node.expression
             la, ra = self._maybe_attr(left), self._maybe_attr(right)
-            if la is not None and ra is None:
+            if la is not None and ra is None and self.is_value(right):
+                self._comparable(la, op)
                 return PCmp(la.name, op, self.value(right, la))
-            if ra is not None and la is None:
+            if ra is not None and la is None and self.is_value(left):
+                self._comparable(ra, op)
                 return PCmp(ra.name, _FLIP[op], self.value(left, ra))
-            if la is None and ra is None:
+            if la is None and ra is None and self.is_value(left) and self.is_value(right):
                 return PConst(
                     _const_compare(op, self.value(left, None), self.value(right, None), self.table)
                 )
-            raise _unsupported("a comparison between two columns", self.table)
+            raise _NotAValue()
         if isinstance(node, exp.Between):
-            attr = self._need_attr(node.this)
-            lo, hi = self.value(node.args["low"], attr), self.value(node.args["high"], attr)
+            attr = self._maybe_attr(node.this)
+            lo_n, hi_n = node.args["low"], node.args["high"]
+            if attr is None or not (self.is_value(lo_n) and self.is_value(hi_n)):
+                raise _NotAValue()
+            self._comparable(attr, "<")
+            lo, hi = self.value(lo_n, attr), self.value(hi_n, attr)
             if node.args.get("symmetric"):
                 a = PLogic("and", (PCmp(attr.name, ">=", lo), PCmp(attr.name, "<=", hi)))
                 b = PLogic("and", (PCmp(attr.name, ">=", hi), PCmp(attr.name, "<=", lo)))
@@ -350,44 +701,51 @@ class _Builder:
                 or node.args.get("field") is not None
             ):
                 raise _unsupported("IN with a subquery", self.table)
-            attr = self._need_attr(node.this)
+            attr = self._maybe_attr(node.this)
             items = node.expressions
             if not items:
                 raise _unsupported("an empty IN list", self.table)
+            if attr is None or not all(self.is_value(e) for e in items):
+                raise _NotAValue()
             return PLogic("or", tuple(PCmp(attr.name, "=", self.value(e, attr)) for e in items))
         if isinstance(node, exp.Is):
             target = node.expression
-            attr = self._need_attr(node.this)
+            attr = self._maybe_attr(node.this)
+            if attr is None:
+                raise _NotAValue()
             if isinstance(target, exp.Null):
                 p: Pred = PIsNull(attr.name)
             elif isinstance(target, exp.Boolean) and attr.kind is Kind.BOOLEAN:
-                # x IS TRUE: true when x is true, false otherwise (never NULL)
                 # x IS TRUE: the comparison with unknown mapped to false (never NULL)
                 cmp = PCmp(attr.name, "=", bool(target.this))
                 p = PLogic("and", (PLogic("not", (PIsNull(attr.name),)), cmp))
             else:
-                raise _unsupported("this IS test", self.table)
+                raise _NotAValue()
             return PLogic("not", (p,)) if node.args.get("negate") else p
         if isinstance(node, exp.Column | exp.Cast):
-            attr = self._need_attr(node)
+            attr = self._maybe_attr(node)
+            if attr is None:
+                raise _NotAValue()
             if attr.kind is not Kind.BOOLEAN:
-                raise _unsupported("a non-boolean column used as a condition", self.table)
+                raise _unsupported("a non-boolean column used as a condition", self.table,
+                                   hint="compare the column with a value")  # fmt: skip
             return PBool(attr.name)
         if isinstance(node, exp.Literal) and not node.is_string:
-            raise _unsupported("a number used as a condition", self.table)
-        raise _unsupported(f"a condition of type {type(node).__name__}", self.table,
-                           hint="accepted: =, <>, <, <=, >, >=, BETWEEN, IN, NOT IN, IS [NOT] NULL, AND, OR, NOT")  # fmt: skip
+            raise _unsupported("a number used as a condition", self.table,
+                               hint="write a comparison, e.g. <column> = <constant>")  # fmt: skip
+        raise _NotAValue()
+
+    def _comparable(self, attr: AttributeDecl, op: str) -> None:
+        if attr.kind in (Kind.CATEGORICAL, Kind.BOOLEAN) and op not in ("=", "<>"):
+            raise UnsupportedError(
+                f"ordering comparisons on column {attr.name} are not supported",
+                hint=f"the order of its values depends on the database's collation; compare "
+                f"{attr.name} with =, <>, IN, NOT IN or LIKE",
+            )
 
     def _maybe_attr(self, node: exp.Expression) -> AttributeDecl | None:
         ref = self.attr_ref(node)
         return None if ref is None else ref[0]
-
-    def _need_attr(self, node: exp.Expression) -> AttributeDecl:
-        ref = self.attr_ref(node)
-        if ref is None:
-            raise _unsupported("a condition that is not on a declared column", self.table,
-                               hint="write conditions as <column> <op> <constant>")  # fmt: skip
-        return ref[0]
 
     # -- aggregates --
     def measure(self, m: Measure) -> int:
@@ -395,66 +753,185 @@ class _Builder:
             self.measures.append(m)
         return self.measures.index(m)
 
+    def _numeric_arg(self, node: exp.Expression, func: str) -> tuple[PostExpr, str]:
+        """The argument of SUM/AVG/variance, as a cell expression, and its type."""
+        e = self.cell(node)
+        t = typeof(e)
+        if not pgeval.is_number(t):
+            raise _unsupported(f"{func.upper()} of a value of type {pgeval.sql_type(t)}", self.table,
+                               hint=f"{func.upper()} is answered over numbers: integer columns and numeric expressions of declared columns")  # fmt: skip
+        for name in _attrs_of(e):
+            a = self.table.attributes[name]
+            if a.kind is Kind.NUMERIC:
+                raise _unsupported(f"{func.upper()} over column {name}, declared in bins", self.table,
+                                   hint=f"{name} is declared with bins wider than one value; {func.upper()} needs the values themselves")  # fmt: skip
+            if func in ("sum", "avg") and isinstance(e, AttrRef) and not a.unit_bins:
+                raise _unsupported(f"{func.upper()}({name}) over a binned column", self.table,
+                                   hint=f"{name} is declared with bins wider than one value; SUM/AVG need unit bins")  # fmt: skip
+        return e, t
+
+    def _count_of(self, e: PostExpr, filt: Pred | None) -> int:
+        if isinstance(e, AttrRef) and not self.table.attributes[e.name].nullable:
+            return self.measure(Measure(kind=MeasureKind.COUNT_STAR, filter=filt))
+        if isinstance(e, AttrRef):
+            return self.measure(Measure(kind=MeasureKind.COUNT, attribute=e.name, filter=filt))
+        return self.measure(Measure(kind=MeasureKind.COUNT, expr=e, filter=filt))
+
     def aggregate(self, node: exp.Expression) -> AggRef | None:
-        if not isinstance(node, exp.Count | exp.Sum | exp.Avg):
+        filt: Pred | None = None
+        if isinstance(node, exp.Filter):
+            where = node.expression
+            filt = self.pred(where.this if isinstance(where, exp.Where) else where)
+            node = node.this
+        within: exp.Expression | None = None
+        if isinstance(node, exp.WithinGroup):
+            order = node.expression
+            items = order.expressions if isinstance(order, exp.Order) else []
+            if len(items) != 1:
+                raise _unsupported("WITHIN GROUP with several ORDER BY items", self.table)
+            if items[0].args.get("desc"):
+                raise _unsupported("WITHIN GROUP (ORDER BY ... DESC)", self.table,
+                                   hint="write WITHIN GROUP (ORDER BY x) with the fraction 1 - f")  # fmt: skip
+            within = items[0].this
+            node = node.this
+        if isinstance(node, exp.PercentileCont | exp.PercentileDisc):
+            if within is None:
+                raise _unsupported("a percentile without WITHIN GROUP", self.table)
+            frac = self.literal(node.this)
+            if not isinstance(frac.value, int | Decimal) or not 0 <= frac.value <= 1:
+                raise InvalidValueError("percentile value must be a constant between 0 and 1",
+                                        hint="write percentile_cont(0.5) WITHIN GROUP (ORDER BY x)")  # fmt: skip
+            e = self.cell(within)
+            t = typeof(e)
+            cont = isinstance(node, exp.PercentileCont)
+            if cont and not pgeval.is_number(t):
+                raise _unsupported("percentile_cont of a value that is not a number", self.table,
+                                   hint="use percentile_disc for other types")  # fmt: skip
+            h = self.measure(Measure(kind=MeasureKind.HIST, expr=e, filter=filt))
+            return AggRef(
+                func="percentile_cont" if cont else "percentile_disc",
+                value=h,
+                fraction=float(frac.value),
+                pg_type="float8" if cont else t,
+            )
+        if within is not None:
+            raise _unsupported(sql_words(node) + " WITHIN GROUP", self.table)
+        if isinstance(node, exp.Median):
+            raise _unsupported("function median()", self.table,
+                               hint="PostgreSQL writes the median as percentile_cont(0.5) WITHIN GROUP (ORDER BY x)")  # fmt: skip
+        if not isinstance(node, exp.AggFunc):
+            if filt is not None:
+                raise _unsupported("FILTER on something other than an aggregate", self.table)
             return None
-        arg = node.this
-        if isinstance(arg, exp.Distinct):
-            raise _unsupported("an aggregate over DISTINCT", self.table)
-        if node.args.get("expressions"):
+        if node.args.get("expressions") and not isinstance(node.this, exp.Distinct):
             raise _unsupported("an aggregate with several arguments", self.table)
         if isinstance(node, exp.Count):
+            arg = node.this
+            if isinstance(arg, exp.Distinct):
+                if len(arg.expressions) != 1:
+                    raise _unsupported("COUNT(DISTINCT ...) of several values", self.table)
+                h = self.measure(
+                    Measure(kind=MeasureKind.HIST, expr=self.cell(arg.expressions[0]), filter=filt)
+                )
+                return AggRef(func="count_distinct", value=h, pg_type="int8")
             if isinstance(arg, exp.Star) or arg is None:
                 return AggRef(
                     func="count",
-                    value=self.measure(Measure(kind=MeasureKind.COUNT_STAR)),
+                    value=self.measure(Measure(kind=MeasureKind.COUNT_STAR, filter=filt)),
                     pg_type="int8",
                 )
             inner, _ = self.strip_cast(arg)
             if isinstance(inner, exp.Literal | exp.Boolean):
                 return AggRef(
                     func="count",
-                    value=self.measure(Measure(kind=MeasureKind.COUNT_STAR)),
+                    value=self.measure(Measure(kind=MeasureKind.COUNT_STAR, filter=filt)),
                     pg_type="int8",
                 )
             if isinstance(inner, exp.Null):
                 raise _unsupported("COUNT(NULL)", self.table)
-            attr = self._need_attr(arg)
-            kind = MeasureKind.COUNT if attr.nullable else MeasureKind.COUNT_STAR
-            return AggRef(
-                func="count",
-                value=self.measure(
-                    Measure(kind=kind, attribute=attr.name if attr.nullable else None)
-                ),
-                pg_type="int8",
+            ref = self.attr_ref(arg)
+            e = (
+                AttrRef(name=ref[0].name, pg_type=ref[0].pg_type)
+                if ref is not None
+                else self.cell(arg)
             )
-        func = "sum" if isinstance(node, exp.Sum) else "avg"
-        inner, cast = self.strip_cast(arg)
-        if isinstance(inner, exp.Literal) and not inner.is_string:
-            k = _number(str(inner.this))
-            if k.denominator != 1:
-                raise _unsupported(f"{func.upper()} of a non-integer constant", self.table)
-            count = self.measure(Measure(kind=MeasureKind.COUNT_STAR))
-            pg = "int8" if func == "sum" else "numeric"
-            return AggRef(func=func, value=count, count=count, scale=int(k), pg_type=pg)
-        attr = self._need_attr(arg)
-        argtype = cast or attr.pg_type
-        if attr.kind is not Kind.INTEGER:
-            raise _unsupported(f"{func.upper()} over a non-integer column", self.table,
-                               hint="SUM and AVG are answered over integer attributes with unit bins")  # fmt: skip
-        if not attr.unit_bins:
-            raise _unsupported(f"{func.upper()}({attr.name}) over a binned column", self.table,
-                               hint=f"{attr.name} is declared with bins wider than one value; SUM/AVG need unit bins")  # fmt: skip
-        s = self.measure(Measure(kind=MeasureKind.SUM, attribute=attr.name))
-        c = self.measure(
-            Measure(kind=MeasureKind.COUNT, attribute=attr.name)
-            if attr.nullable
-            else Measure(kind=MeasureKind.COUNT_STAR)
-        )
-        if func == "sum":
-            pg = "int8" if argtype in ("int2", "int4") else "numeric"
-            return AggRef(func="sum", value=s, count=c, pg_type=pg)
-        return AggRef(func="avg", value=s, count=c, pg_type="numeric")
+            return AggRef(func="count", value=self._count_of(e, filt), pg_type="int8")
+        if isinstance(node, exp.Sum | exp.Avg):
+            func = "sum" if isinstance(node, exp.Sum) else "avg"
+            if isinstance(node.this, exp.Distinct):
+                raise _unsupported(f"{func.upper()}(DISTINCT ...)", self.table)
+            inner, _ = self.strip_cast(node.this)
+            if isinstance(inner, exp.Literal) and not inner.is_string:
+                k = _number(str(inner.this))
+                if k.denominator != 1:
+                    raise _unsupported(f"{func.upper()} of a non-integer constant", self.table)
+                count = self.measure(Measure(kind=MeasureKind.COUNT_STAR, filter=filt))
+                pg = "int8" if func == "sum" else "numeric"
+                return AggRef(func=func, value=count, count=count, scale=int(k), pg_type=pg)
+            ref = self.attr_ref(node.this)
+            if ref is not None and ref[0].kind is not Kind.INTEGER and ref[1] == ref[0].pg_type:
+                raise _unsupported(f"{func.upper()} over a non-integer column", self.table,
+                                   hint="SUM and AVG are answered over integer attributes with unit bins")  # fmt: skip
+            e, t = self._numeric_arg(node.this, func)
+            s = self.measure(Measure(kind=MeasureKind.SUM, expr=e, filter=filt))
+            c = self._count_of(e, filt)
+            integral = t in INTEGER_TYPES
+            if func == "sum":
+                pg = (
+                    "int8"
+                    if t in ("int2", "int4")
+                    else ("float8" if t in FLOAT_TYPES else "numeric")
+                )
+            else:
+                pg = "float8" if t in FLOAT_TYPES else "numeric"
+            return AggRef(func=func, value=s, count=c, pg_type=pg, integral=integral)
+        variance = {
+            exp.Stddev: "stddev_samp", exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop",
+            exp.Variance: "var_samp", exp.VariancePop: "var_pop",
+        }.get(type(node))  # fmt: skip
+        if variance is not None:
+            e, t = self._numeric_arg(node.this, variance)
+            s = self.measure(Measure(kind=MeasureKind.SUM, expr=e, filter=filt))
+            q = self.measure(Measure(kind=MeasureKind.SUMSQ, expr=e, filter=filt))
+            c = self._count_of(e, filt)
+            return AggRef(func=variance, value=s, count=c, square=q,
+                          pg_type="float8" if t in FLOAT_TYPES else "numeric")  # fmt: skip
+        if isinstance(node, exp.Min | exp.Max):
+            e = self.cell(node.this)
+            h = self.measure(Measure(kind=MeasureKind.HIST, expr=e, filter=filt))
+            return AggRef(
+                func="min" if isinstance(node, exp.Min) else "max", value=h, pg_type=typeof(e)
+            )
+        word = sql_words(node)
+        leaks = ("string_agg", "array_agg", "json_agg", "jsonb_agg", "group_concat", "xmlagg")
+        if any(x in word for x in leaks) or isinstance(node, exp.ArrayAgg | exp.GroupConcat):
+            raise RowAccessError(
+                f"{word} returns the values of rows of protected table {self.table.name} and is refused",
+                hint="aggregates that summarise (count, sum, avg, min, max, stddev, percentiles) are answered",
+            )
+        raise _unsupported(f"aggregate {word}", self.table)
+
+
+class _NotAValue(Exception):
+    """Internal: the node is not a constant, or not of a predicate's fast form."""
+
+
+def _attrs_of(e: object) -> set[str]:
+    """The attributes an expression of the IR reads."""
+    out: set[str] = set()
+
+    def walk(x: object) -> None:
+        if isinstance(x, AttrRef):
+            out.add(x.name)
+        elif isinstance(x, tuple):
+            for y in x:
+                walk(y)
+        elif hasattr(x, "__slots__") and not isinstance(x, str | int | float | Decimal):
+            for name in getattr(x, "__slots__", ()):
+                walk(getattr(x, name, None))
+
+    walk(e)
+    return out
 
 
 def _number(text: str) -> Fraction:
@@ -493,54 +970,69 @@ def _const_compare(op: str, a: Value, b: Value, table: TableDecl) -> bool | None
 
 # --- the statement ----------------------------------------------------------------------------
 
-_AGG_NAMES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg"}
-
 
 def has_aggregate(select: exp.Select) -> bool:
-    return any(isinstance(n, exp.Count | exp.Sum | exp.Avg | exp.AggFunc) for n in select.walk())
+    return any(isinstance(n, exp.AggFunc) for n in select.walk())
 
 
-def check_allowlist(select: exp.Select, table: TableDecl) -> None:
-    for node in select.walk():
-        if not isinstance(node, ALLOWED):
-            name = type(node).__name__.upper()
-            raise _unsupported(f"{name}", table)
-    for key in (
-        "distinct",
-        "joins",
-        "laterals",
-        "with_",
-        "with",
-        "windows",
-        "qualify",
-        "into",
-        "locks",
-        "sample",
-        "pivots",
+def check_clauses(select: exp.Select, table: TableDecl) -> None:
+    """Refuse the clauses of a SELECT that are never answered over a protected table."""
+    for key, words in (
+        ("joins", "a join"),
+        ("laterals", "LATERAL"),
+        ("with_", "WITH"),
+        ("with", "WITH"),
+        ("windows", "a WINDOW clause"),
+        ("qualify", "QUALIFY"),
+        ("into", "SELECT INTO"),
+        ("locks", "FOR UPDATE/SHARE"),
+        ("sample", "TABLESAMPLE"),
+        ("pivots", "PIVOT"),
     ):
         if select.args.get(key):
-            raise _unsupported(key.rstrip("_").upper(), table)
+            raise _unsupported(words, table)
+    distinct = select.args.get("distinct")
+    if isinstance(distinct, exp.Distinct) and distinct.args.get("on") is not None:
+        raise _unsupported("DISTINCT ON", table, hint="write GROUP BY")
+
+
+#: PostgreSQL's output names of function calls (FigureColname), where sqlglot renames them.
+_NAMES: dict[type[exp.Expression], str] = {
+    exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
+    exp.Stddev: "stddev", exp.StddevPop: "stddev_pop", exp.StddevSamp: "stddev_samp",
+    exp.Variance: "variance", exp.VariancePop: "var_pop", exp.PercentileCont: "percentile_cont",
+    exp.PercentileDisc: "percentile_disc", exp.Round: "round", exp.Floor: "floor",
+    exp.Ceil: "ceil", exp.Abs: "abs", exp.Sign: "sign", exp.Trunc: "trunc", exp.Lower: "lower",
+    exp.Upper: "upper", exp.Coalesce: "coalesce", exp.Nullif: "nullif",
+    exp.Greatest: "greatest", exp.Least: "least", exp.Length: "length",
+    exp.Substring: "substring", exp.WidthBucket: "width_bucket", exp.Extract: "extract",
+    exp.TimestampTrunc: "date_trunc", exp.DateTrunc: "date_trunc", exp.Trim: "btrim",
+    exp.Concat: "concat", exp.Case: "case", exp.RowNumber: "row_number", exp.Rank: "rank",
+    exp.DenseRank: "dense_rank",
+}  # fmt: skip
 
 
 def _output_name(node: exp.Expression) -> str:
+    """The column name PostgreSQL gives a select-list item (FigureColname)."""
     if isinstance(node, exp.Alias):
         return ident(node.args["alias"])
     inner = node
     while isinstance(inner, exp.Paren):
         inner = inner.this
     if isinstance(inner, exp.Cast):
-        below = inner.this
-        while isinstance(below, exp.Cast | exp.Paren):
-            below = below.this
-        if isinstance(below, exp.Column | exp.Count | exp.Sum | exp.Avg):
-            return _output_name(below)
-        t = cast_type(inner)
-        return t or "?column?"
+        below = _output_name(inner.this)
+        if below != "?column?":
+            return below
+        return cast_type(inner) or "?column?"
     if isinstance(inner, exp.Column):
         return ident(inner.this) if isinstance(inner.this, exp.Identifier) else inner.name.lower()
-    for cls, name in _AGG_NAMES.items():
-        if isinstance(inner, cls):
-            return name
+    if isinstance(inner, exp.Window | exp.Filter | exp.WithinGroup):
+        return _output_name(inner.this)
+    name = _NAMES.get(type(inner))
+    if name is not None:
+        return name
+    if isinstance(inner, exp.Anonymous):
+        return inner.name.lower()
     if isinstance(inner, exp.Boolean):
         return "bool"
     return "?column?"
@@ -559,9 +1051,71 @@ def _int_literal(node: exp.Expression) -> int | None:
     return None
 
 
-def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Logical:
-    """Normalise an accepted ``SELECT`` over ``table`` (already known to be the only table)."""
-    check_allowlist(select, table)
+_WINDOW_FUNCS: dict[type[exp.Expression], str] = {
+    exp.Sum: "sum", exp.Count: "count", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
+    exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank",
+}  # fmt: skip
+
+
+def _grouping_sets(gnode: exp.Group) -> tuple[list[exp.Expression], list[list[int]]]:
+    """The grouping expressions of ``GROUP BY`` and, for ROLLUP/CUBE/GROUPING SETS, the
+    sets as indexes into them (PostgreSQL's expansion: the product of the items' sets)."""
+    exprs: list[exp.Expression] = []
+
+    def index(e: exp.Expression) -> int:
+        e = e.this if isinstance(e, exp.Paren) else e
+        for i, x in enumerate(exprs):
+            if x == e:
+                return i
+        exprs.append(e)
+        return len(exprs) - 1
+
+    items: list[exp.Expression] = list(gnode.expressions)
+    for key in ("rollup", "cube", "grouping_sets"):
+        items.extend(gnode.args.get(key) or [])
+    plain: list[int] = []
+    multi: list[list[list[int]]] = []
+    for item in items:
+        if isinstance(item, exp.Rollup):
+            cols = [[index(x) for x in _tuple_items(e)] for e in item.expressions]
+            multi.append([[i for c in cols[:k] for i in c] for k in range(len(cols), -1, -1)])
+        elif isinstance(item, exp.Cube):
+            cols = [[index(x) for x in _tuple_items(e)] for e in item.expressions]
+            n = len(cols)
+            multi.append(
+                [
+                    [i for k, c in enumerate(cols) if mask >> (n - 1 - k) & 1 for i in c]
+                    for mask in range(2**n - 1, -1, -1)
+                ]
+            )
+        elif isinstance(item, exp.GroupingSets):
+            multi.append([[index(x) for x in _tuple_items(e)] for e in item.expressions])
+        else:
+            plain.append(index(item))
+    if not multi:
+        return exprs, []
+    sets: list[list[int]] = [plain]
+    for options in multi:
+        sets = [a + b for a in sets for b in options]
+    return exprs, [sorted(set(one), key=one.index) for one in sets]
+
+
+def _tuple_items(e: exp.Expression) -> list[exp.Expression]:
+    if isinstance(e, exp.Tuple):
+        return list(e.expressions)
+    if isinstance(e, exp.Paren):
+        return [e.this]
+    return [e]
+
+
+def normalise(
+    select: exp.Select, table: TableDecl, table_node: exp.Table, *, count_rows: str | None = None
+) -> Logical:
+    """Normalise an accepted ``SELECT`` over ``table`` (already known to be the only table).
+
+    ``count_rows``: the statement was ``SELECT count(*) AS <count_rows> FROM (select) q``: its
+    result is the number of rows of ``select`` (see :mod:`rewriter.derived`)."""
+    check_clauses(select, table)
     alias = table_node.args.get("alias")
     aliases = {table.name}
     if alias is not None and alias.this is not None:
@@ -574,16 +1128,18 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
             isinstance(_unalias(e), exp.Column) and isinstance(_unalias(e).this, exp.Star)
         ):
             raise GroupingError(
-                f"SELECT * cannot be combined with aggregates over protected table {table.name}"
+                f"SELECT * cannot be combined with aggregates over protected table {table.name}",
+                hint="name the columns, e.g. SELECT sex, count(*) ... GROUP BY sex",
             )
 
     # GROUP BY (input column names win over output aliases, as in PostgreSQL)
-    group: list[AttributeDecl] = []
+    group: list[PostExpr] = []
+    sets: list[list[int]] = []
     gnode = select.args.get("group")
     if gnode is not None:
-        if gnode.args.get("rollup") or gnode.args.get("cube") or gnode.args.get("grouping_sets"):
-            raise _unsupported("ROLLUP/CUBE/GROUPING SETS", table)
-        for g in gnode.expressions:
+        raw, sets = _grouping_sets(gnode)
+        slot: list[int] = []
+        for g in raw:
             target = g
             n = _int_literal(g)
             if n is not None:
@@ -595,83 +1151,112 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
                 if table.column_type(name) is None and name in out_names:
                     target = _unalias(items[out_names.index(name)])
             ref = b.attr_ref(target, output=True)
-            if ref is None:
-                raise _unsupported(
-                    "GROUP BY over an expression", table, hint="group by declared columns"
-                )
-            attr = ref[0]
-            if not attr.unit_bins:
-                raise _unsupported(f"GROUP BY {attr.name} (declared with bins wider than one value)", table,
-                                   hint=f"group by columns with unit bins; {attr.name} can be used in WHERE at bin edges")  # fmt: skip
-            if attr not in group:
-                group.append(attr)
-    group_names = tuple(a.name for a in group)
+            if ref is not None:
+                attr = ref[0]
+                if not attr.unit_bins:
+                    raise _unsupported(f"GROUP BY {attr.name} (declared with bins wider than one value)", table,
+                                       hint=f"group by columns with unit bins; {attr.name} can be used in WHERE at bin edges")  # fmt: skip
+                ge: PostExpr = AttrRef(name=attr.name, pg_type=attr.pg_type)
+            else:
+                ge = b.cell(target)
+            if ge not in group:
+                group.append(ge)
+            slot.append(group.index(ge))
+        sets = [sorted({slot[i] for i in one}, key=[slot[i] for i in one].index) for one in sets]
+    if (
+        select.args.get("distinct") is not None
+        and gnode is None
+        and not any(isinstance(n, exp.AggFunc | exp.Window) for i in items for n in i.walk())
+    ):
+        # SELECT DISTINCT a, b without aggregates is GROUP BY a, b: the public values
+        for item in items:
+            ge = b.cell(_unalias(item))
+            if ge not in group:
+                group.append(ge)
+    group_t = tuple(group)
 
-    def post(node: exp.Expression, *, allow_params: bool = True) -> PostExpr:
-        agg_node, cast = b.strip_cast(node)
-        agg = b.aggregate(agg_node)
-        if agg is not None:
-            if cast is not None and cast != agg.pg_type:
-                if cast not in INTEGER_TYPES | {"numeric", "float8", "float4"}:
-                    raise _unsupported("a cast of an aggregate to this type", table)
-                agg = AggRef(
-                    func=agg.func, value=agg.value, count=agg.count, scale=agg.scale, pg_type=cast
-                )
-            return agg
-        if isinstance(node, exp.Paren):
-            return post(node.this)
-        ref = b.attr_ref(node, output=True) if isinstance(agg_node, exp.Column) else None
-        if ref is not None:
-            attr, typ = ref
-            if attr.name not in group_names:
-                raise GroupingError(
-                    f"column {attr.name} must appear in the GROUP BY clause or be used in an aggregate function"
-                )
-            return KeyRef(index=group_names.index(attr.name), pg_type=typ)
-        op = _OPS.get(type(node))
-        if op is not None:
-            return Compare(op=op, left=post(node.this), right=post(node.expression))
-        aop = _ARITH.get(type(node))
-        if aop is not None:
-            return Arith(op=aop, left=post(node.this), right=post(node.expression))
-        if isinstance(node, exp.And | exp.Or):
-            return Logic(
-                op="and" if isinstance(node, exp.And) else "or",
-                args=(post(node.this), post(node.expression)),
+    def grouped(node: exp.Expression) -> PostExpr | None:
+        """A grouped expression as its key (the same expression as a GROUP BY item)."""
+        if not group_t or b.is_value(node):
+            return None
+        if any(isinstance(n, exp.AggFunc | exp.Window) for n in node.walk()):
+            return None
+        try:
+            e = b.cell(node)
+        except (UnsupportedError, UndefinedColumnError):
+            return None
+        if e in group_t:
+            return KeyRef(index=group_t.index(e), pg_type=typeof(e))
+        return None
+
+    def post_leaf(node: exp.Expression) -> PostExpr | None:
+        if isinstance(node, exp.Column):
+            key = grouped(node)
+            if key is not None:
+                return key
+            name = b.column(node)
+            raise GroupingError(
+                f"column {name} must appear in the GROUP BY clause or be used in an aggregate function"
             )
-        if isinstance(node, exp.Not):
-            return Logic(op="not", args=(post(node.this),))
-        if isinstance(
-            node,
-            exp.Literal
-            | exp.Boolean
-            | exp.Null
-            | exp.Neg
-            | exp.Parameter
-            | exp.Placeholder
-            | exp.Cast,
+        if isinstance(node, exp.Window):
+            return window(node)
+        agg = b.aggregate(node)
+        if agg is not None:
+            return agg
+        if isinstance(node, exp.Subquery | exp.Select | exp.Exists):
+            raise _unsupported("a subquery", table)
+        return grouped(node)
+
+    def window(node: exp.Window) -> PostExpr:
+        if node.args.get("spec") is not None or node.args.get("alias") is not None:
+            raise _unsupported("a window frame or named window", table)
+        func = _WINDOW_FUNCS.get(type(node.this))
+        if func is None:
+            raise _unsupported(f"window function {sql_words(node.this)}", table)
+        arg: PostExpr | None = None
+        inner = node.this.this
+        if func in ("sum", "avg", "min", "max") or (
+            func == "count" and inner is not None and not isinstance(inner, exp.Star)
         ):
-            v = b.value(node, None)
-            if isinstance(v, Fraction):
-                v = int(v) if v.denominator == 1 else Decimal(v.numerator) / Decimal(v.denominator)
-            return Const(value=v)
-        raise _unsupported(
-            f"an expression of type {type(node).__name__} in the select list, HAVING or ORDER BY",
-            table,
+            arg = b.convert(inner, post_leaf)
+        partition = tuple(b.convert(p, post_leaf) for p in node.args.get("partition_by") or [])
+        onode = node.args.get("order")
+        order = tuple(
+            OrderItem(
+                expr=b.convert(o.this, post_leaf),
+                desc=bool(o.args.get("desc")),
+                nulls_first=o.args.get("nulls_first"),
+            )
+            for o in (onode.expressions if onode is not None else [])
         )
+        at = typeof(arg) if arg is not None else "int8"
+        if func in ("count", "row_number", "rank", "dense_rank"):
+            t = "int8"
+        elif func == "sum":
+            t = "int8" if at in ("int2", "int4") else ("float8" if at in FLOAT_TYPES else "numeric")
+        elif func == "avg":
+            t = "float8" if at in FLOAT_TYPES else "numeric"
+        else:
+            t = at
+        return Window(func=func, arg=arg, partition=partition, order=order, pg_type=t)
+
+    def post(node: exp.Expression) -> PostExpr:
+        return b.convert(node, post_leaf)
 
     outputs: list[PostExpr] = []
     columns: list[OutputColumn] = []
     for e, name in zip(items, out_names, strict=True):
-        inner = _unalias(e)
-        pe = post(inner)
-        if isinstance(pe, KeyRef | AggRef):
-            typ = pe.pg_type
-        else:
-            raise _unsupported("a select-list item that is neither a grouped column nor an aggregate", table,
-                               hint="select grouped columns and COUNT/SUM/AVG aggregates")  # fmt: skip
+        pe = post(_unalias(e))
+        typ = typeof(pe)
+        if typ == "unknown":
+            typ = "text"
+            if isinstance(pe, Const):
+                pe = Const(value=pe.value, pg_type="text")
+        if typ not in TYPE_OIDS:
+            raise _unsupported(f"a result of type {pgeval.sql_type(typ)}", table,
+                               hint="date_trunc of a date is a timestamp with time zone: cast it, date_trunc('month', d)::date")  # fmt: skip
         outputs.append(pe)
-        columns.append(OutputColumn(name=name, type_oid=TYPE_OIDS.get(typ, 0)))
+        columns.append(OutputColumn(name=name, type_oid=TYPE_OIDS[typ]))
 
     where_node = select.args.get("where")
     where = b.pred(where_node.this) if where_node is not None else None
@@ -679,25 +1264,29 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
     having_node = select.args.get("having")
     having = post(having_node.this) if having_node is not None else None
 
+    aliases_out = [_output_name(i) for i in items if isinstance(i, exp.Alias)]
     order: list[OrderItem] = []
     onode = select.args.get("order")
     if onode is not None:
         for o in onode.expressions:
             expr = o.this
             n = _int_literal(expr)
+            oname = _output_name(expr) if isinstance(expr, exp.Column) and not expr.table else None
             if n is not None:
                 if not 1 <= n <= len(items):
                     raise UnsupportedError(f"ORDER BY position {n} is not in select list")
                 pe = outputs[n - 1]
             elif (
-                isinstance(expr, exp.Column) and not expr.table and _output_name(expr) in out_names
+                oname is not None
+                and oname in out_names
+                and (oname in aliases_out or table.column_type(oname) is None)
             ):
-                pe = outputs[out_names.index(_output_name(expr))]
+                # an output name wins over an input column in ORDER BY (PostgreSQL)
+                pe = outputs[out_names.index(oname)]
             else:
                 pe = post(expr)
             nf = o.args.get("nulls_first")
             desc = bool(o.args.get("desc"))
-            # sqlglot marks the default explicitly: only keep it when it differs from PG's
             order.append(
                 OrderItem(expr=pe, desc=desc, nulls_first=bool(nf) if nf is not None else None)
             )
@@ -709,7 +1298,14 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
         e = node.args.get("expression") or node.this
         if isinstance(e, exp.Var) and e.name.upper() == "ALL":
             return None
-        v = b.value(e, None)
+        try:
+            v = b.value(e, None)
+        except _NotAValue:
+            raise _unsupported(
+                f"an expression in {key.upper()}",
+                table,
+                hint=f"write {key.upper()} <number> or {key.upper()} $n",
+            ) from None
         if isinstance(v, Param):
             b.params[v.index] = 20
             return v
@@ -721,31 +1317,196 @@ def normalise(select: exp.Select, table: TableDecl, table_node: exp.Table) -> Lo
 
     limit = bound("limit")
     offset = bound("offset")
-    if not b.measures:
+    distinct = select.args.get("distinct") is not None
+    if not b.measures and not group_t and not distinct:
         raise _unsupported(
-            "GROUP BY without an aggregate", table, hint="add COUNT(*) to the select list"
+            "a statement without an aggregate", table, hint="add COUNT(*) to the select list"
         )
 
-    nparams = max(b.params) + 1 if b.params else 0
-    template, bindings = make_template(
-        table, outputs, where, group_names, b.measures, having, order
+    measures, outputs_t, having_t, order_t = _canonical(
+        b.measures, tuple(outputs), having, tuple(order)
     )
+    if count_rows is not None and having_t is None and not distinct:
+        # counting the groups of an aggregate without HAVING: the groups are public
+        measures, outputs_t, order_t = (), (), ()
+    nparams = max(b.params) + 1 if b.params else 0
+    grouping_sets = tuple(tuple(x) for x in sets)
+    template, bindings = make_template(
+        table, outputs_t, where, group_t, grouping_sets, measures, having_t, order_t, distinct
+    )
+    if count_rows is not None:
+        template = f"SELECT count(*) AS {count_rows} FROM ({template}) AS q"
+        columns = [OutputColumn(name=count_rows, type_oid=TYPE_OIDS["int8"])]
     return Logical(
         table=table,
         columns=tuple(columns),
-        outputs=tuple(outputs),
+        outputs=outputs_t,
         where=where,
-        group_by=group_names,
-        measures=tuple(b.measures),
-        having=having,
-        order_by=tuple(order),
+        group_by=group_t,
+        measures=measures,
+        having=having_t,
+        order_by=order_t,
         limit=limit,
         offset=offset,
         param_types=tuple(b.params.get(i, 0) for i in range(nparams)),
         attributes=frozenset(b.attrs),
         template=template,
         bindings=tuple(bindings),
+        grouping_sets=grouping_sets,
+        distinct=distinct,
+        count_rows=count_rows is not None,
     )
+
+
+def union_logical(parts: Sequence[Logical], tree: exp.Union, distinct: bool) -> Logical:
+    """The union of DP statements over one table: their columns (names of the first; each
+    column's type must agree), their parameters, and the union's own ORDER BY (positions or
+    output names), LIMIT and OFFSET."""
+    first = parts[0]
+    table = first.table
+    if any(p.table.qualified != table.qualified for p in parts):
+        raise UnsupportedError("a UNION of aggregates over different protected tables")
+    for p in parts[1:]:
+        if len(p.columns) != len(first.columns):
+            err = UnsupportedError("each UNION query must have the same number of columns")
+            err.sqlstate = "42601"  # type: ignore[misc]
+            raise err
+        for a, c in zip(first.columns, p.columns, strict=True):
+            if a.type_oid != c.type_oid:
+                err = UnsupportedError(
+                    f"UNION types of column {a.name} do not match",
+                    hint="cast the columns to one type in every branch, e.g. count(*)::numeric",
+                )
+                err.sqlstate = "42804"  # type: ignore[misc]
+                raise err
+    names = [c.name for c in first.columns]
+    order: list[OrderItem] = []
+    onode = tree.args.get("order")
+    for o in onode.expressions if onode is not None else []:
+        e = o.this
+        n = _int_literal(e)
+        if n is None and isinstance(e, exp.Column) and not e.table and _output_name(e) in names:
+            n = names.index(_output_name(e)) + 1
+        if n is None or not 1 <= n <= len(names):
+            raise _unsupported(
+                "ORDER BY of a UNION by an expression", table,
+                hint="order a UNION by output column positions or names",
+            )  # fmt: skip
+        t = next(k for k, v in TYPE_OIDS.items() if v == first.columns[n - 1].type_oid)
+        nf = o.args.get("nulls_first")
+        order.append(
+            OrderItem(expr=KeyRef(index=n - 1, pg_type=t), desc=bool(o.args.get("desc")),
+                      nulls_first=bool(nf) if nf is not None else None)
+        )  # fmt: skip
+
+    def bound(key: str) -> int | None:
+        node = tree.args.get(key)
+        if node is None:
+            return None
+        v = _int_literal(node.args.get("expression") or node.this)
+        if v is None or v < 0:
+            raise _unsupported(f"{key.upper()} of a UNION other than a constant", table)
+        return v
+
+    params: dict[int, int] = {}
+    for p in parts:
+        for i, oid in enumerate(p.param_types):
+            if oid or i not in params:
+                params[i] = oid
+    template = ""
+    bindings: list[Value] = []
+    for i, p in enumerate(parts):
+
+        def shifted(m: re.Match[str], shift: int = len(bindings)) -> str:
+            return f"${int(m.group(1)) + shift}"
+
+        text = re.sub(r"\$(\d+)", shifted, p.template)
+        template += ("" if i == 0 else (" UNION " if distinct else " UNION ALL ")) + text
+        bindings.extend(p.bindings)
+    if order:
+        template += " ORDER BY " + ", ".join(
+            f"{_key_index(o.expr) + 1}{' DESC' if o.desc else ''}" for o in order
+        )
+    nparams = max(params) + 1 if params else 0
+    return Logical(
+        table=table,
+        columns=first.columns,
+        outputs=(),
+        where=None,
+        group_by=(),
+        measures=(),
+        having=None,
+        order_by=tuple(order),
+        limit=bound("limit"),
+        offset=bound("offset"),
+        param_types=tuple(params.get(i, 0) for i in range(nparams)),
+        attributes=frozenset().union(*(p.attributes for p in parts)),
+        template=template,
+        bindings=tuple(bindings),
+        distinct=distinct,
+        branches=tuple(parts),
+    )
+
+
+def _key_index(e: PostExpr) -> int:
+    assert isinstance(e, KeyRef)
+    return e.index
+
+
+_T = TypeVar("_T")
+
+
+def transform(e: _T, fn: Callable[[object], object | None]) -> _T:
+    """``e`` with every node for which ``fn`` returns a value replaced by it (a rebuild of
+    the frozen IR; tuples are rebuilt element by element)."""
+    got = fn(e)
+    if got is not None:
+        return got  # type: ignore[return-value]
+    if isinstance(e, tuple):
+        return tuple(transform(x, fn) for x in e)  # type: ignore[return-value]
+    if dataclasses.is_dataclass(e) and not isinstance(e, type):
+        changes = {}
+        for f in dataclasses.fields(e):
+            v = getattr(e, f.name)
+            nv = transform(v, fn)
+            if nv is not v:
+                changes[f.name] = nv
+        return dataclasses.replace(e, **changes) if changes else e
+    return e
+
+
+def _canonical(
+    measures: list[Measure],
+    outputs: tuple[PostExpr, ...],
+    having: PostExpr | None,
+    order: tuple[OrderItem, ...],
+) -> tuple[tuple[Measure, ...], tuple[PostExpr, ...], PostExpr | None, tuple[OrderItem, ...]]:
+    """Measures in a canonical order (by their printed form), so that the same question
+    asked with its aggregates in another order is the same batch (a repeat stays free)."""
+    order_idx = sorted(range(len(measures)), key=lambda j: _fmt_measure(measures[j]))
+    new_index = {old: new for new, old in enumerate(order_idx)}
+
+    def remap(x: object) -> object | None:
+        if isinstance(x, AggRef):
+            return dataclasses.replace(
+                x,
+                value=new_index[x.value],
+                count=None if x.count is None else new_index[x.count],
+                square=None if x.square is None else new_index[x.square],
+            )
+        return None
+
+    return (
+        tuple(measures[j] for j in order_idx),
+        transform(outputs, remap),
+        None if having is None else transform(having, remap),
+        transform(order, remap),
+    )
+
+
+# --- templates ------------------------------------------------------------------------------
+# A template is SQL that PostgreSQL and the rewriter read back as the same question (the
+# predictor renders templates with new bindings and classifies them again).
 
 
 def _fmt_value(v: Value, bindings: list[Value]) -> str:
@@ -755,8 +1516,14 @@ def _fmt_value(v: Value, bindings: list[Value]) -> str:
     return f"${len(bindings)}"
 
 
-def _fmt_pred(p: Pred, b: list[Value]) -> str:
+def _fmt_pred(p: Pred, b: list[Value] | None) -> str:
+    """SQL of a condition; its constants become ``$n`` in ``b`` (inline when ``b`` is None:
+    a FILTER's constants shape the aggregate, as an expression's do)."""
     if isinstance(p, PCmp):
+        if b is None:
+            if isinstance(p.value, Param):
+                return f"{p.attribute} {p.op} ${p.value.index + 1}"
+            return f"{p.attribute} {p.op} {_literal_sql(_post_literal(p.value), '')}"
         return f"{p.attribute} {p.op} {_fmt_value(p.value, b)}"
     if isinstance(p, PIsNull):
         return f"{p.attribute} IS NULL"
@@ -764,58 +1531,152 @@ def _fmt_pred(p: Pred, b: list[Value]) -> str:
         return p.attribute
     if isinstance(p, PConst):
         return {True: "TRUE", False: "FALSE", None: "NULL"}[p.value]
+    if isinstance(p, PExpr):
+        return _fmt_expr(p.expr, (), (), b if b is not None else [])
     if p.op == "not":
         return f"NOT ({_fmt_pred(p.args[0], b)})"
     return "(" + f" {p.op.upper()} ".join(_fmt_pred(a, b) for a in p.args) + ")"
 
 
-def _fmt_post(e: PostExpr, group: tuple[str, ...], measures: list[Measure], b: list[Value]) -> str:
+def _post_literal(v: object) -> object:
+    if isinstance(v, Fraction):
+        return int(v) if v.denominator == 1 else Decimal(v.numerator) / Decimal(v.denominator)
+    return v
+
+
+def _fmt_measure(m: Measure) -> str:
+    """A measure's canonical text (the order of measures in a batch)."""
+    arg = m.attribute or ("*" if m.expr is None else _fmt_expr(m.expr, (), (), []))
+    text = f"{m.kind.value}({arg})"
+    if m.filter is not None:
+        text += f" FILTER (WHERE {_fmt_pred(m.filter, None)})"
+    return text
+
+
+def _literal_sql(v: object, t: str) -> str:
+    if v is None:
+        return "NULL" if t in ("", "unknown") else f"CAST(NULL AS {pgeval.sql_type(t)})"
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, int | Decimal):
+        return str(v) if v >= 0 else f"({v})"
+    if isinstance(v, float):
+        return f"CAST('{pgeval.float_text(v)}' AS double precision)"
+    if isinstance(v, dt.date):
+        return f"DATE '{v.isoformat()}'"
+    text = "'" + str(v).replace("'", "''") + "'"
+    return text if t in ("", "unknown", "text") else f"CAST({text} AS {pgeval.sql_type(t)})"
+
+
+_AGG_SQL = {
+    "stddev_samp": "stddev_samp", "stddev_pop": "stddev_pop", "var_samp": "var_samp",
+    "var_pop": "var_pop", "min": "min", "max": "max", "sum": "sum", "avg": "avg",
+}  # fmt: skip
+
+
+def _fmt_expr(
+    e: PostExpr, group: tuple[PostExpr, ...], measures: Sequence[Measure], b: list[Value]
+) -> str:
+    """SQL for an IR expression (parameters become ``$n`` in ``b``; constants of
+    expressions stay literal: they shape the question, as a bin width does)."""
+
+    def f(x: PostExpr) -> str:
+        return _fmt_expr(x, group, measures, b)
+
+    if isinstance(e, AttrRef):
+        return e.name
     if isinstance(e, KeyRef):
-        return group[e.index]
+        return f(group[e.index]) if e.index < len(group) else "NULL"
     if isinstance(e, AggRef):
-        m = measures[e.value]
-        arg = "*" if m.attribute is None else m.attribute
+        m = measures[e.value] if e.value < len(measures) else Measure(kind=MeasureKind.COUNT_STAR)
+        arg = m.attribute or ("*" if m.expr is None else f(m.expr))
+        filt = f" FILTER (WHERE {_fmt_pred(m.filter, None)})" if m.filter is not None else ""
         if e.func == "count":
-            return f"count({arg})"
-        if m.kind is MeasureKind.COUNT_STAR:
-            return f"{e.func}({e.scale})"
-        return f"{e.func}({arg})"
+            text = f"count({arg})"
+        elif e.func == "count_distinct":
+            text = f"count(DISTINCT {arg})"
+        elif e.func.startswith("percentile"):
+            text = f"{e.func}({e.fraction}) WITHIN GROUP (ORDER BY {arg})"
+        elif m.kind is MeasureKind.COUNT_STAR:
+            text = f"{e.func}({e.scale})"
+        else:
+            text = f"{_AGG_SQL[e.func]}({arg})"
+        return text + filt
     if isinstance(e, Const):
-        return _fmt_value(e.value, b)
+        if isinstance(e.value, Param):
+            return _fmt_value(e.value, b)
+        return _literal_sql(e.value, e.pg_type)
     if isinstance(e, Compare | Arith):
-        return f"({_fmt_post(e.left, group, measures, b)} {e.op} {_fmt_post(e.right, group, measures, b)})"
-    if e.op == "not":
-        return f"NOT ({_fmt_post(e.args[0], group, measures, b)})"
-    return "(" + f" {e.op.upper()} ".join(_fmt_post(a, group, measures, b) for a in e.args) + ")"
+        return f"({f(e.left)} {e.op} {f(e.right)})"
+    if isinstance(e, Logic):
+        if e.op == "not":
+            return f"NOT ({f(e.args[0])})"
+        return "(" + f" {e.op.upper()} ".join(f(a) for a in e.args) + ")"
+    if isinstance(e, Func):
+        args = [f(a) for a in e.args]
+        special = {
+            "isnull": lambda: f"({args[0]} IS NULL)",
+            "like": lambda: f"({args[0]} LIKE {args[1]})",
+            "ilike": lambda: f"({args[0]} ILIKE {args[1]})",
+            "neg": lambda: f"(- {args[0]})",
+            "distinct": lambda: f"({args[0]} IS DISTINCT FROM {args[1]})",
+            "in": lambda: f"({args[0]} IN ({', '.join(args[1:])}))",
+            "||": lambda: f"({args[0]} || {args[1]})",
+            "extract": lambda: f"EXTRACT({getattr(e.args[0], 'value', '')!s} FROM {args[1]})",
+        }.get(e.name)
+        return special() if special is not None else f"{e.name}({', '.join(args)})"
+    if isinstance(e, Case):
+        whens = " ".join(f"WHEN {f(c)} THEN {f(v)}" for c, v in e.whens)
+        default = f" ELSE {f(e.default)}" if e.default is not None else ""
+        return f"CASE {whens}{default} END"
+    if isinstance(e, Cast):
+        mod = f"({', '.join(map(str, e.typmod))})" if e.typmod else ""
+        return f"CAST({f(e.arg)} AS {pgeval.sql_type(e.pg_type)}{mod})"
+    arg = f(e.arg) if e.arg is not None else ("*" if e.func == "count" else "")
+    over = []
+    if e.partition:
+        over.append("PARTITION BY " + ", ".join(f(p) for p in e.partition))
+    if e.order:
+        over.append(
+            "ORDER BY " + ", ".join(f(o.expr) + (" DESC" if o.desc else "") for o in e.order)
+        )
+    return f"{e.func}({arg}) OVER ({' '.join(over)})"
 
 
 def make_template(
     table: TableDecl,
-    outputs: list[PostExpr],
+    outputs: Sequence[PostExpr],
     where: Pred | None,
-    group: tuple[str, ...],
-    measures: list[Measure],
+    group: tuple[PostExpr, ...],
+    grouping_sets: tuple[tuple[int, ...], ...],
+    measures: Sequence[Measure],
     having: PostExpr | None,
-    order: list[OrderItem],
+    order: Sequence[OrderItem],
+    distinct: bool = False,
 ) -> tuple[str, list[Value]]:
     """Template text of the normalised statement (literals -> ``$n``) and its bindings.
 
     Printed from the normalised form, so it is stable across spacing, case, quoting, table
-    and output aliases, ``GROUP BY 1`` and casts. LIMIT/OFFSET are post-processing and
-    not part of the template.
+    and output aliases, ``GROUP BY 1`` and casts; it reads back as the same question. LIMIT
+    and OFFSET are post-processing and not part of the template.
     """
     b: list[Value] = []
-    sel = ", ".join(_fmt_post(o, group, measures, []) for o in outputs)
-    text = f"SELECT {sel} FROM {table.qualified}"
+    sel = ", ".join(_fmt_expr(o, group, measures, []) for o in outputs)
+    text = f"SELECT {'DISTINCT ' if distinct else ''}{sel} FROM {table.qualified}"
     if where is not None:
         text += " WHERE " + _fmt_pred(where, b)
     if group:
-        text += " GROUP BY " + ", ".join(group)
+        keys = [_fmt_expr(g, (), (), []) for g in group]
+        if grouping_sets:
+            sets = ", ".join("(" + ", ".join(keys[i] for i in one) + ")" for one in grouping_sets)
+            text += f" GROUP BY GROUPING SETS ({sets})"
+        else:
+            text += " GROUP BY " + ", ".join(keys)
     if having is not None:
-        text += " HAVING " + _fmt_post(having, group, measures, b)
+        text += " HAVING " + _fmt_expr(having, group, measures, b)
     if order:
         text += " ORDER BY " + ", ".join(
-            _fmt_post(o.expr, group, measures, [])
+            _fmt_expr(o.expr, group, measures, [])
             + (" DESC" if o.desc else "")
             + (
                 ""

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-from collections.abc import Sequence
+import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
@@ -24,19 +25,81 @@ import numpy.typing as npt
 
 from dp.domain import Domain, QueryBatch
 
+from . import pgeval
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    """Parameter ``$n`` (``index`` = n - 1)."""
+
+    index: int
+
+
+# --- predicates over the cells of a view (sqlglot-free) --------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PCmp:
+    attribute: str
+    op: str
+    value: object  # a Python literal value or a Param
+
+
+@dataclass(frozen=True, slots=True)
+class PIsNull:
+    attribute: str
+
+
+@dataclass(frozen=True, slots=True)
+class PBool:
+    """A bare boolean column."""
+
+    attribute: str
+
+
+@dataclass(frozen=True, slots=True)
+class PConst:
+    value: bool | None
+
+
+@dataclass(frozen=True, slots=True)
+class PLogic:
+    op: str  # and, or, not
+    args: tuple[Pred, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PExpr:
+    """Any other condition: a boolean expression over attributes (:class:`AttrRef`),
+    evaluated over the public values of the attributes it reads."""
+
+    expr: PostExpr
+
+
+Pred: TypeAlias = PCmp | PIsNull | PBool | PConst | PLogic | PExpr
+
 
 class MeasureKind(Enum):
-    """A linear query per group: rows counted, non-NULL values counted, values summed."""
+    """A linear query per group: rows counted, non-NULL values counted, values summed, squares
+    of values summed, or one count per public value of an expression (a histogram)."""
 
     COUNT_STAR = "count_star"
     COUNT = "count"
     SUM = "sum"
+    SUMSQ = "sumsq"
+    HIST = "hist"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Measure:
+    """``kind`` over ``attribute`` (a declared column) or ``expr`` (an expression over
+    attributes), restricted to the cells where ``filter`` (an aggregate's ``FILTER (WHERE
+    ...)``) holds. COUNT counts the cells where the column or expression is not NULL."""
+
     kind: MeasureKind
     attribute: str | None = None
+    expr: PostExpr | None = None
+    filter: Pred | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,12 +110,20 @@ class OutputColumn:
     type_oid: int
 
 
-# --- post-processing expressions (evaluated per group on noisy answers) -------------------
+# --- expressions (over attributes in a cell, or over group keys and noisy aggregates) -------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AttrRef:
+    """The value of declared attribute ``name`` in a cell (cell-level expressions only)."""
+
+    name: str
+    pg_type: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KeyRef:
-    """The value of group attribute ``index``, converted to ``pg_type``."""
+    """The value of group key ``index``, converted to ``pg_type``."""
 
     index: int
     pg_type: str
@@ -60,19 +131,30 @@ class KeyRef:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AggRef:
-    """An aggregate: ``count`` (measure ``value``), ``sum`` (measure ``value`` times
-    ``scale``) or ``avg`` (``value`` / ``count``), typed ``pg_type``."""
+    """An aggregate made from the group's noisy measures (indexes into the plan's measures).
+
+    ``count``: measure ``value``. ``sum``: measure ``value`` times ``scale`` (NULL when measure
+    ``count`` rounds to 0). ``avg``: ``value`` / ``count``, within the range its argument takes
+    in the group. ``var_pop``/``var_samp``/``stddev_pop``/``stddev_samp``: from ``count``,
+    ``value`` (sum) and ``square`` (sum of squares). ``percentile_cont``/``percentile_disc``
+    (at ``fraction``), ``min``, ``max`` and ``count_distinct``: from the histogram measure
+    ``value``.
+    """
 
     func: str
     value: int
     count: int | None = None
+    square: int | None = None
     scale: int = 1
+    fraction: float | None = None
     pg_type: str = "int8"
+    integral: bool = True  # the argument takes integer values only
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Const:
     value: object
+    pg_type: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,12 +172,54 @@ class Logic:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Arith:
-    op: str  # + - * /
+    op: str  # + - * / %
     left: PostExpr
     right: PostExpr
+    pg_type: str = ""
 
 
-PostExpr: TypeAlias = KeyRef | AggRef | Const | Compare | Logic | Arith
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Func:
+    """A function of :data:`rewriter.pgeval.FUNCTIONS`, or one of the SQL forms
+    ``isnull``, ``like``, ``ilike``, ``coalesce``, ``nullif``, ``neg``, ``distinct`` (IS
+    DISTINCT FROM)."""
+
+    name: str
+    args: tuple[PostExpr, ...]
+    pg_type: str
+    arg_types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Case:
+    whens: tuple[tuple[PostExpr, PostExpr], ...]
+    default: PostExpr | None
+    pg_type: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cast:
+    arg: PostExpr
+    pg_type: str
+    source: str
+    typmod: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Window:
+    """A window function over the grouped result: ``func(arg) OVER (PARTITION BY ... ORDER
+    BY ...)`` (sum, count, avg, min, max, row_number, rank, dense_rank)."""
+
+    func: str
+    arg: PostExpr | None
+    partition: tuple[PostExpr, ...]
+    order: tuple[OrderItem, ...]
+    pg_type: str
+
+
+PostExpr: TypeAlias = (
+    KeyRef | AggRef | Const | Compare | Logic | Arith | AttrRef | Func | Case | Cast | Window
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +236,8 @@ class PostProcess:
     order_by: tuple[OrderItem, ...] = ()
     limit: int | None = None
     offset: int = 0
+    distinct: bool = False
+    count_rows: bool = False  # the result is one row: the number of rows above
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,8 +250,26 @@ class Fingerprint:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Layout:
+    """Where measure ``j``'s answers sit in a group's rows of the batch: ``width`` rows from
+    ``offset`` (one, or one per value of a histogram), each measuring the value divided by
+    ``scale``; ``values``: a histogram's public values in ascending order."""
+
+    offset: int
+    width: int
+    scale: float
+    values: tuple[object, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
-    """A DP statement reduced to linear queries over one view's histogram."""
+    """A DP statement reduced to linear queries over one view's histogram.
+
+    The batch is group-major: group ``g``'s rows are ``g * row_width`` to ``(g + 1) *
+    row_width``; ``layouts`` say where each measure's rows are. ``ranges[g][j]``: the smallest
+    and largest value measure ``j``'s expression takes in group ``g`` (public: from the
+    domain), or None.
+    """
 
     table: str  # schema-qualified
     view: str
@@ -136,10 +280,18 @@ class Plan:
     group_keys: tuple[tuple[object, ...], ...]  # one per group, in batch order
     post: PostProcess
     fingerprint: Fingerprint
+    layouts: tuple[Layout, ...] = ()
+    ranges: tuple[tuple[tuple[float, float] | None, ...], ...] = ()
+    grouping: tuple[int, ...] = ()  # per group: GROUPING() bits (grouping sets)
+    parts: tuple[Plan, ...] = ()  # a UNION: the branches, their batches stacked in ``batch``
 
     @property
     def num_groups(self) -> int:
         return len(self.group_keys)
+
+    @property
+    def row_width(self) -> int:
+        return sum(lay.width for lay in self.layouts) if self.layouts else len(self.measures)
 
 
 # --- evaluation --------------------------------------------------------------------------
@@ -151,16 +303,15 @@ def _round_int(x: float) -> int:
     return int(np.rint(x))
 
 
-def _typed(value: float | int | None, pg_type: str) -> object:
-    if value is None:
-        return None
-    if pg_type in ("int8", "int4", "int2"):
-        return _round_int(float(value))
-    if pg_type == "numeric":
-        if isinstance(value, int):
-            return Decimal(value)
-        return _CTX.create_decimal(repr(float(value)))
-    return float(value)
+def coerce(value: object, pg_type: str) -> object:
+    """A value of a numeric type as a value of the wider numeric type ``pg_type``."""
+    if value is None or isinstance(value, bool):
+        return value
+    if pg_type == "numeric" and isinstance(value, int | float):
+        return pgeval.to_decimal(value)
+    if pg_type in ("float8", "float4") and isinstance(value, int | Decimal):
+        return float(value)
+    return value
 
 
 def _convert_key(value: object, pg_type: str) -> object:
@@ -179,105 +330,198 @@ def _convert_key(value: object, pg_type: str) -> object:
     return value
 
 
-def _agg(ref: AggRef, row: npt.NDArray[np.float64]) -> object:
-    if ref.func == "count":
-        return max(0, _round_int(row[ref.value]))
-    if ref.func == "sum":
-        # SUM over no (non-NULL) value is NULL: decided on the rounded noisy count
-        if ref.count is not None and _round_int(row[ref.count]) <= 0:
-            return None
-        raw = float(row[ref.value]) * ref.scale
-        if ref.pg_type in ("int8", "numeric", "int4", "int2"):
-            # SUM of integers is an integer: rounding the noisy sum is post-processing.
-            return _typed(_round_int(raw), ref.pg_type)
-        return _typed(raw, ref.pg_type)
-    # avg = sum / count; NULL when the (rounded, noisy) count is not positive, as over 0 rows
-    assert ref.count is not None
-    n = _round_int(row[ref.count])
-    if n <= 0:
-        return None
-    total = float(row[ref.value]) * ref.scale
-    if ref.pg_type == "numeric":
-        return _CTX.divide(_CTX.create_decimal(repr(total)), Decimal(n))
-    return total / n
+Leaf = Callable[[PostExpr], object]
 
 
-def _compare(op: str, a: object, b: object) -> bool | None:
-    if a is None or b is None:
-        return None
-    try:
-        if op == "=":
-            return bool(a == b)
-        if op == "<>":
-            return bool(a != b)
-        if op == "<":
-            return bool(a < b)  # type: ignore[operator]
-        if op == "<=":
-            return bool(a <= b)  # type: ignore[operator]
-        if op == ">":
-            return bool(a > b)  # type: ignore[operator]
-        if op == ">=":
-            return bool(a >= b)  # type: ignore[operator]
-    except TypeError:
-        return None
-    raise ValueError(op)
-
-
-def _num(v: object) -> Decimal | float | int:
-    if isinstance(v, Decimal | float | int):
-        return v
-    raise TypeError("not a number")
-
-
-def _arith(op: str, a: object, b: object) -> object:
-    if a is None or b is None:
-        return None
-    x, y = _num(a), _num(b)
-    if isinstance(x, Decimal) or isinstance(y, Decimal):
-        x, y = Decimal(str(x)), Decimal(str(y))
-    if op == "+":
-        return x + y  # type: ignore[operator]
-    if op == "-":
-        return x - y  # type: ignore[operator]
-    if op == "*":
-        return x * y  # type: ignore[operator]
-    if y == 0:
-        return None
-    if isinstance(x, int) and isinstance(y, int):
-        return int(x / y)  # PostgreSQL integer division truncates
-    return x / y  # type: ignore[operator]
-
-
-def evaluate(expr: PostExpr, key: tuple[object, ...], row: npt.NDArray[np.float64]) -> object:
-    """The value of a post-processing expression for one group."""
-    if isinstance(expr, KeyRef):
-        return _convert_key(key[expr.index], expr.pg_type)
-    if isinstance(expr, AggRef):
-        return _agg(expr, row)
+def evaluate_with(expr: PostExpr, leaf: Leaf) -> object:
+    """The value of ``expr``; ``leaf`` gives the values of :class:`KeyRef`, :class:`AggRef`,
+    :class:`AttrRef` and :class:`Window` nodes. PostgreSQL's semantics (:mod:`rewriter.pgeval`)."""
     if isinstance(expr, Const):
         return expr.value
     if isinstance(expr, Compare):
-        return _compare(expr.op, evaluate(expr.left, key, row), evaluate(expr.right, key, row))
+        return pgeval.compare(
+            expr.op, evaluate_with(expr.left, leaf), evaluate_with(expr.right, leaf)
+        )
+    if isinstance(expr, Logic):
+        return pgeval.logic(expr.op, [evaluate_with(a, leaf) for a in expr.args])
     if isinstance(expr, Arith):
-        return _arith(expr.op, evaluate(expr.left, key, row), evaluate(expr.right, key, row))
-    vals = [evaluate(a, key, row) for a in expr.args]
-    if expr.op == "not":
-        return None if vals[0] is None else not vals[0]
-    if expr.op == "and":
-        if any(v is False for v in vals):
-            return False
-        return None if any(v is None for v in vals) else True
-    if any(v is True for v in vals):
-        return True
-    return None if any(v is None for v in vals) else False
+        a, b = evaluate_with(expr.left, leaf), evaluate_with(expr.right, leaf)
+        return pgeval.arith(expr.op, a, b, expr.pg_type or _legacy_type(a, b))
+    if isinstance(expr, Func):
+        return _func(expr, leaf)
+    if isinstance(expr, Case):
+        for cond, value in expr.whens:
+            if evaluate_with(cond, leaf) is True:
+                return coerce(evaluate_with(value, leaf), expr.pg_type)
+        return (
+            None
+            if expr.default is None
+            else coerce(evaluate_with(expr.default, leaf), expr.pg_type)
+        )
+    if isinstance(expr, Cast):
+        return pgeval.cast(evaluate_with(expr.arg, leaf), expr.source, expr.pg_type, expr.typmod)
+    return leaf(expr)
 
 
-def _sort(
-    rows: list[tuple[tuple[object, ...], tuple[object, ...]]],
-    items: Sequence[OrderItem],
-    keys: list[list[object]],
-) -> list[int]:
-    order = list(range(len(rows)))
+def _legacy_type(a: object, b: object) -> str:
+    if isinstance(a, float) or isinstance(b, float):
+        return "float8"
+    if isinstance(a, Decimal) or isinstance(b, Decimal):
+        return "numeric"
+    return "int8"
+
+
+def _func(expr: Func, leaf: Leaf) -> object:
+    name = expr.name
+    if name == "coalesce":
+        for a in expr.args:
+            v = evaluate_with(a, leaf)
+            if v is not None:
+                return coerce(v, expr.pg_type)
+        return None
+    args = [evaluate_with(a, leaf) for a in expr.args]
+    if name == "isnull":
+        return args[0] is None
+    if name in ("like", "ilike"):
+        escape = args[2] if len(args) > 2 else None
+        return pgeval.like(args[0], args[1], fold=name == "ilike", escape=escape)  # type: ignore[arg-type]
+    if name == "nullif":
+        return None if pgeval.compare("=", args[0], args[1]) is True else args[0]
+    if name == "neg":
+        return pgeval.negate(args[0])
+    if name == "distinct":  # IS DISTINCT FROM
+        if args[0] is None or args[1] is None:
+            return (args[0] is None) != (args[1] is None)
+        return pgeval.compare("<>", args[0], args[1])
+    if name == "in":
+        if args[0] is None:
+            return None
+        hits = [pgeval.compare("=", args[0], v) for v in args[1:]]
+        return True if any(h is True for h in hits) else (None if None in hits else False)
+    return pgeval.call(name, args, expr.arg_types, expr.pg_type)
+
+
+def _percentile(
+    values: Sequence[object], counts: npt.NDArray[np.int64], f: float, cont: bool
+) -> object:
+    n = int(counts.sum())
+    if n == 0:
+        return None
+    cum = np.cumsum(counts)
+    if not cont:  # the first value whose cumulative share reaches f
+        k = max(int(np.ceil(f * n)), 1)
+        return values[int(np.searchsorted(cum, k))]
+    pos = f * (n - 1)
+    lo_i, hi_i = int(np.floor(pos)), int(np.ceil(pos))
+    lo = float(values[int(np.searchsorted(cum, lo_i + 1))])  # type: ignore[arg-type]
+    hi = float(values[int(np.searchsorted(cum, hi_i + 1))])  # type: ignore[arg-type]
+    return lo + (hi - lo) * (pos - lo_i)
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """One group's measures (unscaled; a histogram's as rounded counts, clamped at 0) and the
+    ranges of their expressions."""
+
+    key: tuple[object, ...]
+    values: tuple[object, ...]
+    ranges: tuple[tuple[float, float] | None, ...]
+    layouts: tuple[Layout, ...]
+
+
+def _agg(ref: AggRef, g: _Group) -> object:
+    func = ref.func
+    v = g.values[ref.value]
+    if func == "count":
+        return max(0, _round_int(float(v)))  # type: ignore[arg-type]
+    if func in ("min", "max", "count_distinct", "percentile_cont", "percentile_disc"):
+        counts = np.asarray(v, dtype=np.int64)
+        values = g.layouts[ref.value].values
+        present = [i for i in range(len(values)) if counts[i] > 0 and values[i] is not None]
+        if func == "count_distinct":
+            return len(present)
+        if not present:
+            return None
+        if func == "min":
+            return coerce(values[present[0]], ref.pg_type)
+        if func == "max":
+            return coerce(values[present[-1]], ref.pg_type)
+        known = [values[i] for i in present]
+        result = _percentile(
+            known, counts[present], float(ref.fraction or 0.0), func == "percentile_cont"
+        )
+        return coerce(result, ref.pg_type)
+    assert ref.count is not None
+    n = max(0, _round_int(float(g.values[ref.count])))  # type: ignore[arg-type]
+    if n <= 0:
+        return None  # SUM/AVG over no (non-NULL) value is NULL: decided on the noisy count
+    total = float(v) * ref.scale  # type: ignore[arg-type]
+    bounds = g.ranges[ref.value]
+    if func == "sum":
+        if bounds is not None:
+            total = min(max(total, n * bounds[0]), n * bounds[1])
+        if ref.pg_type in ("int8", "int4", "int2") or (ref.pg_type == "numeric" and ref.integral):
+            return coerce(_round_int(total), ref.pg_type)  # a SUM of integers is an integer
+        return coerce(total, ref.pg_type)
+    if func == "avg":
+        mean = total / n
+        if bounds is not None and not bounds[0] <= mean <= bounds[1]:
+            total = n * min(max(mean, bounds[0]), bounds[1])
+        if ref.pg_type == "numeric":
+            s = Decimal(_round_int(total)) if ref.integral else pgeval.to_decimal(total)
+            return pgeval.numeric_div(s, Decimal(n))
+        return total / n
+    # variance family: (n * sum of squares - sum^2) / (n * (n or n - 1)), never negative
+    assert ref.square is not None
+    sq = float(g.values[ref.square])  # type: ignore[arg-type]
+    samp = func.endswith("_samp")
+    if samp and n <= 1:
+        return None
+    var = max(0.0, (sq - total * total / n) / (n - 1 if samp else n))
+    cap = None if bounds is None else ((bounds[1] - bounds[0]) / 2.0) ** 2 * n / max(n - 1, 1)
+    if ref.pg_type == "numeric" and ref.integral and (cap is None or var <= cap):
+        # PostgreSQL's numeric computation (numeric_stddev_internal) on the rounded sums
+        num = n * _round_int(sq) - _round_int(total) ** 2
+        if num <= 0:
+            return Decimal(0)
+        return pgeval.numeric_variance(
+            Decimal(num), Decimal(n * (n - 1 if samp else n)), root=func.startswith("stddev")
+        )
+    if cap is not None:
+        var = min(var, cap)
+    out = var**0.5 if func.startswith("stddev") else var
+    if ref.pg_type == "numeric":
+        return pgeval.to_decimal(out).quantize(Decimal(1).scaleb(-16), context=_CTX)
+    return out
+
+
+def evaluate(expr: PostExpr, key: tuple[object, ...], row: npt.NDArray[np.float64]) -> object:
+    """The value of a post-processing expression for one group of a plan without layouts
+    (each measure one row, unscaled): kept for callers that build such rows themselves."""
+    layouts = tuple(Layout(offset=j, width=1, scale=1.0) for j in range(len(row)))
+    g = _Group(
+        key=key, values=tuple(float(x) for x in row), ranges=(None,) * len(row), layouts=layouts
+    )
+    return evaluate_with(expr, lambda e: _leaf(e, g, {}))
+
+
+def _leaf(e: PostExpr, g: _Group, windows: dict[Window, object]) -> object:
+    if isinstance(e, KeyRef):
+        return _convert_key(g.key[e.index], e.pg_type)
+    if isinstance(e, AggRef):
+        return _agg(e, g)
+    if isinstance(e, Window):
+        return windows[e]
+    raise ValueError("a cell attribute in a post-processing expression")
+
+
+def _sort_key(v: object) -> object:
+    return v
+
+
+def _sort(items: Sequence[OrderItem], keys: list[list[object]]) -> list[int]:
+    """Indexes of ``keys`` in ORDER BY order (text by code point, i.e. the C collation)."""
+    order = list(range(len(keys)))
     for pos in reversed(range(len(items))):
         item = items[pos]
         nulls_first = item.nulls_first if item.nulls_first is not None else item.desc
@@ -292,31 +536,259 @@ def _sort(
     return order
 
 
-def postprocess(plan: Plan, noisy_answers: npt.ArrayLike) -> list[tuple[object, ...]]:
+def _windows(exprs: Sequence[PostExpr], groups: Sequence[_Group]) -> list[dict[Window, object]]:
+    """The value of every window function of ``exprs`` for each group (the rows after
+    HAVING), as PostgreSQL computes them: partitions, then the frame up to the current row's
+    last peer when the window is ordered, else the whole partition."""
+    found: list[Window] = []
+
+    def walk(e: object) -> None:
+        if isinstance(e, Window):
+            if e not in found:
+                found.append(e)
+            return
+        if isinstance(e, tuple):
+            for x in e:
+                walk(x)
+            return
+        for name in getattr(e, "__slots__", ()):
+            walk(getattr(e, name))
+
+    for e in exprs:
+        walk(e)
+    out: list[dict[Window, object]] = [{} for _ in groups]
+    for w in found:
+        plain = [lambda e, g=g: _leaf(e, g, {}) for g in groups]
+        parts: dict[tuple[object, ...], list[int]] = {}
+        for i, leaf in enumerate(plain):
+            parts.setdefault(tuple(evaluate_with(p, leaf) for p in w.partition), []).append(i)
+        for members in parts.values():
+            okeys = [[evaluate_with(o.expr, plain[i]) for o in w.order] for i in members]
+            ordered = [members[k] for k in _sort(w.order, okeys)] if w.order else members
+            peers = [tuple(evaluate_with(o.expr, plain[i]) for o in w.order) for i in ordered]
+            args = [evaluate_with(w.arg, plain[i]) if w.arg is not None else 1 for i in ordered]
+            rank = dense = 0
+            for pos, i in enumerate(ordered):
+                if pos == 0 or peers[pos] != peers[pos - 1]:
+                    rank, dense = pos + 1, dense + 1
+                if w.func == "row_number":
+                    out[i][w] = pos + 1
+                    continue
+                if w.func in ("rank", "dense_rank"):
+                    out[i][w] = rank if w.func == "rank" else dense
+                    continue
+                end = pos
+                if w.order:
+                    while end + 1 < len(ordered) and peers[end + 1] == peers[pos]:
+                        end += 1
+                    frame = args[: end + 1]
+                else:
+                    frame = args
+                out[i][w] = _window_agg(w, [a for a in frame if a is not None], len(frame))
+    return out
+
+
+def _window_agg(w: Window, known: list[object], rows: int) -> object:
+    if w.func == "count":
+        return rows if w.arg is None else len(known)
+    if not known:
+        return None
+    if w.func == "min":
+        return min(known)  # type: ignore[type-var]
+    if w.func == "max":
+        return max(known)  # type: ignore[type-var]
+    total: object = known[0]
+    for v in known[1:]:
+        total = pgeval.arith("+", coerce(total, w.pg_type), coerce(v, w.pg_type), w.pg_type)
+    total = coerce(total, w.pg_type)
+    if w.func == "sum":
+        return total
+    if w.pg_type == "numeric":
+        return pgeval.numeric_div(pgeval.to_decimal(total), Decimal(len(known)))
+    return float(total) / len(known)  # type: ignore[arg-type]
+
+
+def group_values(
+    plan: Plan, answers: npt.NDArray[np.float64], std_errors: npt.NDArray[np.float64] | None
+) -> list[tuple[object, ...]]:
+    """Each group's measures from the batch's answers: unscaled values, and for a histogram
+    its counts rounded and clamped at 0, a count kept only when it reaches three standard
+    errors (so that noise alone rarely makes a value appear; exact answers keep every value
+    with a count of at least one)."""
+    width = plan.row_width
+    table = answers.reshape(plan.num_groups, width) if width else np.zeros((plan.num_groups, 0))
+    layouts = plan.layouts or tuple(Layout(offset=j, width=1, scale=1.0) for j in range(width))
+    se = (
+        None
+        if std_errors is None
+        else std_errors.reshape(plan.num_groups, width)
+        if width
+        else None
+    )
+    out: list[tuple[object, ...]] = []
+    for g in range(plan.num_groups):
+        vals: list[object] = []
+        for lay in layouts:
+            cells = table[g, lay.offset : lay.offset + lay.width] * lay.scale
+            if lay.values:
+                counts = np.maximum(np.rint(cells), 0).astype(np.int64)
+                if se is not None:
+                    floor = 3.0 * se[g, lay.offset : lay.offset + lay.width] * lay.scale
+                    counts[cells < np.maximum(floor, 0.5)] = 0
+                vals.append(counts)
+            else:
+                vals.append(float(cells[0]))
+        out.append(tuple(vals))
+    return out
+
+
+def _split(plan: Plan, values: npt.NDArray[np.float64]) -> list[npt.NDArray[np.float64]]:
+    bounds = np.cumsum([0, *(p.batch.num_queries for p in plan.parts)])
+    return [values[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def _union_rows(
+    plan: Plan, answers: npt.NDArray[np.float64], se: npt.NDArray[np.float64] | None
+) -> list[tuple[object, ...]]:
+    """A UNION's rows: each branch's, concatenated; UNION (not ALL) drops duplicate rows;
+    then the union's ORDER BY (by output column), OFFSET and LIMIT."""
+    errs = _split(plan, se) if se is not None else [None] * len(plan.parts)
+    rows: list[tuple[object, ...]] = []
+    for part, ans, err in zip(plan.parts, _split(plan, answers), errs, strict=True):
+        rows.extend(postprocess(part, ans, err))
+    post = plan.post
+    if post.distinct:
+        rows = list(dict.fromkeys(rows))
+    if post.order_by:
+        keys = [[r[o.expr.index] for o in post.order_by] for r in rows]  # type: ignore[union-attr]
+        rows = [rows[i] for i in _sort(post.order_by, keys)]
+    rows = rows[post.offset :]
+    return rows if post.limit is None else rows[: post.limit]
+
+
+def _post_eval(e: PostExpr, leaf: Leaf) -> object:
+    """A select-list value; NULL where PostgreSQL would raise an error for these (noisy)
+    values, e.g. a division by a noisy count of zero."""
+    try:
+        return evaluate_with(e, leaf)
+    except pgeval.EvalError:
+        return None
+
+
+def postprocess(
+    plan: Plan, noisy_answers: npt.ArrayLike, std_errors: npt.ArrayLike | None = None
+) -> list[tuple[object, ...]]:
     """Rows of the statement's result from the answers to ``plan.batch`` (noisy or exact).
 
-    Counts are rounded to integers and clamped at 0; SUM of integers is rounded; AVG is
-    SUM / COUNT (NULL when the rounded count is not positive); then HAVING, ORDER BY
-    (text ordered by code point, i.e. the C collation), OFFSET and LIMIT. Python values:
-    ``int`` for int8, ``Decimal`` for numeric, ``float`` for float8, ``str`` for text,
-    ``bool``, ``datetime.date``, ``None`` for NULL.
+    Counts are rounded to integers and clamped at 0; SUM of integers is rounded and kept in
+    the range its argument allows for the count; AVG is SUM / COUNT (NULL when the rounded
+    count is not positive), within the range of its argument in the group; statistics come
+    from the group's noisy histogram (:func:`group_values`); then HAVING, window functions,
+    DISTINCT, ORDER BY (text ordered by code point, i.e. the C collation), OFFSET and LIMIT.
+    All of it is post-processing of the answers. Python values: ``int`` for int8,
+    ``Decimal`` for numeric, ``float`` for float8, ``str`` for text, ``bool``,
+    ``datetime.date``, ``None`` for NULL.
     """
     answers = np.asarray(noisy_answers, dtype=np.float64).reshape(-1)
-    m = len(plan.measures)
     if answers.shape[0] != plan.batch.num_queries:
         raise ValueError("answers do not match the plan's batch")
-    table = answers.reshape(plan.num_groups, m) if m else np.zeros((plan.num_groups, 0))
+    se = None if std_errors is None else np.asarray(std_errors, dtype=np.float64).reshape(-1)
+    if plan.parts:
+        return _union_rows(plan, answers, se)
+    layouts = plan.layouts or tuple(
+        Layout(offset=j, width=1, scale=1.0) for j in range(plan.row_width)
+    )
+    ranges = plan.ranges or tuple((None,) * len(layouts) for _ in plan.group_keys)
     post = plan.post
-    out: list[tuple[tuple[object, ...], tuple[object, ...]]] = []
-    sort_keys: list[list[object]] = []
-    for key, row in zip(plan.group_keys, table, strict=True):
-        if post.having is not None and evaluate(post.having, key, row) is not True:
-            continue
-        out.append((key, tuple(evaluate(e, key, row) for e in post.outputs)))
-        sort_keys.append([evaluate(o.expr, key, row) for o in post.order_by])
-    order = _sort(out, post.order_by, sort_keys) if post.order_by else list(range(len(out)))
-    result = [out[i][1] for i in order]
-    result = result[post.offset :]
+    groups = [
+        _Group(key=key, values=vals, ranges=rng, layouts=layouts)
+        for key, vals, rng in zip(
+            plan.group_keys, group_values(plan, answers, se), ranges, strict=True
+        )
+    ]
+    if post.having is not None:
+        having = post.having
+
+        def kept(g: _Group) -> bool:
+            return _post_eval(having, lambda e: _leaf(e, g, {})) is True
+
+        groups = [g for g in groups if kept(g)]
+    windows = _windows((*post.outputs, *(o.expr for o in post.order_by)), groups)
+    rows: list[tuple[object, ...]] = []
+    keys: list[list[object]] = []
+    seen: set[tuple[object, ...]] = set()
+    for g, win in zip(groups, windows, strict=True):
+
+        def leaf(e: PostExpr, g: _Group = g, win: dict[Window, object] = win) -> object:
+            return _leaf(e, g, win)
+
+        row = tuple(_post_eval(e, leaf) for e in post.outputs)
+        if post.distinct:
+            if row in seen:
+                continue
+            seen.add(row)
+        rows.append(row)
+        keys.append([_post_eval(o.expr, leaf) for o in post.order_by])
+    order = _sort(post.order_by, keys) if post.order_by else list(range(len(rows)))
+    result = [rows[i] for i in order][post.offset :]
     if post.limit is not None:
         result = result[: post.limit]
-    return result
+    return [(len(result),)] if post.count_rows else result
+
+
+def aggregate_errors(
+    plan: Plan, answers: npt.ArrayLike, std_errors: npt.ArrayLike, names: Sequence[str]
+) -> list[tuple[str, float, float]]:
+    """Each aggregate of the select list with the smallest and largest standard error of its
+    value over the groups: counts and sums from the noise of their own rows (times their
+    scale); an AVG by the delta method from its sum's and count's errors at the noisy values;
+    MIN/MAX/percentiles/COUNT(DISTINCT) the error of each value's count in their histogram;
+    variances are left out (no simple expression). ``names``: the aggregates' labels, one per
+    output column. Post-processing of public noise scales and noisy answers only."""
+    flat = np.asarray(answers, dtype=np.float64).reshape(-1)
+    if plan.parts:
+        sef = np.asarray(std_errors, dtype=np.float64).reshape(-1)
+        merged: dict[str, tuple[float, float]] = {}
+        for part, a_part, s_part in zip(
+            plan.parts, _split(plan, flat), _split(plan, sef), strict=True
+        ):
+            for label, low, high in aggregate_errors(part, a_part, s_part, names):
+                lo0, hi0 = merged.get(label, (low, high))
+                merged[label] = (min(lo0, low), max(hi0, high))
+        return [(k, lo, hi) for k, (lo, hi) in merged.items()]
+    width = plan.row_width
+    if not width or flat.shape[0] != plan.num_groups * width:
+        return []
+    a = flat.reshape(plan.num_groups, width)
+    se = np.asarray(std_errors, dtype=np.float64).reshape(plan.num_groups, width)
+    out: list[tuple[str, float, float]] = []
+    for expr, name in zip(plan.post.outputs, names, strict=True):
+        ref = expr if isinstance(expr, AggRef) else _first_agg(expr)
+        if ref is None or ref.func.startswith(("var", "stddev")):
+            continue
+        lay = plan.layouts[ref.value]
+        errs = se[:, lay.offset] * lay.scale * ref.scale
+        if ref.func == "avg" and ref.count is not None:
+            c = plan.layouts[ref.count]
+            n = np.maximum(np.rint(a[:, c.offset] * c.scale), 1.0)
+            mean = a[:, lay.offset] * lay.scale * ref.scale / n
+            errs = np.sqrt(errs**2 + (mean * se[:, c.offset] * c.scale) ** 2) / n
+        label = name if isinstance(expr, AggRef) else f"{ref.func} in {name}"
+        out.append((label, float(errs.min()), float(errs.max())))
+    return out
+
+
+def _first_agg(e: object) -> AggRef | None:
+    if isinstance(e, AggRef):
+        return e
+    if isinstance(e, tuple):
+        for x in e:
+            got = _first_agg(x)
+            if got is not None:
+                return got
+        return None
+    for name in getattr(e, "__slots__", ()):
+        got = _first_agg(getattr(e, name, None))
+        if got is not None:
+            return got
+    return None

@@ -191,6 +191,7 @@ class TableDecl:
     columns: tuple[tuple[str, str], ...]
     attributes: Mapping[str, AttributeDecl] = field(repr=False)
     views: tuple[ViewDecl, ...] = field(repr=False)
+    cell_limit: int = DEFAULT_CELL_LIMIT  # the largest domain an expression may span
 
     @property
     def qualified(self) -> str:
@@ -441,7 +442,12 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
     if not views:
         raise _err(source, f"{key}.views", "declare at least one view")
     return TableDecl(
-        name=name, schema=schema, columns=columns, attributes=attrs, views=tuple(views)
+        name=name,
+        schema=schema,
+        columns=columns,
+        attributes=attrs,
+        views=tuple(views),
+        cell_limit=cell_limit,
     )
 
 

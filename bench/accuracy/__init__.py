@@ -1,7 +1,9 @@
-"""Accuracy benchmark: the paper's Table 2 setting on the Adult age histogram.
+"""Accuracy benchmarks: the paper's Table 2 setting on the Adult age histogram
+(``python -m bench.accuracy``, ``run.py``), and statements with one aggregate or several beside
+SmartNoise SQL and Tumult Analytics (``python -m bench.accuracy statements``, ``statements.py``).
 
-Run as ``python -m bench.accuracy``. The matrices are small (73 cells), so multi-threaded BLAS
-only adds contention on a shared 2-core machine: one thread unless the caller says otherwise.
+The matrices are small (73 cells), so multi-threaded BLAS only adds contention on a shared 2-core
+machine: one thread unless the caller says otherwise.
 """
 
 import os

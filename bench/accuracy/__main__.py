@@ -1,3 +1,10 @@
+import sys
+
+if sys.argv[1:2] == ["statements"]:  # python -m bench.accuracy statements [...]
+    from bench.accuracy.statements import main as statements_main
+
+    raise SystemExit(statements_main(sys.argv[2:]))
+
 from bench.accuracy.run import main
 
 raise SystemExit(main())

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.accuracy import compare
+from bench.accuracy import compare, statements
 from dp.baselines import offline_mm, online_independent_noise
 from dp.domain import Domain, FloatArray, QueryBatch
 from dp.engine import EngineConfig
@@ -196,16 +196,22 @@ def write_docs(section: str) -> None:
     """Replace the body of the '## Accuracy' section of docs/benchmarks.md (only that one).
 
     Hand-written readings between ``<!-- reading:NAME -->`` and ``<!-- /reading -->`` in the old
-    section are kept: each replaces the placeholder of the same name in the new text.
+    section are kept: each replaces the placeholder of the same name in the new text. The block
+    of ``python -m bench.accuracy statements`` (between its markers) is kept as it is.
     """
     text = DOCS.read_text()
     head = "## Accuracy (`bench/accuracy`)"
     start_i = text.index(head) + len(head)
     nxt = text.find("\n## ", start_i)
     end_i = len(text) if nxt < 0 else nxt + 1
-    kept = {m.group(1): m.group(0) for m in READING.finditer(text[start_i:end_i])}
-    section = READING.sub(lambda m: kept.get(m.group(1), m.group(0)), section)
-    DOCS.write_text(text[:start_i] + "\n\n" + section.strip() + "\n\n" + text[end_i:])
+    old = text[start_i:end_i]
+    block = statements.block_of(old)  # python -m bench.accuracy statements writes that part
+    old = old.replace(block, "")
+    kept = {m.group(1): m.group(0) for m in READING.finditer(old)}
+    section = READING.sub(lambda m: kept.get(m.group(1), m.group(0)), section).strip()
+    if block:
+        section += "\n\n" + block
+    DOCS.write_text(text[:start_i] + "\n\n" + section + "\n\n" + text[end_i:])
 
 
 def main(argv: list[str] | None = None) -> int:

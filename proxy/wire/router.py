@@ -19,6 +19,11 @@ The session asks the router about every statement:
 ``execute()`` returns a :class:`LocalResult`: rows of Python values (encoded by
 :mod:`proxy.wire.types` in text or binary as the client asked) or :class:`EncodedCell`, a
 command tag and notices. It may raise any LaprasError; other exceptions become XX000.
+
+An :class:`AnswerLocally` with a ``wrapper`` (:mod:`rewriter.wrappers`) is delivered by the
+session as the wrapper says: ``COPY ... TO STDOUT`` as a copy-out stream, ``DECLARE ...
+CURSOR`` as a cursor the session holds (proxy.wire.local), ``PREPARE ... AS`` as a statement
+kept for ``EXECUTE``, executed then.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from dp.errors import LaprasError
 from proxy.errors import InsufficientPrivilege
 from proxy.wire.messages import FieldDescription
 from proxy.wire.types import type_size
+from rewriter.wrappers import Wrapper
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +117,12 @@ class AnswerLocally:
     result: LocalResult | None = None  # None: call StatementRouter.execute()
     plan: object = None  # opaque to the wire; handed back in Execution.route.plan
     describe_upstream: bool = True  # Parse+Describe the SQL on the backend first
+    # The wrapper the answer goes out in (COPY ... TO STDOUT, DECLARE ... CURSOR, PREPARE ...
+    # AS; None: rows). ``columns`` are then the carried statement's; the wrapper itself has
+    # none (Describe: NoData).
+    wrapper: Wrapper | None = None
+    # The parameter types when the router knows them (used where the Parse left them 0).
+    param_oids: tuple[int, ...] | None = None
 
 
 Route = Relay | Refuse | AnswerLocally

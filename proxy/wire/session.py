@@ -21,6 +21,11 @@ Before any local answer the session *quiesces*: it sends Flush upstream and wait
 earlier expectation is met, so local and relayed replies leave in the client's message order
 (PgDog's buffering pattern; pgwire-research §6.7).
 
+A DP answer in a wrapper (``COPY ... TO STDOUT``, ``DECLARE ... CURSOR``, ``PREPARE ... AS``) is
+delivered as the wrapper says; the cursors and SQL-prepared statements made so are the
+session's own (:class:`proxy.wire.local.LocalObjects`), and the commands naming them (FETCH,
+MOVE, CLOSE, EXECUTE, DEALLOCATE) are answered here, every other such command relayed.
+
 Errors follow protocol-flow "Extended Query": after an ErrorResponse the backend skips to Sync;
 the relay drops the expectations of skipped messages, and the client-side state machine
 discards what arrives before the Sync. A refused statement makes the backend's transaction fail
@@ -57,12 +62,16 @@ from proxy.errors import (
     InvalidAuthorization,
     InvalidBinaryRepresentation,
     InvalidParameterValue,
+    InvalidStatementName,
+    NoActiveTransaction,
+    NotInPrerequisiteState,
     ProtocolError,
     ProtocolViolation,
     QueryCanceled,
     StartupFeatureNotSupported,
     StatementTooLong,
     TooManyConnections,
+    UndefinedCursor,
     UnsupportedFormatCode,
     UpstreamUnavailable,
     render_error,
@@ -71,7 +80,9 @@ from proxy.errors import (
 from proxy.wire import types as pgtypes
 from proxy.wire.auth import Authenticator
 from proxy.wire.channel import Channel
+from proxy.wire.copyout import copy_data, copy_response
 from proxy.wire.heap import trim_heap
+from proxy.wire.local import Cursor, LocalObjects, Prepared
 from proxy.wire.messages import (
     AuthenticationOk,
     BackendKeyData,
@@ -126,6 +137,7 @@ from proxy.wire.protocol import (
 )
 from proxy.wire.router import (
     AnswerLocally,
+    Column,
     EncodedCell,
     Execution,
     LocalResult,
@@ -139,6 +151,20 @@ from proxy.wire.router import (
 )
 from proxy.wire.sqlsplit import split_statements
 from proxy.wire.upstream import Described, UpstreamConnection, UpstreamStartupError
+from rewriter import wrappers
+from rewriter.errors import SqlSyntaxError
+from rewriter.wrappers import (
+    CloseCursor,
+    Command,
+    CopyTo,
+    Deallocate,
+    DeclareCursor,
+    ExecutePrepared,
+    Fetch,
+    NamesCursor,
+    NamesStatement,
+    PrepareAs,
+)
 
 if TYPE_CHECKING:
     from proxy.wire.server import ProxyServer
@@ -157,6 +183,17 @@ _TXN_CONTROL = re.compile(
     re.I,
 )
 _DEALLOCATE = re.compile(r'^\s*DEALLOCATE\s+(?:PREPARE\s+)?("?)([^";\s]+)\1\s*;?\s*$', re.I)
+_CLOSE_ALL = re.compile(r"^\s*CLOSE\s+ALL\s*;?\s*$", re.I)
+# A statement that may address a cursor or statement the session holds (proxy.wire.local):
+# the verbs rewriter.wrappers.command reads, or a comment before the first word.
+_COMMAND_VERB = re.compile(
+    r"\s*(?:/\*|--|(?:FETCH|MOVE|CLOSE|EXECUTE|DEALLOCATE|DECLARE|PREPARE)\b)", re.I
+)
+# Hidden checks of names the backend may hold (a DECLARE or PREPARE answered here takes a
+# name PostgreSQL would refuse if it were taken there).
+_CURSOR_TAKEN = "SELECT EXISTS (SELECT FROM pg_catalog.pg_cursors WHERE name = $1)"
+_STATEMENT_TAKEN = "SELECT EXISTS (SELECT FROM pg_catalog.pg_prepared_statements WHERE name = $1)"
+_CHECK_STMT = "__lapras_check__"
 
 
 class _IdleTimeout(Exception):
@@ -276,6 +313,8 @@ class Statement:
     param_oids: tuple[int, ...]  # declared
     described: Described | None = None
     info: StatementInfo | None = None
+    # A command answered here (FETCH, CLOSE, EXECUTE ... of what the session holds)
+    command: Command | None = None
 
 
 @dataclass(slots=True)
@@ -289,6 +328,10 @@ class Portal:
     sent: int = 0
     tag: str = ""
     notices: list[NoticeResponse] = field(default_factory=list)
+    verb: str = "SELECT"  # of the tag of a chunk of rows without ``tag`` (FETCH: "FETCH n")
+    # a command without rows of its own (DECLARE, COPY, MOVE ...) ran: PostgreSQL marks such
+    # a portal done, and another Execute of it is 55000 "portal cannot be run"
+    done: bool = False
 
 
 class Session:
@@ -318,6 +361,7 @@ class Session:
         self.copy_in = False
         self.statements: dict[str, Statement] = {}
         self.portals: dict[str, Portal] = {}
+        self.local = LocalObjects()  # cursors and SQL-prepared statements answered here
         self.params: dict[str, str] = {}
         self.user = ""
         self.database = ""
@@ -875,11 +919,16 @@ class Session:
             if self._too_long(ev.sql) is not None:
                 return False
             existing = self.statements.get(ev.name)
-            if ev.name and existing is not None and not isinstance(existing.route, Relay):
+            if ev.name and (
+                (existing is not None and not isinstance(existing.route, Relay))
+                or ev.name in self.local.prepared
+            ):
                 return False
             info = self._info(ev.sql, "extended", ev.name, ev.param_oids)
             route = self._route_now(info)
             if isinstance(route, Relay):
+                if self._intercepted(ev.sql) is not None:
+                    return False
                 self._relay_parse(ev, info, route, existing)
                 return True
             if route is None or not idle or (ev.name and existing is not None):
@@ -904,7 +953,12 @@ class Session:
             if portal is None:
                 self._forward(self._frame, Kind.EXECUTE)
                 return True
-            if not idle or self.status == "E" or _result_format_error(portal) is not None:
+            if (
+                not idle
+                or self.status == "E"
+                or portal.done
+                or _result_format_error(portal) is not None
+            ):
                 return False
             if portal.rows is None and not self._execute_now(portal, ev):
                 return False
@@ -915,10 +969,10 @@ class Session:
                 if stmt is None or isinstance(stmt.route, Relay):
                     self._forward(self._frame, Kind.DESCRIBE_S)
                     return True
-            elif ev.name not in self.portals:
+            elif ev.name not in self.portals and ev.name not in self.local.cursors:
                 self._forward(self._frame, Kind.DESCRIBE_P)
                 return True
-            if not idle:
+            if not idle or (self.status == "E" and ev.name not in self.portals):
                 return False
             self._describe_local(ev)
         elif isinstance(ev, Close):
@@ -928,7 +982,7 @@ class Session:
                     self.statements.pop(ev.name, None)
                     self._forward(self._frame, Kind.CLOSE)
                     return True
-            elif ev.name not in self.portals:
+            elif ev.name not in self.portals and ev.name not in self.local.cursors:
                 self._forward(self._frame, Kind.CLOSE)
                 return True
             if not idle:
@@ -1142,10 +1196,12 @@ class Session:
         key, self._reply_key = self._reply_key, None
         before = list(self.pending) if key is not None and not self._out else None
         pending, out = self.pending, self._out
+        # while a cursor made here depends on how the transaction ends, command tags too
+        tracked = _TRACKED_TAGS if self.local.watching else _TRACKED
         try:
             for frame in frames:
                 tb = frame[0]
-                if pending and tb not in _TRACKED and pending[0].forward:
+                if pending and tb not in tracked and pending[0].forward:
                     # The common case, inline: a reply to relay as it came (rows,
                     # completions, descriptions), maybe completing its expectation.
                     out += frame
@@ -1183,7 +1239,7 @@ class Session:
     def _reply_state(self, data: bytes) -> tuple[object, ...] | None:
         """The key of a backend read: what it may answer and the state it comes in; None
         when an expectation is not relayed to the client or a portal is answered here."""
-        if not self.pending or self.portals or len(data) > _MEMO_READ:
+        if not self.pending or self.portals or len(data) > _MEMO_READ or self.local.watching:
             return None
         kinds = []
         for e in self.pending:
@@ -1321,7 +1377,10 @@ class Session:
                     self.conn.enter_skip()
             return
         if tb == _Z:
+            before = self.status
             self.status = chr(frame[5]) if frame[5:6] in (b"I", b"T", b"E") else "I"
+            if self.local.watching:
+                self.local.saw_status(before, self.status)
             if e.kind not in _READY_KINDS:
                 # Messages the backend skipped without our knowing: resynchronise on Sync.
                 self._skip_to_sync()
@@ -1340,6 +1399,8 @@ class Session:
             return
         if tb in b"GW":
             self.copy_in = True
+        elif tb == _C and self.local.watching:
+            self.local.saw_tag(frame[5:-1])
         if e.forward:
             self._relay(frame)
         elif e.sink is not None:
@@ -1479,6 +1540,8 @@ class Session:
 
     def _fields(self, stmt: Statement) -> tuple[FieldDescription, ...] | None:
         r = stmt.route
+        if isinstance(r, AnswerLocally) and r.wrapper is not None:
+            return ()  # COPY, DECLARE, PREPARE: no result rows of their own (NoData)
         if isinstance(r, AnswerLocally) and r.columns is not None:
             return tuple(field_from_column(c) for c in r.columns)
         if stmt.described is not None:
@@ -1546,23 +1609,46 @@ class Session:
         self, execution: Execution, *, extended: bool
     ) -> tuple[list[tuple[bytes | None, ...]], str, list[NoticeResponse]] | None:
         """Run a local answer; on error answer it as PostgreSQL would and return None."""
+        result = await self._local_answer(execution, extended=extended)
+        if result is None:
+            return None
         try:
-            result = await self._run_local(execution)
             rows = self._encode_rows(result, execution.fields)
+        except Exception as e:
+            await self._refuse(render_unexpected(e, where="router.execute"), extended=extended)
+            return None
+        return rows, result.command_tag or "", self._notices(result)
+
+    async def _local_answer(self, execution: Execution, *, extended: bool) -> LocalResult | None:
+        """The router's answer; on error answer it as PostgreSQL would and return None."""
+        try:
+            return await self._run_local(execution)
         except LaprasError as e:
             await self._refuse(e, extended=extended)
             return None
         except Exception as e:
             await self._refuse(render_unexpected(e, where="router.execute"), extended=extended)
             return None
-        return rows, result.command_tag or "", self._notices(result)
 
     # ---------------------------------------------------------------- simple query
 
     def _on_simple_statement(self, sql: str) -> None:
-        if _RESET_ALL.match(sql):
+        """What a relayed statement does to what the session holds (statements, portals,
+        and the cursors and statements answered here: DEALLOCATE ALL, DISCARD ALL, CLOSE
+        ALL are relayed for the backend's own and drop the local ones)."""
+        reset = _RESET_ALL.match(sql)
+        if reset:
             self.statements.clear()
             self.portals.clear()
+            if self.status != "E":
+                self.local.prepared.clear()
+            if reset.group(1).upper().startswith("DISCARD") and self.status == "I":
+                self.local.discard_all()  # (DISCARD ALL is refused in a transaction block)
+            return
+        if _CLOSE_ALL.match(sql):
+            if self.status != "E":
+                self.local.close_all()
+                self.portals.clear()
             return
         m = _DEALLOCATE.match(sql)
         if m:
@@ -1572,7 +1658,7 @@ class Session:
         """Relay the Query being dispatched when every statement in it is relayed (False,
         nothing done, otherwise)."""
         relays = [r for r in routes if isinstance(r, Relay)]
-        if len(relays) != len(stmts):
+        if len(relays) != len(stmts) or any(self._intercepted(s) for s in stmts):
             return False
         # A simple Query destroys the unnamed statement and portal (protocol-flow).
         self.statements.pop("", None)
@@ -1633,7 +1719,11 @@ class Session:
             await self._hidden_query("BEGIN")
         ok = True
         for s, r in zip(stmts, routes, strict=True):
-            if isinstance(r, Relay):
+            # (decided now: an earlier statement of the Query may have made the cursor)
+            command = self._intercepted(s) if isinstance(r, Relay) else None
+            if command is not None:
+                ok = await self._simple_command(command)
+            elif isinstance(r, Relay):
                 self._on_simple_statement(s)
                 e = self._forward(Query(sql=r.sql or s).encode(), Kind.QUERY, forward_ready=False)
                 await self._quiesce()
@@ -1662,6 +1752,23 @@ class Session:
         if self.status == "E":
             self._send(render_error(InFailedTransaction()))
             return False
+        if route.wrapper is not None:
+            execution = Execution(
+                statement=self._info(sql, "simple"),
+                route=route,
+                param_oids=(),
+                params=(),
+                raw_params=(),
+                param_formats=(),
+                fields=(),
+            )
+            msgs = await self._wrapped_answer(execution, extended=False)
+            if msgs is None:
+                return False
+            for msg in msgs:
+                self._send(msg)
+            self._flush_client()
+            return True
         stmt = Statement(sql=sql, route=route, param_oids=())
         if route.describe_upstream:
             d = await self._describe_upstream(sql, (), extended=False)
@@ -1716,7 +1823,9 @@ class Session:
 
         self._forward(frame, Kind.PARSE, on_fail=dropped)
 
-    def _prepare_local(self, m: Parse, info: StatementInfo, route: Route) -> bool:
+    def _prepare_local(
+        self, m: Parse, info: StatementInfo, route: Route, command: Command | None = None
+    ) -> bool:
         """Answer a Parse that needs nothing from the backend (a failed transaction, or a
         statement answered here whose columns the router gave); False otherwise."""
         if self.status == "E":
@@ -1724,9 +1833,14 @@ class Session:
             return True
         if not isinstance(route, AnswerLocally) or route.describe_upstream:
             return False
-        self.statements[m.name] = Statement(
-            sql=m.sql, route=route, param_oids=m.param_oids, info=info
+        stmt = Statement(
+            sql=m.sql, route=route, param_oids=m.param_oids, info=info, command=command
         )
+        if route.param_oids is not None:
+            # the router's types where the Parse left them 0; PREPARE's own are EXECUTE's
+            own = () if isinstance(route.wrapper, PrepareAs) else route.param_oids
+            stmt.described = Described(param_oids=_merged(m.param_oids, own), fields=None)
+        self.statements[m.name] = stmt
         self._send(ParseComplete())
         return True
 
@@ -1737,14 +1851,21 @@ class Session:
             await self._refuse(too_long, extended=True, checks_transaction=False)
             return
         existing = self.statements.get(m.name)
-        if m.name and existing is not None and not isinstance(existing.route, Relay):
+        if m.name and (
+            (existing is not None and not isinstance(existing.route, Relay))
+            or m.name in self.local.prepared
+        ):
             await self._local_error(_dup_statement(m.name))
             return
         info = self._info(m.sql, "extended", m.name, m.param_oids)
         route = await self._route(info)
+        command = None
         if isinstance(route, Relay):
-            self._relay_parse(m, info, route, existing)
-            return
+            command = self._intercepted(m.sql)
+            if command is None:
+                self._relay_parse(m, info, route, existing)
+                return
+            route = self._command_route(command)
         if m.name and existing is not None:  # a relayed statement has the name
             await self._local_error(_dup_statement(m.name))
             return
@@ -1752,10 +1873,12 @@ class Session:
             self.statements.pop("", None)
         if await self._settle():
             return
-        if self._prepare_local(m, info, route):
+        if self._prepare_local(m, info, route, command):
             self._flush_client()
             return
-        stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info)
+        stmt = Statement(
+            sql=m.sql, route=route, param_oids=m.param_oids, info=info, command=command
+        )
         # A refused statement is prepared as the backend prepares it (its Describe gives the
         # types, its errors -- a syntax error, an unknown column -- come now) and refused at
         # Bind: PostgreSQL checks privileges when a statement is bound, not when it is parsed,
@@ -1864,6 +1987,8 @@ class Session:
         name = m.portal if isinstance(m, Execute) else m.name if m.kind == "P" else None
         if name is None or name in self.portals:
             return False
+        if not isinstance(m, Execute) and name in self.local.cursors:
+            return False  # a cursor answered here, described or closed by the protocol
         self._forward(frame, kind)
         return True
 
@@ -1873,6 +1998,10 @@ class Session:
         if await self._settle():
             return
         if self._portal_gone(m, frame, Kind.DESCRIBE_P):
+            return
+        if m.kind == "P" and m.name not in self.portals and self.status == "E":
+            # a cursor made here: its rows' description in a failed transaction is 25P02
+            await self._local_error(InFailedTransaction())
             return
         self._describe_local(m)
         self._flush_client()
@@ -1886,7 +2015,11 @@ class Session:
             self._send(ParameterDescription(oids=oids))
             self._send(RowDescription(fields=fields) if fields else NoData())
         else:
-            portal = self.portals[m.name]
+            portal = self.portals.get(m.name)
+            if portal is None:  # a cursor made here: its columns, in text (as PostgreSQL)
+                cursor = self.local.cursors[m.name]
+                self._send(RowDescription(fields=_cursor_fields(cursor, 0)))
+                return
             self._send(RowDescription(fields=portal.fields) if portal.fields else NoData())
 
     async def _execute(self, m: Execute) -> None:
@@ -1905,13 +2038,23 @@ class Session:
         if err is not None:
             await self._local_error(err)
             return
+        if portal.done:
+            await self._local_error(NotInPrerequisiteState(f'portal "{m.portal}" cannot be run'))
+            return
         if portal.rows is None:
-            res = await self._local_result(self._execution(portal, m), extended=True)
-            if res is None:
-                return
-            portal.rows, portal.tag, portal.notices = res
-            for n in portal.notices:
-                self._send(n)
+            stmt = portal.statement
+            if stmt.command is not None or (
+                isinstance(stmt.route, AnswerLocally) and stmt.route.wrapper is not None
+            ):
+                if not await self._execute_held(portal, m):
+                    return
+            else:
+                res = await self._local_result(self._execution(portal, m), extended=True)
+                if res is None:
+                    return
+                portal.rows, portal.tag, portal.notices = res
+                for n in portal.notices:
+                    self._send(n)
         self._send_rows(portal, m)
         self._flush_client()
         await self._drain()
@@ -1934,8 +2077,12 @@ class Session:
         """Make the rows of a portal answered here when the router has the answer at once
         (a stored answer); False when the task must run the execution."""
         route = portal.statement.route
-        if not isinstance(route, AnswerLocally):
-            return False
+        if (
+            not isinstance(route, AnswerLocally)
+            or route.wrapper is not None
+            or portal.statement.command is not None
+        ):
+            return False  # the task answers wrappers and commands (_execute_held)
         execution = self._execution(portal, m)
         try:
             result = route.result or self.server.router.execute_now(execution)
@@ -1963,7 +2110,7 @@ class Session:
             # "Extended Query": PortalSuspended).
             self._send(PortalSuspended())
         else:
-            self._send(CommandComplete(tag=portal.tag or f"SELECT {end - start}"))
+            self._send(CommandComplete(tag=portal.tag or f"{portal.verb} {end - start}"))
 
     async def _close_msg(self, m: Close) -> None:
         """Close a statement or portal answered here (``_handle_now`` relays the others)."""
@@ -1979,8 +2126,10 @@ class Session:
     def _close_local(self, m: Close) -> None:
         if m.kind == "S":
             del self.statements[m.name]
-        else:
+        elif m.name in self.portals:
             del self.portals[m.name]
+        else:
+            self.local.close(m.name)  # a cursor made here, closed as a portal
         self._send(CloseComplete())
 
     async def _flush(self) -> None:
@@ -1988,6 +2137,352 @@ class Session:
             self._up(Flush().encode())
             self.need_flush = False
         await self._flush_up()
+
+    # ---------------------------------------------------------------- wrappers, cursors
+    # A DP statement in COPY (...) TO STDOUT, DECLARE ... CURSOR FOR or PREPARE ... AS
+    # (AnswerLocally.wrapper), and the commands addressing a cursor or statement the session
+    # holds (FETCH, MOVE, CLOSE, EXECUTE, DEALLOCATE: Statement.command), on the simple and
+    # the extended protocol alike. The cursors and SQL-prepared statements themselves are in
+    # self.local (proxy.wire.local); every other such command is relayed untouched.
+
+    def _intercepted(self, sql: str) -> Command | None:
+        """The command ``sql`` is when it addresses what the session holds (or takes a name
+        it holds, which PostgreSQL refuses); None: relay it."""
+        if _COMMAND_VERB.match(sql) is None:
+            return None
+        cmd = wrappers.command(sql)
+        if cmd is None or cmd.name is None:
+            return None  # CLOSE ALL, DEALLOCATE ALL: relayed (_on_simple_statement)
+        if isinstance(cmd, Fetch | CloseCursor | NamesCursor):
+            return cmd if cmd.name in self.local.cursors else None
+        if cmd.name in self.local.prepared or self._local_statement(cmd.name) is not None:
+            return cmd
+        return None
+
+    def _local_statement(self, name: str) -> Statement | None:
+        """The protocol-level statement ``name`` when it was prepared here (the backend has
+        never seen it)."""
+        stmt = self.statements.get(name) if name else None
+        return stmt if stmt is not None and not isinstance(stmt.route, Relay) else None
+
+    def _command_route(self, cmd: Command) -> Refuse | AnswerLocally:
+        """The route of a Parse of a command answered here: its result columns."""
+        if isinstance(cmd, NamesCursor):
+            return Refuse(DuplicateCursor(f'cursor "{cmd.name}" already exists'))
+        if isinstance(cmd, NamesStatement):
+            return Refuse(_dup_statement(cmd.name))
+        columns: tuple[Column, ...] = ()
+        if isinstance(cmd, Fetch) and not cmd.move:
+            columns = self.local.cursors[cmd.name].columns
+        elif isinstance(cmd, ExecutePrepared):
+            columns = self._prepared_columns(cmd.name)
+        return AnswerLocally(columns=columns, describe_upstream=False)
+
+    def _prepared_columns(self, name: str) -> tuple[Column, ...]:
+        prep = self.local.prepared.get(name)
+        if prep is not None:
+            return prep.route.columns or ()
+        stmt = self._local_statement(name)
+        fields = self._fields(stmt) if stmt is not None else None
+        return tuple(
+            Column(
+                name=f.name,
+                type_oid=f.type_oid,
+                type_modifier=f.type_modifier,
+                table_oid=f.table_oid,
+                column_attr=f.column_attr,
+            )
+            for f in fields or ()
+        )
+
+    async def _simple_command(self, cmd: Command) -> bool:
+        if self.status == "E":
+            self._send(render_error(InFailedTransaction()))
+            return False
+        res = await self._command_answer(cmd, extended=False)
+        if res is None:
+            return False
+        pre, fields, rows, tag = res
+        for msg in pre:
+            self._send(msg)
+        if fields is not None:
+            self._send(RowDescription(fields=fields))
+        for row in rows:
+            self._send(DataRow(values=row))
+        self._send(CommandComplete(tag=tag))
+        self._flush_client()
+        return True
+
+    async def _execute_held(self, portal: Portal, m: Execute) -> bool:
+        """The first Execute of a portal of a wrapper or a command answered here: send what
+        comes before its rows, keep the rows and the tag in the portal; False when it was
+        refused (answered already)."""
+        stmt = portal.statement
+        if stmt.command is not None:
+            res = await self._command_answer(stmt.command, extended=True, portal=portal)
+            if res is None:
+                return False
+            pre, fields, rows, tag = res
+            if fields is not None:
+                # FETCH and EXECUTE return rows, which Execute may page: each chunk's tag
+                # counts its own rows (pquery.c, PortalRun of a PORTAL_UTIL_SELECT)
+                portal.verb, tag = tag.split()[0], ""
+        else:
+            msgs = await self._wrapped_answer(self._execution(portal, m), extended=True)
+            if msgs is None:
+                return False
+            done = msgs.pop()
+            assert isinstance(done, CommandComplete)
+            pre, rows, tag = msgs, [], done.tag
+        for msg in pre:
+            self._send(msg)
+        portal.rows, portal.tag = rows, tag
+        portal.done = bool(tag)
+        return True
+
+    async def _command_answer(
+        self, cmd: Command, *, extended: bool, portal: Portal | None = None
+    ) -> (
+        tuple[
+            list[BackendMessage],
+            tuple[FieldDescription, ...] | None,
+            list[tuple[bytes | None, ...]],
+            str,
+        ]
+        | None
+    ):
+        """Answer a command addressing what the session holds: the messages before the
+        rows, the columns (None: no RowDescription), the encoded rows and the command tag;
+        None when it was refused (answered already, as PostgreSQL answers it)."""
+        try:
+            if isinstance(cmd, NamesCursor):
+                raise DuplicateCursor(f'cursor "{cmd.name}" already exists')
+            if isinstance(cmd, NamesStatement):
+                raise _dup_statement(cmd.name)
+            if isinstance(cmd, Fetch | CloseCursor):
+                name = cmd.name or ""
+                cursor = self.local.cursors.get(name)
+                if cursor is None:
+                    raise UndefinedCursor(f'cursor "{name}" does not exist')
+                if isinstance(cmd, CloseCursor):
+                    self.local.close(name)
+                    return [], None, [], "CLOSE CURSOR"
+                rows, n = cursor.fetch(cmd)
+                if cmd.move:
+                    return [], None, [], f"MOVE {n}"
+                fields = _cursor_fields(cursor, 1 if cursor.binary else 0)
+                if portal is not None and len(portal.fields) == len(fields):
+                    fields = portal.fields  # the formats of the FETCH's own Bind
+                encoded = self._encode_rows(LocalResult(rows=tuple(rows)), fields)
+                return [], fields, encoded, f"FETCH {n}"
+            name = cmd.name or ""
+            if isinstance(cmd, Deallocate):
+                if self.local.prepared.pop(name, None) is None:
+                    if self._local_statement(name) is None:
+                        raise InvalidStatementName(f'prepared statement "{name}" does not exist')
+                    del self.statements[name]  # prepared by the protocol, answered here
+                return [], None, [], "DEALLOCATE"
+            execution = self._execute_prepared(cmd, portal)
+        except LaprasError as e:
+            await self._refuse(e, extended=extended)
+            return None
+        except Exception as e:
+            await self._refuse(render_unexpected(e, where="local command"), extended=extended)
+            return None
+        if isinstance(execution, LaprasError):
+            await self._refuse(execution, extended=extended)
+            return None
+        res = await self._local_result(execution, extended=extended)
+        if res is None:
+            return None
+        rows_, tag, notices = res
+        return list(notices), execution.fields, rows_, tag or f"SELECT {len(rows_)}"
+
+    def _execute_prepared(self, cmd: Command, portal: Portal | None) -> Execution | LaprasError:
+        """The execution ``EXECUTE name (args)`` asks for, or its error (PostgreSQL's: a
+        wrong number of arguments, a value its type does not read)."""
+        assert isinstance(cmd, ExecutePrepared)
+        prep = self.local.prepared.get(cmd.name)
+        if prep is not None:
+            route, info, oids = prep.route, prep.info, prep.param_oids
+            own = len(route.param_oids or ())
+        else:
+            stmt = self._local_statement(cmd.name)
+            if stmt is None:
+                return InvalidStatementName(f'prepared statement "{cmd.name}" does not exist')
+            if not isinstance(stmt.route, AnswerLocally) or stmt.command is not None:
+                if isinstance(stmt.route, Refuse):
+                    return stmt.route.error
+                return FeatureNotSupported(
+                    f'EXECUTE of prepared statement "{cmd.name}" is not supported',
+                    hint="execute it with the protocol's Bind and Execute",
+                )
+            if stmt.route.wrapper is not None:
+                return FeatureNotSupported(
+                    f'EXECUTE of prepared statement "{cmd.name}" is not supported',
+                    hint="execute it with the protocol's Bind and Execute",
+                )
+            route, info = stmt.route, stmt.info or self._info(stmt.sql, "extended")
+            oids = stmt.described.param_oids if stmt.described else stmt.param_oids
+            own = len(oids)
+        if cmd.args is None:
+            return FeatureNotSupported(
+                "only constants are accepted as EXECUTE parameters of a statement answered "
+                "by the proxy",
+                hint="write each parameter as a literal, e.g. EXECUTE p(30, 'Male')",
+            )
+        args: tuple[str | None, ...] = cmd.args if oids else ()
+        if len(args) != len(oids):
+            return SqlSyntaxError(
+                f'wrong number of parameters for prepared statement "{cmd.name}"',
+                detail=f"Expected {len(oids)} parameters but got {len(args)}.",
+            )
+        params: list[object] = []
+        for oid, arg in zip(oids, args, strict=True):
+            try:
+                params.append(pgtypes.decode(oid, None if arg is None else arg.encode(), 0))
+            except (ValueError, ArithmeticError, UnicodeDecodeError):
+                return InvalidParameterValue(
+                    f'invalid input syntax for type {_TYPE_NAMES.get(oid, "of the parameter")}: "{arg}"'
+                )
+        columns = route.columns
+        if columns is None:
+            stmt = self._local_statement(cmd.name)
+            columns = self._prepared_columns(cmd.name) if stmt is not None else ()
+        fields = tuple(field_from_column(c) for c in columns)
+        if portal is not None and len(portal.fields) == len(fields):
+            fields = portal.fields
+        return Execution(
+            statement=info,
+            route=route,
+            param_oids=oids[:own],
+            params=tuple(params[:own]),
+            raw_params=tuple(None if a is None else a.encode() for a in args[:own]),
+            param_formats=(0,) * min(own, len(args)),
+            fields=fields,
+        )
+
+    async def _wrapped_answer(
+        self, execution: Execution, *, extended: bool
+    ) -> list[BackendMessage] | None:
+        """The answer of a DP statement in its wrapper, as the messages to send (the last
+        a CommandComplete), or None when it was refused (answered already). Every check that
+        can fail comes before the answer is made: for a cursor, the transaction block and
+        the name (here and on the backend)."""
+        route = execution.route
+        w = route.wrapper
+        columns = route.columns or ()
+        if isinstance(w, PrepareAs):
+            return await self._prepare_sql(execution, w, extended=extended)
+        if isinstance(w, DeclareCursor):
+            err: LaprasError | None = None
+            if not w.hold and self.status == "I":
+                err = NoActiveTransaction("DECLARE CURSOR can only be used in transaction blocks")
+            elif w.name in self.local.cursors or w.name in self.portals:
+                err = DuplicateCursor(f'cursor "{w.name}" already exists')
+            else:
+                taken = await self._hidden_row(_CURSOR_TAKEN, (w.name,), extended=extended)
+                if taken is None:
+                    return None
+                if taken[:1] == (b"t",):
+                    err = DuplicateCursor(f'cursor "{w.name}" already exists')
+            if err is not None:
+                await self._refuse(err, extended=extended)
+                return None
+        result = await self._local_answer(execution, extended=extended)
+        if result is None:
+            return None
+        out: list[BackendMessage] = list(self._notices(result))
+        if isinstance(w, DeclareCursor):
+            self.local.add_cursor(
+                Cursor(
+                    name=w.name,
+                    columns=columns,
+                    rows=result.rows,
+                    binary=w.binary,
+                    no_scroll=w.scroll is False,
+                    hold=w.hold,
+                    pending=self.status != "I",
+                )
+            )
+            out.append(CommandComplete(tag="DECLARE CURSOR"))
+            return out
+        assert isinstance(w, CopyTo)
+        try:
+            data = copy_data(
+                w, [c.name for c in columns], [c.type_oid for c in columns], result.rows
+            )
+        except Exception as e:  # a bug: the answer is made, its encoding failed
+            await self._refuse(render_unexpected(e, where="COPY"), extended=extended)
+            return None
+        out.append(copy_response(w, len(columns)))
+        out.extend(CopyData(data=d) for d in data)
+        out.append(CopyDone())
+        out.append(CommandComplete(tag=f"COPY {len(result.rows)}"))
+        return out
+
+    async def _prepare_sql(
+        self, execution: Execution, w: PrepareAs, *, extended: bool
+    ) -> list[BackendMessage] | None:
+        """``PREPARE name [(types)] AS <DP statement>``: kept here for EXECUTE. The name
+        must be free here and on the backend (one namespace with the protocol's statements);
+        the declared types are the backend's own reading of them (regtype)."""
+        name = w.name
+        if name in self.local.prepared or name in self.statements:
+            await self._refuse(_dup_statement(name), extended=extended)
+            return None
+        checks = ", ".join(
+            f"${i + 2}::pg_catalog.regtype::pg_catalog.oid" for i in range(len(w.param_types))
+        )
+        sql = _STATEMENT_TAKEN + (f", {checks}" if checks else "")
+        row = await self._hidden_row(sql, (name, *w.param_types), extended=extended)
+        if row is None:
+            return None
+        if row[:1] == (b"t",):
+            await self._refuse(_dup_statement(name), extended=extended)
+            return None
+        declared = tuple(int(v) if v is not None else 0 for v in row[1:])
+        own = execution.route.param_oids or ()
+        self.local.prepared[name] = Prepared(
+            name=name,
+            route=execution.route,
+            info=execution.statement,
+            param_oids=_merged(declared, own),
+        )
+        return [CommandComplete(tag="PREPARE")]
+
+    async def _hidden_row(
+        self, sql: str, params: tuple[str, ...], *, extended: bool
+    ) -> tuple[bytes | None, ...] | None:
+        """The first row of ``sql`` run on the backend in-band, unseen by the client (text
+        parameters and results); None when it failed, its error sent to the client as the
+        statement's (without a position, which would point into this text)."""
+        await self._quiesce()
+        sink: list[BackendMessage] = []
+        data = (
+            Parse(name=_CHECK_STMT, sql=sql).encode()
+            + Bind(
+                portal=_CHECK_STMT, statement=_CHECK_STMT, params=tuple(p.encode() for p in params)
+            ).encode()
+            + Execute(portal=_CHECK_STMT).encode()
+            + Close(kind="P", name=_CHECK_STMT).encode()
+            + Close(kind="S", name=_CHECK_STMT).encode()
+        )
+        self._forward(data, Kind.PARSE, forward=False, sink=sink)
+        for kind in (Kind.BIND, Kind.EXECUTE, Kind.CLOSE, Kind.CLOSE):
+            self._expect(Expect(kind, forward=False, sink=sink))
+        if not extended:
+            self._forward(Sync().encode(), Kind.SYNC, forward=False, sink=sink)
+        await self._quiesce()
+        row: tuple[bytes | None, ...] = ()
+        for msg in sink:
+            if isinstance(msg, ErrorResponse):
+                self._send(ErrorResponse(fields=tuple(f for f in msg.fields if f[0] in "SVCMDH")))
+                self._flush_client()
+                return None
+            if isinstance(msg, DataRow) and not row:
+                row = msg.values
+        return row
 
     # ---------------------------------------------------------------- cancel / shutdown
 
@@ -2001,11 +2496,12 @@ class Session:
             self.server.keep(task)
 
 
-_E, _S, _Z = b"ESZ"
+_C, _E, _S, _Z = b"CESZ"
 _B, _F, _P, _Q = b"BFPQ"
 # Backend message types that need more than relaying: asynchronous ones, errors, the end
 # of a request, COPY, authentication (the connection state watches Z, E, G, W and R).
 _TRACKED = frozenset(b"NSAEZGWR")
+_TRACKED_TAGS = _TRACKED | frozenset(b"C")  # and CommandComplete (LocalObjects.watching)
 _SKIP_UNTIL_SYNC = ConnState.SKIP_UNTIL_SYNC  # read for every relayed message
 
 # Reads remembered per session for Session._relay_known, and the largest one.
@@ -2066,6 +2562,37 @@ def _binary_length_error(oid: int, raw: bytes, i: int) -> LaprasError | None:
             "no data left in message" if size == 1 else "insufficient data left in message"
         )
     return InvalidBinaryRepresentation(f"incorrect binary data format in bind parameter {i + 1}")
+
+
+def _merged(declared: Sequence[int], known: Sequence[int]) -> tuple[int, ...]:
+    """Parameter types: the declared ones, the known ones where a declared one is 0 or
+    missing (PostgreSQL infers those)."""
+    n = max(len(declared), len(known))
+    out = []
+    for i in range(n):
+        d = declared[i] if i < len(declared) else 0
+        out.append(d or (known[i] if i < len(known) else 0))
+    return tuple(out)
+
+
+def _cursor_fields(cursor: Cursor, fmt: int) -> tuple[FieldDescription, ...]:
+    return tuple(field_from_column(c, fmt) for c in cursor.columns)
+
+
+# Type names in PostgreSQL's "invalid input syntax for type ..." messages.
+_TYPE_NAMES = {
+    pgtypes.BOOL: "boolean",
+    pgtypes.INT2: "smallint",
+    pgtypes.INT4: "integer",
+    pgtypes.INT8: "bigint",
+    pgtypes.NUMERIC: "numeric",
+    pgtypes.FLOAT4: "real",
+    pgtypes.FLOAT8: "double precision",
+    pgtypes.DATE: "date",
+    pgtypes.TIMESTAMP: "timestamp without time zone",
+    pgtypes.TIMESTAMPTZ: "timestamp with time zone",
+    pgtypes.OID: "oid",
+}
 
 
 def _dup_statement(name: str) -> LaprasError:

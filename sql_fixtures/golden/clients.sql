@@ -790,3 +790,235 @@ SELECT d.datname as "Name",
     ') AS "Access privileges"
             FROM pg_catalog.pg_database d
             ORDER BY 1;
+
+-- Captured by the wire tap of tests/tools (the compatibility suite with real tools, issue 14),
+-- from the tools themselves talking to `lapras demo`. OIDs (16390), cursor and statement names
+-- are those of the run.
+
+-- title: T.1 ibis 12 (psycopg 3) #1 t.count()
+-- expect: dp view=age_sex_income queries=1 columns=CountStar(adult):20
+SELECT COUNT(*) AS "CountStar(adult)" FROM "adult" AS "t0";
+
+-- title: T.1 ibis 12 (psycopg 3) #2 t.filter(...).count(): the filter is a derived table
+-- expect: dp view=age_sex_income queries=1 columns=CountStar():20
+SELECT COUNT(*) AS "CountStar()" FROM (SELECT * FROM "adult" AS "t0" WHERE "t0"."sex" = 'Female' AND "t0"."age" >= 30 AND "t0"."age" <= 39) AS "t1";
+
+-- title: T.1 ibis 12 (psycopg 3) #3 group_by().aggregate()
+-- expect: dp view=age_sex_income queries=4 columns=sex:25,n:20,mean_age:1700
+SELECT "t0"."sex", COUNT(*) AS "n", AVG("t0"."age") AS "mean_age" FROM "adult" AS "t0" GROUP BY 1;
+
+-- title: T.1 ibis 12 (psycopg 3) #4 top-k: order_by(desc).limit(3) around the aggregate
+-- expect: dp view=origin queries=5 columns=race:25,n:20
+SELECT * FROM (SELECT "t0"."race", COUNT(*) AS "n" FROM "adult" AS "t0" GROUP BY 1) AS "t1" ORDER BY "t1"."n" DESC NULLS LAST LIMIT 3;
+
+-- title: T.1 ibis 12 (psycopg 3) #5 t.head()
+-- expect: sqlstate 42501
+SELECT * FROM "adult" AS "t0" LIMIT 5;
+
+-- title: T.2 pandas read_sql_table over SQLAlchemy 2
+-- expect: sqlstate 42501
+SELECT adult.age, adult.workclass, adult.fnlwgt, adult.education, adult.education_num, adult.marital_status, adult.occupation, adult.relationship, adult.race, adult.sex, adult.capital_gain, adult.capital_loss, adult.hours_per_week, adult.native_country, adult.income
+FROM adult;
+
+-- title: T.3 ADBC (adbc-driver-postgresql 1.13) #1
+-- expect: passthrough
+SELECT version();
+
+-- title: T.3 ADBC (adbc-driver-postgresql 1.13) #2
+-- expect: passthrough
+SELECT
+    attrelid,
+    attname,
+    atttypid
+FROM
+    pg_catalog.pg_attribute
+ORDER BY
+    attrelid, attnum;
+
+-- title: T.3 ADBC (adbc-driver-postgresql 1.13) #3
+-- expect: passthrough
+SELECT oid, typname, typreceive, typbasetype, typrelid, typarray FROM pg_catalog.pg_type WHERE (typreceive != 0 OR typsend != 0) AND typtype != 'r' AND typreceive::TEXT != 'array_recv';
+
+-- title: T.3 ADBC (adbc-driver-postgresql 1.13) #4 rows, read with binary COPY
+-- expect: sqlstate 42501
+COPY (SELECT * FROM adult) TO STDOUT (FORMAT binary);
+
+-- title: T.4 connectorx 0.4 #1 the row count of a grouped result (before its binary COPY)
+-- expect: dp view=age_sex_income queries=0 columns=count:20
+SELECT count(*) FROM (SELECT sex, count(*) AS n FROM adult GROUP BY sex) AS CXTMPTAB_COUNT;
+
+-- title: T.4 connectorx 0.4 #2 the row count of SELECT *
+-- expect: dp view=age_sex_income queries=1 columns=count:20
+SELECT count(*) FROM (SELECT * FROM adult) AS CXTMPTAB_COUNT;
+
+-- title: T.4 connectorx 0.4 #3 rows, read with binary COPY
+-- expect: sqlstate 42501
+COPY (SELECT * FROM adult) TO STDOUT WITH BINARY;
+
+-- title: T.5 psqlODBC (odbc-postgresql 13) #1 connection set-up
+-- expect: passthrough, passthrough, passthrough
+SET DateStyle = 'ISO';SET extra_float_digits = 2;show transaction_isolation;
+
+-- title: T.5 psqlODBC (odbc-postgresql 13) #2
+-- expect: passthrough
+select oid, typbasetype from pg_type where typname = 'lo';
+
+-- title: T.5 psqlODBC (odbc-postgresql 13) #3 SQLExecute with parameters
+-- expect: dp view=age_sex_income queries=2 columns=count:20,avg:1700
+-- params: [40, 'Female']
+SELECT count(*), avg(age) FROM adult WHERE age > $1 AND sex = $2;
+
+-- title: T.5 psqlODBC (odbc-postgresql 13) #4 freeing a prepared plan
+-- expect: passthrough
+DEALLOCATE "_PLAN0x562b86c9c290";
+
+-- title: T.5 psqlODBC (odbc-postgresql 13) #5 UseDeclareFetch=1: rows through a cursor
+-- expect: passthrough, sqlstate 42501, passthrough
+BEGIN;declare "SQL_CUR0x562b86ca68e0" cursor with hold for SELECT * FROM adult;fetch 2 in "SQL_CUR0x562b86ca68e0";
+
+-- title: T.6 Perl DBD::Pg 3.16 #1 a freed server-side statement: SQL DEALLOCATE
+-- expect: passthrough
+DEALLOCATE dbdpg_p21347_1;
+
+-- title: T.7 Ruby pg 1.4 #1 PG::BasicTypeMapForResults
+-- expect: passthrough
+				SELECT t.oid, t.typname, t.typelem, t.typdelim, ti.proname AS typinput
+				FROM pg_type as t
+				JOIN pg_proc as ti ON ti.oid = t.typinput;
+
+-- title: T.7 Ruby pg 1.4 #2 SQL DEALLOCATE of a protocol-level statement
+-- expect: passthrough
+DEALLOCATE mean_age;
+
+-- title: T.8 SQLAlchemy 2 stream_results=True (psycopg2) #1 rows through a server-side cursor
+-- expect: sqlstate 42501
+DECLARE "c_7f1289eb0410_2" CURSOR WITHOUT HOLD FOR SELECT * FROM adult;
+
+-- title: T.8 SQLAlchemy 2 stream_results=True (psycopg2) #2
+-- expect: passthrough
+FETCH FORWARD 1 FROM "c_7f1289e9b410_1";
+
+-- title: T.9 psycopg 3 named cursor #1 rows
+-- expect: sqlstate 42501
+DECLARE "rows" CURSOR FOR SELECT age, sex FROM adult;
+
+-- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #1 the Inspector's columns
+-- expect: passthrough
+            SELECT a.attname,
+              pg_catalog.format_type(a.atttypid, a.atttypmod),
+              (
+                SELECT pg_catalog.pg_get_expr(d.adbin, d.adrelid)
+                FROM pg_catalog.pg_attrdef d
+                WHERE d.adrelid = a.attrelid AND d.adnum = a.attnum
+                AND a.atthasdef
+              ) AS DEFAULT,
+              a.attnotnull,
+              a.attrelid as table_oid,
+              pgd.description as comment,
+              a.attgenerated as generated,
+                              (SELECT json_build_object(
+                    'always', a.attidentity = 'a',
+                    'start', s.seqstart,
+                    'increment', s.seqincrement,
+                    'minvalue', s.seqmin,
+                    'maxvalue', s.seqmax,
+                    'cache', s.seqcache,
+                    'cycle', s.seqcycle)
+                FROM pg_catalog.pg_sequence s
+                JOIN pg_catalog.pg_class c on s.seqrelid = c."oid"
+                WHERE c.relkind = 'S'
+                AND a.attidentity != ''
+                AND s.seqrelid = pg_catalog.pg_get_serial_sequence(
+                    a.attrelid::regclass::text, a.attname
+                )::regclass::oid
+                ) as identity_options
+            FROM pg_catalog.pg_attribute a
+            LEFT JOIN pg_catalog.pg_description pgd ON (
+                pgd.objoid = a.attrelid AND pgd.objsubid = a.attnum)
+            WHERE a.attrelid = 16390
+            AND a.attnum > 0 AND NOT a.attisdropped
+            ORDER BY a.attnum;
+
+-- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #2 bar chart, COUNT(*) by sex
+-- expect: dp view=age_sex_income queries=2 columns=sex:25,count:20
+SELECT
+  sex AS sex,
+  COUNT(*) AS count
+FROM public.adult
+GROUP BY
+  sex
+ORDER BY
+  count DESC
+LIMIT 10000;
+
+-- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #3 big number, AVG(age)
+-- expect: dp view=age_sex_income queries=2 columns=AVG(age):1700
+SELECT
+  AVG(age) AS "AVG(age)"
+FROM public.adult
+LIMIT 10000;
+
+-- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #4 a filtered chart
+-- expect: dp view=age_sex_income queries=1 columns=count:20
+SELECT
+  COUNT(*) AS count
+FROM public.adult
+WHERE
+  sex = 'Female' AND age >= 30 AND age < 40
+LIMIT 10000;
+
+-- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #5 a native filter's value list
+-- expect: dp view=age_sex_income queries=0 columns=sex:25
+SELECT
+  sex AS sex
+FROM public.adult
+GROUP BY
+  sex
+ORDER BY
+  sex ASC
+LIMIT 1000;
+
+-- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #6 the explore view's column values
+-- expect: dp view=age_sex_income queries=0 columns=column_values:25
+SELECT DISTINCT sex AS column_values
+FROM public.adult
+ LIMIT 10000;
+
+-- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #7 SQL Lab, an aggregate (its LIMIT added)
+-- expect: dp view=age_sex_income queries=4 columns=sex:25,n:20,mean_age:1700
+SELECT
+  sex,
+  COUNT(*) AS n,
+  AVG(age) AS mean_age
+FROM adult
+GROUP BY
+  sex
+LIMIT 1001;
+
+-- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #8 SQL Lab, rows
+-- expect: sqlstate 42501
+SELECT
+  *
+FROM adult
+LIMIT 1001;
+
+-- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #9 a chart's samples pane
+-- expect: sqlstate 42501
+SELECT
+  age AS age,
+  workclass AS workclass,
+  fnlwgt AS fnlwgt,
+  education AS education,
+  education_num AS education_num,
+  marital_status AS marital_status,
+  occupation AS occupation,
+  relationship AS relationship,
+  race AS race,
+  sex AS sex,
+  capital_gain AS capital_gain,
+  capital_loss AS capital_loss,
+  hours_per_week AS hours_per_week,
+  native_country AS native_country,
+  income AS income
+FROM public.adult
+LIMIT 100;

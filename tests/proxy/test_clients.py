@@ -142,7 +142,7 @@ def test_psycopg3_cancel(proxy, sql: str) -> None:  # type: ignore[no-untyped-de
         assert_cancels(c, sql, c.cancel_safe)
 
 
-# -- psycopg2 + SQLAlchemy (Superset's stack) --------------------------------------------------
+# -- psycopg2 + SQLAlchemy 2 (Superset itself runs on SQLAlchemy 1.4: tests/tools) ------------
 
 
 def test_sqlalchemy_inspector_identical(proxy, pg) -> None:  # type: ignore[no-untyped-def]

@@ -37,11 +37,13 @@ def test_noisy_postprocessing_having_order_limit() -> None:
     plan = _plan(
         "SELECT race, count(*) AS n, avg(age) FROM adult GROUP BY race HAVING count(*) > 5 ORDER BY n DESC LIMIT 2"
     )
-    m = len(plan.measures)
+    # measures in canonical order: count(*), then sum(age); each row measures value / scale
+    count, total_age = plan.layouts
+    w = plan.row_width
     answers = np.zeros(plan.batch.num_queries)
     for g, total in enumerate([100, 3, 50, 7, 80]):
-        answers[g * m + 0] = total
-        answers[g * m + 1] = total * 40.5
+        answers[g * w + count.offset] = total / count.scale
+        answers[g * w + total_age.offset] = total * 40.5 / total_age.scale
     rows = rewriter.postprocess(plan, answers)
     assert [r[0] for r in rows] == ["White", "Black"]
     assert rows[0][1] == 100 and rows[0][2] == Decimal("40.5")

@@ -1,0 +1,722 @@
+"""PostgreSQL's semantics for the scalar expressions the rewriter evaluates itself.
+
+Two places evaluate SQL expressions without a database: over the *public* values of declared
+attributes (a ``CASE``, ``LIKE`` or ``floor(age / 10) * 10`` in ``WHERE``, ``GROUP BY`` or inside
+an aggregate, evaluated once per value of the domain, never per row) and over *noisy answers*
+(``round(avg(age), 1)``, ``count(*) * 100.0 / 7``, casts with a type modifier). Both follow
+PostgreSQL 16 here: the result types of operators and functions (``floor(int)`` is double
+precision, ``5 / 2`` is 2, ``1.0 / 3`` has PostgreSQL's 20 significant digits, ``round`` of a
+numeric rounds half away from zero and of a double half to even), three-valued logic and NULL
+in, NULL out. ``tests/rewriter/test_pgeval.py`` diffs every function and operator here against
+the real server.
+
+Values are Python values: ``int`` (int2/int4/int8), ``Decimal`` (numeric), ``float`` (float8),
+``str`` (text), ``bool``, ``datetime.date``, ``None`` (NULL). Types are PostgreSQL's canonical
+names (``int4``, ``numeric``, ...); ``unknown`` is an untyped string literal.
+
+An error PostgreSQL would raise for some value (division by zero, a value out of range) is
+:class:`EvalError`, with PostgreSQL's SQLSTATE; the rewriter turns it into a refusal that names
+no value (the values it evaluates over are the declared domain, which is public).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Callable, Sequence
+from decimal import ROUND_DOWN, ROUND_HALF_UP, Context, Decimal, InvalidOperation
+from functools import lru_cache
+
+INTS = ("int2", "int4", "int8")
+NUMBERS = ("int2", "int4", "int8", "numeric", "float4", "float8")
+TEXTS = ("text", "varchar", "bpchar", "unknown")
+_RANK = {"int2": 0, "int4": 1, "int8": 2, "numeric": 3, "float4": 4, "float8": 5}
+_CTX = Context(prec=1100)  # enough for PostgreSQL's display scales (at most 1000)
+_INT_RANGE = {"int2": 2**15, "int4": 2**31, "int8": 2**63}
+
+
+class EvalError(Exception):
+    """An error PostgreSQL raises for some argument values (``sqlstate``, ``message``)."""
+
+    def __init__(self, sqlstate: str, message: str) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+        self.message = message
+
+
+class TypeMismatch(Exception):
+    """No operator or function of PostgreSQL's takes these argument types (42883/42804)."""
+
+    def __init__(self, message: str, sqlstate: str = "42883") -> None:
+        super().__init__(message)
+        self.message = message
+        self.sqlstate = sqlstate
+
+
+PG_NAMES = {
+    "int2": "smallint", "int4": "integer", "int8": "bigint", "numeric": "numeric",
+    "float4": "real", "float8": "double precision", "text": "text", "varchar": "character varying",
+    "bpchar": "character", "bool": "boolean", "date": "date", "unknown": "unknown",
+    "timestamptz": "timestamp with time zone",
+}  # fmt: skip
+
+
+def sql_type(t: str) -> str:
+    return PG_NAMES.get(t, t)
+
+
+# --- types --------------------------------------------------------------------------------
+
+
+def is_number(t: str) -> bool:
+    return t in NUMBERS
+
+
+def is_text(t: str) -> bool:
+    return t in TEXTS
+
+
+def numeric_join(a: str, b: str) -> str:
+    """The common type of two numeric types (PostgreSQL's implicit casts)."""
+    if a == "float4":
+        a = "float8"
+    if b == "float4":
+        b = "float8"
+    return a if _RANK[a] >= _RANK[b] else b
+
+
+def common_type(types: Sequence[str], what: str) -> str:
+    """The type ``CASE``/``COALESCE``/``GREATEST`` resolve their branches to."""
+    known = [t for t in types if t != "unknown"]
+    if not known:
+        return "text"
+    if all(is_number(t) for t in known):
+        out = known[0]
+        for t in known[1:]:
+            out = numeric_join(out, t)
+        return out
+    if all(is_text(t) for t in known):
+        return "text" if len(set(known)) > 1 else known[0]
+    if len(set(known)) == 1:
+        return known[0]
+    raise TypeMismatch(
+        f"{what} types {' and '.join(sorted({sql_type(t) for t in known}))} cannot be matched",
+        sqlstate="42804",
+    )
+
+
+def arith_type(op: str, a: str, b: str) -> str:
+    """The result type of ``a op b`` for + - * / %."""
+    if a == "unknown" and is_number(b):
+        a = "numeric" if b not in INTS else b
+    if b == "unknown" and is_number(a):
+        b = "numeric" if a not in INTS else a
+    if is_number(a) and is_number(b):
+        t = numeric_join(a, b)
+        if op == "%" and t in ("float8",):
+            raise TypeMismatch("operator does not exist: double precision % double precision")
+        return t
+    if a == "date" and b in INTS and op in "+-":
+        return "date"
+    if b == "date" and a in INTS and op == "+":
+        return "date"
+    if a == b == "date" and op == "-":
+        return "int4"
+    raise TypeMismatch(f"operator does not exist: {sql_type(a)} {op} {sql_type(b)}")
+
+
+def comparable(a: str, b: str, op: str) -> None:
+    """Refuse comparisons PostgreSQL has no operator for, or whose answer depends on the
+    database's collation (ordering of text)."""
+    if "unknown" in (a, b):
+        return
+    if is_number(a) and is_number(b):
+        return
+    if is_text(a) and is_text(b):
+        if op not in ("=", "<>"):
+            raise TypeMismatch(
+                "ordering comparisons of text depend on the database's collation and are not "
+                "evaluated by the proxy",
+                sqlstate="0A000",
+            )
+        return
+    if a == b:
+        return
+    raise TypeMismatch(f"operator does not exist: {sql_type(a)} {op} {sql_type(b)}")
+
+
+# --- numbers ------------------------------------------------------------------------------
+
+
+def _check_int(v: int, t: str) -> int:
+    lim = _INT_RANGE.get(t)
+    if lim is not None and not -lim <= v < lim:
+        raise EvalError("22003", f"{sql_type(t)} out of range")
+    return v
+
+
+def to_decimal(v: object) -> Decimal:
+    if isinstance(v, Decimal):
+        return v
+    if isinstance(v, bool):
+        raise TypeError("a boolean is not a number")
+    if isinstance(v, int):
+        return Decimal(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise EvalError("22003", "cannot convert infinity or NaN to numeric")
+        return Decimal(repr(v))
+    raise TypeError("not a number")
+
+
+def _weight_first(d: Decimal) -> tuple[int, int]:
+    """PostgreSQL's numeric weight (base-10000 digits before the point, minus one) and first
+    base-10000 digit of ``d`` (0, 0 for zero)."""
+    if d == 0:
+        return 0, 0
+    a = abs(d)
+    adj = a.adjusted()  # exponent of the leading decimal digit
+    weight = adj // 4
+    first = int((a.scaleb(-4 * weight)).to_integral_value(rounding=ROUND_DOWN))
+    return weight, first
+
+
+def _scale(d: Decimal) -> int:
+    exp = d.as_tuple().exponent
+    return max(0, -exp) if isinstance(exp, int) else 0
+
+
+def numeric_div(a: Decimal, b: Decimal) -> Decimal:
+    """``a / b`` for numeric, rounded to PostgreSQL's result scale (select_div_scale)."""
+    if b == 0:
+        raise EvalError("22012", "division by zero")
+    w1, f1 = _weight_first(a)
+    w2, f2 = _weight_first(b)
+    qweight = w1 - w2
+    if f1 <= f2:
+        qweight -= 1
+    rscale = max(16 - qweight * 4, _scale(a), _scale(b), 0)
+    rscale = min(rscale, 1000)
+    q = _CTX.divide(a, b)
+    return unsigned_zero(
+        q.quantize(Decimal(1).scaleb(-rscale), rounding=ROUND_HALF_UP, context=_CTX)
+    )
+
+
+def unsigned_zero(d: Decimal) -> Decimal:
+    """PostgreSQL's numeric has no negative zero."""
+    return d.copy_abs() if d.is_zero() else d
+
+
+def numeric_variance(num: Decimal, den: Decimal, *, root: bool) -> Decimal:
+    """``num / den`` (and its square root for a standard deviation) at the scale PostgreSQL's
+    numeric variance and stddev give (numeric_stddev_internal: select_div_scale, then sqrt at
+    the same scale)."""
+    w1, f1 = _weight_first(num)
+    w2, f2 = _weight_first(den)
+    qweight = w1 - w2 - (1 if f1 <= f2 else 0)
+    rscale = min(max(16 - qweight * 4, _scale(num), _scale(den), 0), 1000)
+    quantum = Decimal(1).scaleb(-rscale)
+    var = _CTX.divide(num, den)
+    if root:
+        var = var.sqrt(context=_CTX)
+    return var.quantize(quantum, rounding=ROUND_HALF_UP, context=_CTX)
+
+
+def round_numeric(d: Decimal, s: int) -> Decimal:
+    """round(numeric, s): half away from zero; a negative ``s`` rounds left of the point."""
+    if s >= 0:
+        return unsigned_zero(
+            d.quantize(Decimal(1).scaleb(-s), rounding=ROUND_HALF_UP, context=_CTX)
+        )
+    q = d.scaleb(s).quantize(Decimal(1), rounding=ROUND_HALF_UP, context=_CTX).scaleb(-s)
+    return unsigned_zero(q.quantize(Decimal(1), context=_CTX))
+
+
+def trunc_numeric(d: Decimal, s: int) -> Decimal:
+    if s >= 0:
+        return unsigned_zero(d.quantize(Decimal(1).scaleb(-s), rounding=ROUND_DOWN, context=_CTX))
+    q = d.scaleb(s).quantize(Decimal(1), rounding=ROUND_DOWN, context=_CTX).scaleb(-s)
+    return unsigned_zero(q.quantize(Decimal(1), context=_CTX))
+
+
+def typmod_numeric(d: Decimal, precision: int, scale: int) -> Decimal:
+    """A cast to numeric(precision, scale): rounded half away from zero; 22003 when the
+    integer digits do not fit."""
+    r = round_numeric(d, scale)
+    digits = len(r.as_tuple().digits) - _scale(r) if r != 0 else 0
+    if digits > precision - scale:
+        raise EvalError("22003", "numeric field overflow")
+    return r
+
+
+def _num(v: object, t: str) -> object:
+    """``v`` as a value of numeric type ``t``."""
+    if t in INTS:
+        return v
+    if t == "numeric":
+        return to_decimal(v)
+    return float(v)  # type: ignore[arg-type]
+
+
+def arith(op: str, a: object, b: object, t: str) -> object:
+    """``a op b`` with result type ``t`` (from :func:`arith_type`)."""
+    if a is None or b is None:
+        return None
+    if t == "date":
+        if isinstance(a, dt.date) and isinstance(b, int):
+            days = b if op == "+" else -b
+            base = a
+        else:
+            assert isinstance(b, dt.date) and isinstance(a, int)
+            days, base = a, b
+        try:
+            return base + dt.timedelta(days=days)
+        except OverflowError:
+            raise EvalError("22008", "date out of range") from None
+    if isinstance(a, dt.date) and isinstance(b, dt.date):
+        return (a - b).days
+    x, y = _num(a, t), _num(b, t)
+    if t in INTS:
+        assert isinstance(x, int) and isinstance(y, int)
+        if op == "+":
+            return _check_int(x + y, t)
+        if op == "-":
+            return _check_int(x - y, t)
+        if op == "*":
+            return _check_int(x * y, t)
+        if y == 0:
+            raise EvalError("22012", "division by zero")
+        q = abs(x) // abs(y)
+        q = q if (x >= 0) == (y >= 0) else -q  # truncation toward zero
+        return _check_int(q, t) if op == "/" else x - y * q
+    if t == "numeric":
+        assert isinstance(x, Decimal) and isinstance(y, Decimal)
+        if op == "+":
+            return unsigned_zero(_CTX.add(x, y))
+        if op == "-":
+            return unsigned_zero(_CTX.subtract(x, y))
+        if op == "*":
+            return unsigned_zero(_CTX.multiply(x, y))
+        if op == "/":
+            return numeric_div(x, y)
+        if y == 0:
+            raise EvalError("22012", "division by zero")
+        return unsigned_zero(_CTX.remainder(x, y))
+    assert isinstance(x, float) and isinstance(y, float)
+    if op == "+":
+        return x + y
+    if op == "-":
+        return x - y
+    if op == "*":
+        return x * y
+    if y == 0.0:
+        raise EvalError("22012", "division by zero")
+    return x / y
+
+
+def negate(v: object) -> object:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        raise TypeError("a boolean cannot be negated")
+    return -v  # type: ignore[operator]
+
+
+# --- comparisons and logic ------------------------------------------------------------------
+
+
+def _comparable_values(a: object, b: object) -> tuple[object, object]:
+    if isinstance(a, Decimal) and isinstance(b, float):
+        return float(a), b
+    if isinstance(b, Decimal) and isinstance(a, float):
+        return a, float(b)
+    return a, b
+
+
+def compare(op: str, a: object, b: object) -> bool | None:
+    if a is None or b is None:
+        return None
+    x, y = _comparable_values(a, b)
+    if op == "=":
+        return bool(x == y)
+    if op == "<>":
+        return bool(x != y)
+    if op == "<":
+        return bool(x < y)  # type: ignore[operator]
+    if op == "<=":
+        return bool(x <= y)  # type: ignore[operator]
+    if op == ">":
+        return bool(x > y)  # type: ignore[operator]
+    if op == ">=":
+        return bool(x >= y)  # type: ignore[operator]
+    raise ValueError(op)
+
+
+def logic(op: str, values: Sequence[object]) -> bool | None:
+    if op == "not":
+        v = values[0]
+        return None if v is None else not v
+    if op == "and":
+        if any(v is False for v in values):
+            return False
+        return None if any(v is None for v in values) else True
+    if any(v is True for v in values):
+        return True
+    return None if any(v is None for v in values) else False
+
+
+@lru_cache(maxsize=256)
+def _like_regex(pattern: str, escape: str | None, fold: bool) -> re.Pattern[str]:
+    out = []
+    i = 0
+    esc = "\\" if escape is None else escape
+    while i < len(pattern):
+        c = pattern[i]
+        if esc and c == esc:
+            i += 1
+            if i >= len(pattern):
+                raise EvalError("22025", "LIKE pattern must not end with escape character")
+            out.append(re.escape(pattern[i]))
+        elif c == "%":
+            out.append(".*")
+        elif c == "_":
+            out.append(".")
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out), re.DOTALL | (re.IGNORECASE if fold else 0))
+
+
+def like(
+    value: object, pattern: object, *, fold: bool = False, escape: str | None = None
+) -> bool | None:
+    """``value LIKE pattern`` (``ILIKE`` with ``fold``): ``%`` any string, ``_`` one character,
+    backslash escapes."""
+    if value is None or pattern is None:
+        return None
+    if not isinstance(value, str) or not isinstance(pattern, str):
+        raise TypeError("LIKE needs text")
+    return _like_regex(pattern, escape, fold).fullmatch(value) is not None
+
+
+# --- functions ------------------------------------------------------------------------------
+
+
+def _float_round(x: float) -> float:
+    return float(round(x))  # Python rounds half to even, as rint() does
+
+
+def _text(v: object) -> str:
+    """PostgreSQL's text output of a value."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return float_text(v)
+    if isinstance(v, dt.date):
+        return v.isoformat()
+    return str(v)
+
+
+def float_text(x: float) -> str:
+    """float8 output (PostgreSQL 12+: the shortest text that reads back exactly)."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Infinity" if x > 0 else "-Infinity"
+    r = repr(x)
+    if r.endswith(".0"):
+        r = r[:-2]
+    if "e" in r:
+        mant, e = r.split("e")
+        mant = mant[:-2] if mant.endswith(".0") else mant
+        n = int(e)
+        if -4 <= n < 15:
+            return (
+                format(x, "f").rstrip("0").rstrip(".") if "." in format(x, "f") else format(x, "f")
+            )
+        r = f"{mant}e{'+' if n >= 0 else '-'}{abs(n):02d}"
+    return r
+
+
+def cast(v: object, src: str, dst: str, typmod: Sequence[int] = ()) -> object:
+    """``v::dst`` (``v`` of type ``src``), with PostgreSQL's rounding and range checks."""
+    if v is None:
+        return None
+    if dst in INTS:
+        if isinstance(v, bool):
+            return int(v)
+        if isinstance(v, int):
+            return _check_int(v, dst)
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                raise EvalError("22003", f"{sql_type(dst)} out of range")
+            return _check_int(int(_float_round(v)), dst)
+        if isinstance(v, Decimal):
+            if not v.is_finite():
+                raise EvalError("22003", f"{sql_type(dst)} out of range")
+            return _check_int(int(round_numeric(v, 0)), dst)
+        if isinstance(v, str):
+            try:
+                return _check_int(int(v.strip()), dst)
+            except ValueError:
+                raise EvalError("22P02", f"invalid input syntax for type {sql_type(dst)}") from None
+    if dst == "numeric":
+        if isinstance(v, str):
+            try:
+                d = Decimal(v.strip())
+            except InvalidOperation:
+                raise EvalError("22P02", "invalid input syntax for type numeric") from None
+        else:
+            d = to_decimal(v)
+        if len(typmod) >= 1:
+            return typmod_numeric(d, typmod[0], typmod[1] if len(typmod) > 1 else 0)
+        return d
+    if dst in ("float8", "float4"):
+        if isinstance(v, str):
+            try:
+                return float(v.strip())
+            except ValueError:
+                raise EvalError("22P02", "invalid input syntax for type double precision") from None
+        return float(v)  # type: ignore[arg-type]
+    if dst in ("text", "varchar", "bpchar"):
+        s = _text(v)
+        if typmod and dst in ("varchar", "bpchar"):
+            s = s[: typmod[0]]
+            if dst == "bpchar":
+                s = s.ljust(typmod[0])
+        return s
+    if dst == "bool":
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, int):
+            return v != 0
+        if isinstance(v, str):
+            t = v.strip().lower()
+            if t in ("t", "true", "y", "yes", "on", "1"):
+                return True
+            if t in ("f", "false", "n", "no", "off", "0"):
+                return False
+        raise EvalError("22P02", "invalid input syntax for type boolean")
+    if dst == "date":
+        if isinstance(v, dt.date):
+            return v
+        if isinstance(v, str):
+            try:
+                return dt.date.fromisoformat(v.strip())
+            except ValueError:
+                raise EvalError("22007", "invalid input syntax for type date") from None
+    raise TypeMismatch(f"cannot cast type {sql_type(src)} to {sql_type(dst)}", sqlstate="42846")
+
+
+def _extract(field: str, d: dt.date) -> Decimal:
+    f = field.lower()
+    if f == "year":
+        return Decimal(d.year)
+    if f == "month":
+        return Decimal(d.month)
+    if f == "day":
+        return Decimal(d.day)
+    if f == "quarter":
+        return Decimal((d.month - 1) // 3 + 1)
+    if f == "dow":
+        return Decimal(d.isoweekday() % 7)
+    if f == "isodow":
+        return Decimal(d.isoweekday())
+    if f == "doy":
+        return Decimal(d.timetuple().tm_yday)
+    if f == "week":
+        return Decimal(d.isocalendar()[1])
+    if f == "isoyear":
+        return Decimal(d.isocalendar()[0])
+    if f == "decade":
+        return Decimal(d.year // 10)
+    if f == "century":
+        return Decimal((d.year - 1) // 100 + 1)
+    raise EvalError("0A000", f'unit "{field}" not supported for type date')
+
+
+def _date_trunc(field: str, d: dt.date) -> dt.date:
+    f = field.lower()
+    if f == "year":
+        return d.replace(month=1, day=1)
+    if f == "quarter":
+        return d.replace(month=(d.month - 1) // 3 * 3 + 1, day=1)
+    if f == "month":
+        return d.replace(day=1)
+    if f == "week":
+        return d - dt.timedelta(days=d.weekday())
+    if f == "day":
+        return d
+    if f == "decade":
+        return d.replace(year=d.year // 10 * 10, month=1, day=1)
+    raise EvalError("22023", f'unit "{field}" not recognized for type date')
+
+
+def _width_bucket(x: object, lo: object, hi: object, n: object) -> int:
+    assert isinstance(n, int)
+    if n <= 0:
+        raise EvalError("2201G", "count must be greater than zero")
+    fx, flo, fhi = to_decimal(x), to_decimal(lo), to_decimal(hi)
+    if flo == fhi:
+        raise EvalError("2201G", "lower bound cannot equal upper bound")
+    if flo < fhi:
+        if fx < flo:
+            return 0
+        if fx >= fhi:
+            return n + 1
+        return int((fx - flo) * n / (fhi - flo)) + 1
+    if fx > flo:
+        return 0
+    if fx <= fhi:
+        return n + 1
+    return int((flo - fx) * n / (flo - fhi)) + 1
+
+
+def _floor(v: object) -> object:
+    if isinstance(v, Decimal):
+        return unsigned_zero(v.to_integral_value(rounding="ROUND_FLOOR"))
+    return float(math.floor(float(v)))  # type: ignore[arg-type]
+
+
+def _ceil(v: object) -> object:
+    if isinstance(v, Decimal):
+        return unsigned_zero(v.to_integral_value(rounding="ROUND_CEILING"))
+    return float(math.ceil(float(v)))  # type: ignore[arg-type]
+
+
+def _round(v: object, s: object = None) -> object:
+    if isinstance(v, Decimal):
+        return round_numeric(v, 0 if s is None else int(s))  # type: ignore[call-overload]
+    return _float_round(float(v))  # type: ignore[arg-type]
+
+
+def _trunc(v: object, s: object = None) -> object:
+    if isinstance(v, Decimal):
+        return trunc_numeric(v, 0 if s is None else int(s))  # type: ignore[call-overload]
+    return float(math.trunc(float(v)))  # type: ignore[arg-type]
+
+
+def _sign(v: object) -> object:
+    if isinstance(v, Decimal):
+        return Decimal(0 if v == 0 else (1 if v > 0 else -1))
+    x = float(v)  # type: ignore[arg-type]
+    return 0.0 if x == 0 else (1.0 if x > 0 else -1.0)
+
+
+def _substr(s: object, start: object, length: object = None) -> str:
+    assert isinstance(s, str) and isinstance(start, int)
+    if length is None:
+        return s[max(start - 1, 0) :]
+    assert isinstance(length, int)
+    if length < 0:
+        raise EvalError("22011", "negative substring length not allowed")
+    end = start - 1 + length
+    return s[max(start - 1, 0) : max(end, 0)]
+
+
+def _greatest(*vs: object) -> object:
+    known = [v for v in vs if v is not None]
+    return max(known, key=lambda v: _comparable_values(v, 0.0)[0]) if known else None  # type: ignore[arg-type, return-value]
+
+
+def _least(*vs: object) -> object:
+    known = [v for v in vs if v is not None]
+    return min(known, key=lambda v: _comparable_values(v, 0.0)[0]) if known else None  # type: ignore[arg-type, return-value]
+
+
+#: name -> (result type from the argument types, implementation over non-NULL arguments).
+#: ``strict`` functions return NULL when an argument is NULL (PostgreSQL's STRICT).
+Impl = Callable[..., object]
+
+
+def _t_same_number(args: Sequence[str]) -> str:
+    t = args[0]
+    if t == "unknown":
+        return "numeric"
+    if not is_number(t):
+        raise TypeMismatch("function needs a number")
+    return t
+
+
+def _t_float_or_numeric(args: Sequence[str]) -> str:
+    """floor/ceil/round/trunc/sign: numeric stays numeric, everything else is double."""
+    t = args[0]
+    if not (is_number(t) or t == "unknown"):
+        raise TypeMismatch("function needs a number")
+    return "numeric" if t in ("numeric", "unknown") else "float8"
+
+
+def _t_round2(args: Sequence[str]) -> str:
+    if args[0] in ("float8", "float4"):
+        raise TypeMismatch(
+            "function round(double precision, integer) does not exist; cast the value to numeric first"
+        )
+    if not (is_number(args[0]) or args[0] == "unknown") or args[1] not in (*INTS, "unknown"):
+        raise TypeMismatch("function round needs a number and an integer")
+    return "numeric"
+
+
+def _t_text(args: Sequence[str]) -> str:
+    if not all(is_text(a) for a in args[:1]):
+        raise TypeMismatch("function needs text")
+    return "text"
+
+
+FUNCTIONS: dict[str, tuple[Callable[[Sequence[str]], str], Impl, bool]] = {
+    "abs": (_t_same_number, abs, True),
+    "floor": (_t_float_or_numeric, _floor, True),
+    "ceil": (_t_float_or_numeric, _ceil, True),
+    "round": (lambda a: _t_round2(a) if len(a) == 2 else _t_float_or_numeric(a), _round, True),
+    "trunc": (lambda a: _t_round2(a) if len(a) == 2 else _t_float_or_numeric(a), _trunc, True),
+    "sign": (_t_float_or_numeric, _sign, True),
+    "width_bucket": (lambda a: "int4", _width_bucket, True),
+    "lower": (_t_text, lambda s: s.lower(), True),
+    "upper": (_t_text, lambda s: s.upper(), True),
+    "length": (lambda a: "int4", lambda s: len(s), True),
+    "substr": (_t_text, _substr, True),
+    "btrim": (_t_text, lambda s, c=" ": s.strip(c), True),
+    "ltrim": (_t_text, lambda s, c=" ": s.lstrip(c), True),
+    "rtrim": (_t_text, lambda s, c=" ": s.rstrip(c), True),
+    "left": (_t_text, lambda s, n: s[:n], True),
+    "right": (_t_text, lambda s, n: s[-n:] if n > 0 else (s[-n:] if n < 0 else ""), True),
+    "replace": (_t_text, lambda s, a, b: s.replace(a, b) if a else s, True),
+    "concat": (lambda a: "text", lambda *vs: "".join(_text(v) for v in vs if v is not None), False),
+    "||": (lambda a: "text", lambda x, y: _text(x) + _text(y), True),
+    "extract": (lambda a: "numeric", _extract, True),
+    "date_part": (lambda a: "float8", lambda f, d: float(_extract(f, d)), True),
+    "date_trunc": (lambda a: "timestamptz", _date_trunc, True),
+    "greatest": (lambda a: common_type(a, "GREATEST"), _greatest, False),
+    "least": (lambda a: common_type(a, "LEAST"), _least, False),
+    "mod": (lambda a: arith_type("%", a[0], a[1]), None, True),  # type: ignore[dict-item]
+}
+FUNCTIONS["ceiling"] = FUNCTIONS["ceil"]
+FUNCTIONS["char_length"] = FUNCTIONS["length"]
+FUNCTIONS["character_length"] = FUNCTIONS["length"]
+FUNCTIONS["substring"] = FUNCTIONS["substr"]
+
+
+def function_type(name: str, args: Sequence[str]) -> str:
+    """The result type of ``name(args)``; :class:`TypeMismatch` when PostgreSQL has none."""
+    entry = FUNCTIONS.get(name)
+    if entry is None:
+        raise TypeMismatch(f"function {name} is not evaluated by the proxy", sqlstate="0A000")
+    return entry[0](args)
+
+
+def call(name: str, args: Sequence[object], types: Sequence[str], result: str) -> object:
+    """``name(args)`` (argument types ``types``, result type ``result``)."""
+    _, impl, strict = FUNCTIONS[name]
+    if strict and any(a is None for a in args):
+        return None
+    if name == "mod":
+        return arith("%", args[0], args[1], result)
+    if name in ("greatest", "least"):
+        return impl(
+            *(None if a is None else _num(a, result) if is_number(result) else a for a in args)
+        )
+    try:
+        return impl(*args)
+    except (TypeError, ValueError, OverflowError, InvalidOperation):
+        raise EvalError("22023", f"invalid argument for function {name}") from None
