@@ -619,15 +619,7 @@ def _protected(
             hint="only COUNT(*)/COUNT(col)/SUM(col)/AVG(col) aggregates over declared columns are answered; "
             "zero-row probes (LIMIT 0, WHERE 1 = 0) are answered with the columns",
         )
-    logical = normalise(select, table, table_node, count_rows=count_rows)
-    plan = reduce(logical) if not logical.param_types else None
-    return DPStatement(
-        sql=piece.text,
-        prepared=logical,
-        plan=plan,
-        columns=logical.columns,
-        param_types=logical.param_types,
-    )
+    return _dp(piece, normalise(select, table, table_node, count_rows=count_rows))
 
 
 def _union(piece: Piece, tree: exp.Union, schema: Schema) -> Statement:
@@ -669,12 +661,15 @@ def _union(piece: Piece, tree: exp.Union, schema: Schema) -> Statement:
                 "every branch of a UNION over a protected table must be an aggregate"
             )
         parts.append(st.prepared)
-    logical = union_logical(parts, tree, distinct)
-    plan = reduce(logical) if not logical.param_types else None
+    return _dp(piece, union_logical(parts, tree, distinct))
+
+
+def _dp(piece: Piece, logical: Logical) -> DPStatement:
+    """The DP statement of a normalised query (planned now unless it has parameters)."""
     return DPStatement(
         sql=piece.text,
         prepared=logical,
-        plan=plan,
+        plan=reduce(logical) if not logical.param_types else None,
         columns=logical.columns,
         param_types=logical.param_types,
     )

@@ -153,20 +153,9 @@ def _merge_filter(
     merged.set("with_", None)
     merged.set("with", None)
     merged.set("from_", inner.args["from_"].copy())
-    items: list[Any] = []
-    for item in outer.expressions:
-        if isinstance(item, exp.Star) or (
-            isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
-        ):
-            items.extend(e.copy() for e in inner.expressions)
-            continue
-        new = _substitute(item, names, alias)
-        if new is None:
-            return None
-        if not isinstance(new, exp.Alias) and isinstance(item, exp.Column):
-            items.append(exp.alias_(new, exp.to_identifier(item.name, quoted=True)))
-        else:
-            items.append(new)
+    items = _project(outer, inner, names, alias)
+    if items is None:
+        return None
     merged.set("expressions", items)
     for key in ("where", "group", "having", "order"):
         node = outer.args.get(key)
@@ -210,20 +199,9 @@ def _merge_aggregate(
         outer.args.get("where") or outer.args.get("order")
     ):
         return None
-    items: list[Any] = []
-    for item in outer.expressions:
-        if isinstance(item, exp.Star) or (
-            isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
-        ):
-            items.extend(e.copy() for e in inner.expressions)
-            continue
-        new = _substitute(item, names, alias)
-        if new is None:
-            return None
-        if not isinstance(new, exp.Alias):
-            items.append(exp.alias_(new, exp.to_identifier(_name(item), quoted=True)))
-        else:
-            items.append(new)
+    items = _project(outer, inner, names, alias)
+    if items is None:
+        return None
     merged.set("expressions", items)
     where = outer.args.get("where")
     if where is not None:
@@ -247,7 +225,25 @@ def _merge_aggregate(
     return merged, None
 
 
-def _name(item: exp.Expression) -> str:
+def _project(
+    outer: exp.Select, inner: exp.Select, names: dict[str, exp.Expression], alias: str
+) -> list[Any] | None:
+    """The outer select list over the inner query's expressions (``*``: the inner's items),
+    each keeping the name it had in the outer query."""
     from .normalise import _output_name
 
-    return _output_name(item)
+    items: list[Any] = []
+    for item in outer.expressions:
+        if isinstance(item, exp.Star) or (
+            isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
+        ):
+            items.extend(e.copy() for e in inner.expressions)
+            continue
+        new = _substitute(item, names, alias)
+        if new is None:
+            return None
+        if isinstance(new, exp.Alias):
+            items.append(new)
+        else:
+            items.append(exp.alias_(new, exp.to_identifier(_output_name(item), quoted=True)))
+    return items

@@ -341,13 +341,19 @@ class _Builder:
         return attr, cast or attr.pg_type
 
     # -- values --
-    def value(self, node: exp.Expression, attr: AttributeDecl | None) -> Value:
+    def signed(self, node: exp.Expression) -> tuple[exp.Expression, str | None, bool]:
+        """A constant under casts and unary minus: the constant, the outermost cast type,
+        and whether it is negated."""
         inner, cast = self.strip_cast(node)
         neg = False
         while isinstance(inner, exp.Neg):
             neg = not neg
             inner, c2 = self.strip_cast(inner.this)
             cast = cast or c2
+        return inner, cast, neg
+
+    def value(self, node: exp.Expression, attr: AttributeDecl | None) -> Value:
+        inner, cast, neg = self.signed(node)
         if isinstance(inner, exp.Parameter | exp.Placeholder):
             idx = self.param_index(inner)
             if neg:
@@ -377,9 +383,7 @@ class _Builder:
         return v
 
     def is_value(self, node: exp.Expression) -> bool:
-        inner, _ = self.strip_cast(node)
-        while isinstance(inner, exp.Neg):
-            inner, _ = self.strip_cast(inner.this)
+        inner = self.signed(node)[0]
         return isinstance(
             inner, exp.Parameter | exp.Placeholder | exp.Null | exp.Boolean | exp.Literal
         )
@@ -399,12 +403,7 @@ class _Builder:
     def literal(self, node: exp.Expression) -> Const:
         """A constant as a typed value: integers int4/int8, decimals numeric with their
         scale, strings untyped until combined, a cast literal of its cast type."""
-        inner, cast = self.strip_cast(node)
-        neg = False
-        while isinstance(inner, exp.Neg):
-            neg = not neg
-            inner, c2 = self.strip_cast(inner.this)
-            cast = cast or c2
+        inner, cast, neg = self.signed(node)
         if isinstance(inner, exp.Parameter | exp.Placeholder):
             if neg:
                 raise _unsupported("a negated parameter", self.table)
