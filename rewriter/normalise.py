@@ -970,10 +970,6 @@ def _const_compare(op: str, a: Value, b: Value, table: TableDecl) -> bool | None
 # --- the statement ----------------------------------------------------------------------------
 
 
-def has_aggregate(select: exp.Select) -> bool:
-    return any(isinstance(n, exp.AggFunc) for n in select.walk())
-
-
 def check_clauses(select: exp.Select, table: TableDecl) -> None:
     """Refuse the clauses of a SELECT that are never answered over a protected table."""
     for key, words in (

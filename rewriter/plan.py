@@ -282,7 +282,6 @@ class Plan:
     fingerprint: Fingerprint
     layouts: tuple[Layout, ...] = ()
     ranges: tuple[tuple[tuple[float, float] | None, ...], ...] = ()
-    grouping: tuple[int, ...] = ()  # per group: GROUPING() bits (grouping sets)
     parts: tuple[Plan, ...] = ()  # a UNION: the branches, their batches stacked in ``batch``
 
     @property
@@ -495,16 +494,6 @@ def _agg(ref: AggRef, g: _Group) -> object:
     return out
 
 
-def evaluate(expr: PostExpr, key: tuple[object, ...], row: npt.NDArray[np.float64]) -> object:
-    """The value of a post-processing expression for one group of a plan without layouts
-    (each measure one row, unscaled): kept for callers that build such rows themselves."""
-    layouts = tuple(Layout(offset=j, width=1, scale=1.0) for j in range(len(row)))
-    g = _Group(
-        key=key, values=tuple(float(x) for x in row), ranges=(None,) * len(row), layouts=layouts
-    )
-    return evaluate_with(expr, lambda e: _leaf(e, g, {}))
-
-
 def _leaf(e: PostExpr, g: _Group, windows: dict[Window, object]) -> object:
     if isinstance(e, KeyRef):
         return _convert_key(g.key[e.index], e.pg_type)
@@ -513,10 +502,6 @@ def _leaf(e: PostExpr, g: _Group, windows: dict[Window, object]) -> object:
     if isinstance(e, Window):
         return windows[e]
     raise ValueError("a cell attribute in a post-processing expression")
-
-
-def _sort_key(v: object) -> object:
-    return v
 
 
 def _sort(items: Sequence[OrderItem], keys: list[list[object]]) -> list[int]:

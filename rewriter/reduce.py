@@ -431,10 +431,6 @@ class _Values:
         self._memo[expr] = arr
         return arr
 
-    def full(self, expr: PostExpr) -> npt.NDArray[np.object_]:
-        """The expression's value in every cell, flattened in C order."""
-        return np.broadcast_to(self.of(expr), self.view.domain.shape).reshape(-1)
-
 
 _UNSET = object()
 
@@ -693,7 +689,6 @@ def reduce(
     nz = np.flatnonzero(selected)
     group_cells: list[npt.NDArray[np.int64]] = []  # per group, its selected cells
     group_keys: list[tuple[object, ...]] = []
-    grouping: list[int] = []
     for one in sets:
         if one:
             combo = np.zeros(nz.shape[0], dtype=np.int64)
@@ -718,11 +713,6 @@ def reduce(
                 )
             )
             group_cells.append(nz[order[bounds[gi] : bounds[gi + 1]]])
-            grouping.append(
-                sum(1 << (len(group_by) - 1 - k) for k in range(len(group_by)) if k not in one)
-            )
-    if not group_by and not group_keys:
-        group_keys, group_cells, grouping = [()], [nz], [0]
 
     # measures: weights, scales, layout; identical measures share their rows
     asked = _asked(logical)
@@ -808,7 +798,6 @@ def reduce(
         fingerprint=_fingerprint(logical, params),
         layouts=tuple(layouts),
         ranges=tuple(tuple(r) for r in ranges),
-        grouping=tuple(grouping),
     )
 
 
