@@ -66,10 +66,14 @@ def _output_map(select: exp.Select) -> dict[str, exp.Expression] | None:
 
 
 def _substitute(
-    node: exp.Expression, names: dict[str, exp.Expression], alias: str
+    node: exp.Expression,
+    names: dict[str, exp.Expression],
+    alias: str,
+    keep: frozenset[str] = frozenset(),
 ) -> exp.Expression | None:
     """``node`` with each column of the derived table replaced by its expression; None when
-    a column is neither an output of the derived table nor (under ``*``) a table column."""
+    a column is neither an output of the derived table nor (under ``*``) a table column.
+    Unqualified names in ``keep`` (the outer query's output aliases, in its ORDER BY) stay."""
     failed = False
 
     def repl(n: exp.Expression) -> exp.Expression:
@@ -81,6 +85,8 @@ def _substitute(
             failed = True
             return n
         name = ident(n.this) if isinstance(n.this, exp.Identifier) else n.name.lower()
+        if qual is None and name in keep:
+            return n
         if name in names:
             return names[name].copy()
         if "*" in names:
@@ -90,6 +96,10 @@ def _substitute(
 
     out = node.copy().transform(repl)
     return None if failed else out
+
+
+def _aliases(select: exp.Select) -> frozenset[str]:
+    return frozenset(ident(e.args["alias"]) for e in select.expressions if isinstance(e, exp.Alias))
 
 
 def _derived(select: exp.Select) -> tuple[exp.Select, str] | None:
@@ -160,7 +170,8 @@ def _merge_filter(
     for key in ("where", "group", "having", "order"):
         node = outer.args.get(key)
         if node is not None:
-            new = _substitute(node, names, alias)
+            keep = _aliases(outer) if key == "order" else frozenset()
+            new = _substitute(node, names, alias, keep)
             if new is None:
                 return None
             merged.set(key, new)
@@ -213,7 +224,7 @@ def _merge_aggregate(
         merged.set("having", exp.Having(this=both))
     order = outer.args.get("order")
     if order is not None:
-        new_order = _substitute(order, names, alias)
+        new_order = _substitute(order, names, alias, _aliases(outer))
         if new_order is None:
             return None
         merged.set("order", new_order)

@@ -285,3 +285,11 @@ SELECT sex AS k, count(*) AS n FROM adult GROUP BY sex UNION ALL SELECT income, 
 -- title: UNION removes duplicate rows
 -- expect: dp view=age_sex_income queries=0 columns=sex:25
 SELECT sex FROM adult GROUP BY sex UNION SELECT sex FROM adult WHERE age > 50 GROUP BY sex ORDER BY 1;
+
+-- title: an outer ORDER BY an output alias over a derived table
+-- expect: dp view=age_sex_income queries=2 columns=g:25,n:20
+SELECT g, count(*) AS n FROM (SELECT sex AS g FROM adult) s GROUP BY g ORDER BY n;
+
+-- title: an outer ORDER BY an output alias over an aggregate
+-- expect: dp view=origin queries=5 columns=r:25,twice:20
+SELECT race AS r, n * 2 AS twice FROM (SELECT race, count(*) AS n FROM adult GROUP BY 1) t ORDER BY twice DESC LIMIT 3;
