@@ -25,7 +25,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from .normalise import ident
+from .normalise import _output_name, _unalias, ident
 
 
 def _is_plain_filter(select: exp.Select) -> bool:
@@ -51,8 +51,6 @@ def _is_aggregate(select: exp.Select) -> bool:
 def _output_map(select: exp.Select) -> dict[str, exp.Expression] | None:
     """The inner query's output names and the expressions they stand for (None when ``*``
     is mixed in a way that hides names)."""
-    from .normalise import _output_name, _unalias
-
     out: dict[str, exp.Expression] = {}
     for item in select.expressions:
         inner = _unalias(item)
@@ -241,8 +239,6 @@ def _project(
 ) -> list[Any] | None:
     """The outer select list over the inner query's expressions (``*``: the inner's items),
     each keeping the name it had in the outer query."""
-    from .normalise import _output_name
-
     items: list[Any] = []
     for item in outer.expressions:
         if isinstance(item, exp.Star) or (

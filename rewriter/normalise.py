@@ -54,6 +54,7 @@ from .plan import (
     PostExpr,
     Pred,
     Window,
+    nodes,
 )
 
 __all__ = ["Logical", "Param", "normalise", "union_logical"]
@@ -917,20 +918,7 @@ class _NotAValue(Exception):
 
 def _attrs_of(e: object) -> set[str]:
     """The attributes an expression of the IR reads."""
-    out: set[str] = set()
-
-    def walk(x: object) -> None:
-        if isinstance(x, AttrRef):
-            out.add(x.name)
-        elif isinstance(x, tuple):
-            for y in x:
-                walk(y)
-        elif hasattr(x, "__slots__") and not isinstance(x, str | int | float | Decimal):
-            for name in getattr(x, "__slots__", ()):
-                walk(getattr(x, name, None))
-
-    walk(e)
-    return out
+    return {n.name for n in nodes(e) if isinstance(n, AttrRef)}
 
 
 def _number(text: str) -> Fraction:

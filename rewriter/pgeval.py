@@ -187,21 +187,22 @@ def _scale(d: Decimal) -> int:
     return max(0, -exp) if isinstance(exp, int) else 0
 
 
+def _div_scale(a: Decimal, b: Decimal) -> Decimal:
+    """The quantum of ``a / b`` at PostgreSQL's numeric result scale (select_div_scale: at
+    least 16 significant digits, at least the operands' scales, at most 1000)."""
+    w1, f1 = _weight_first(a)
+    w2, f2 = _weight_first(b)
+    qweight = w1 - w2 - (1 if f1 <= f2 else 0)
+    rscale = min(max(16 - qweight * 4, _scale(a), _scale(b), 0), 1000)
+    return Decimal(1).scaleb(-rscale)
+
+
 def numeric_div(a: Decimal, b: Decimal) -> Decimal:
     """``a / b`` for numeric, rounded to PostgreSQL's result scale (select_div_scale)."""
     if b == 0:
         raise EvalError("22012", "division by zero")
-    w1, f1 = _weight_first(a)
-    w2, f2 = _weight_first(b)
-    qweight = w1 - w2
-    if f1 <= f2:
-        qweight -= 1
-    rscale = max(16 - qweight * 4, _scale(a), _scale(b), 0)
-    rscale = min(rscale, 1000)
     q = _CTX.divide(a, b)
-    return unsigned_zero(
-        q.quantize(Decimal(1).scaleb(-rscale), rounding=ROUND_HALF_UP, context=_CTX)
-    )
+    return unsigned_zero(q.quantize(_div_scale(a, b), rounding=ROUND_HALF_UP, context=_CTX))
 
 
 def unsigned_zero(d: Decimal) -> Decimal:
@@ -213,15 +214,10 @@ def numeric_variance(num: Decimal, den: Decimal, *, root: bool) -> Decimal:
     """``num / den`` (and its square root for a standard deviation) at the scale PostgreSQL's
     numeric variance and stddev give (numeric_stddev_internal: select_div_scale, then sqrt at
     the same scale)."""
-    w1, f1 = _weight_first(num)
-    w2, f2 = _weight_first(den)
-    qweight = w1 - w2 - (1 if f1 <= f2 else 0)
-    rscale = min(max(16 - qweight * 4, _scale(num), _scale(den), 0), 1000)
-    quantum = Decimal(1).scaleb(-rscale)
     var = _CTX.divide(num, den)
     if root:
         var = var.sqrt(context=_CTX)
-    return var.quantize(quantum, rounding=ROUND_HALF_UP, context=_CTX)
+    return var.quantize(_div_scale(num, den), rounding=ROUND_HALF_UP, context=_CTX)
 
 
 def round_numeric(d: Decimal, s: int) -> Decimal:
@@ -440,6 +436,16 @@ def float_text(x: float) -> str:
     return r
 
 
+def parse_bool(text: str) -> bool | None:
+    """PostgreSQL's boolean input (``t``, ``yes``, ``on``, ``1``, …); None when it is none."""
+    t = text.strip().lower()
+    if t in ("t", "true", "y", "yes", "on", "1"):
+        return True
+    if t in ("f", "false", "n", "no", "off", "0"):
+        return False
+    return None
+
+
 def cast(v: object, src: str, dst: str, typmod: Sequence[int] = ()) -> object:
     """``v::dst`` (``v`` of type ``src``), with PostgreSQL's rounding and range checks."""
     if v is None:
@@ -493,11 +499,9 @@ def cast(v: object, src: str, dst: str, typmod: Sequence[int] = ()) -> object:
         if isinstance(v, int):
             return v != 0
         if isinstance(v, str):
-            t = v.strip().lower()
-            if t in ("t", "true", "y", "yes", "on", "1"):
-                return True
-            if t in ("f", "false", "n", "no", "off", "0"):
-                return False
+            b = parse_bool(v)
+            if b is not None:
+                return b
         raise EvalError("22P02", "invalid input syntax for type boolean")
     if dst == "date":
         if isinstance(v, dt.date):

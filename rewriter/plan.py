@@ -11,10 +11,11 @@ costs no privacy.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from enum import Enum
@@ -293,6 +294,19 @@ class Plan:
         return sum(lay.width for lay in self.layouts) if self.layouts else len(self.measures)
 
 
+def nodes(e: object) -> Iterator[object]:
+    """Every node of a value of the IR (an expression, a predicate, tuples of them), in
+    pre-order, left to right."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, tuple):
+            stack.extend(reversed(x))
+        elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+            yield x
+            stack.extend(reversed([getattr(x, f.name) for f in dataclasses.fields(x)]))
+
+
 # --- evaluation --------------------------------------------------------------------------
 
 _CTX = decimal.Context(prec=28)
@@ -302,7 +316,7 @@ def _round_int(x: float) -> int:
     return int(np.rint(x))
 
 
-def coerce(value: object, pg_type: str) -> object:
+def widen(value: object, pg_type: str) -> object:
     """A value of a numeric type as a value of the wider numeric type ``pg_type``."""
     if value is None or isinstance(value, bool):
         return value
@@ -351,11 +365,9 @@ def evaluate_with(expr: PostExpr, leaf: Leaf) -> object:
     if isinstance(expr, Case):
         for cond, value in expr.whens:
             if evaluate_with(cond, leaf) is True:
-                return coerce(evaluate_with(value, leaf), expr.pg_type)
+                return widen(evaluate_with(value, leaf), expr.pg_type)
         return (
-            None
-            if expr.default is None
-            else coerce(evaluate_with(expr.default, leaf), expr.pg_type)
+            None if expr.default is None else widen(evaluate_with(expr.default, leaf), expr.pg_type)
         )
     if isinstance(expr, Cast):
         return pgeval.cast(evaluate_with(expr.arg, leaf), expr.source, expr.pg_type, expr.typmod)
@@ -376,7 +388,7 @@ def _func(expr: Func, leaf: Leaf) -> object:
         for a in expr.args:
             v = evaluate_with(a, leaf)
             if v is not None:
-                return coerce(v, expr.pg_type)
+                return widen(v, expr.pg_type)
         return None
     args = [evaluate_with(a, leaf) for a in expr.args]
     if name == "isnull":
@@ -442,14 +454,14 @@ def _agg(ref: AggRef, g: _Group) -> object:
         if not present:
             return None
         if func == "min":
-            return coerce(values[present[0]], ref.pg_type)
+            return widen(values[present[0]], ref.pg_type)
         if func == "max":
-            return coerce(values[present[-1]], ref.pg_type)
+            return widen(values[present[-1]], ref.pg_type)
         known = [values[i] for i in present]
         result = _percentile(
             known, counts[present], float(ref.fraction or 0.0), func == "percentile_cont"
         )
-        return coerce(result, ref.pg_type)
+        return widen(result, ref.pg_type)
     assert ref.count is not None
     n = max(0, _round_int(float(g.values[ref.count])))  # type: ignore[arg-type]
     if n <= 0:
@@ -460,8 +472,8 @@ def _agg(ref: AggRef, g: _Group) -> object:
         if bounds is not None:
             total = min(max(total, n * bounds[0]), n * bounds[1])
         if ref.pg_type in ("int8", "int4", "int2") or (ref.pg_type == "numeric" and ref.integral):
-            return coerce(_round_int(total), ref.pg_type)  # a SUM of integers is an integer
-        return coerce(total, ref.pg_type)
+            return widen(_round_int(total), ref.pg_type)  # a SUM of integers is an integer
+        return widen(total, ref.pg_type)
     if func == "avg":
         mean = total / n
         if bounds is not None and not bounds[0] <= mean <= bounds[1]:
@@ -526,21 +538,9 @@ def _windows(exprs: Sequence[PostExpr], groups: Sequence[_Group]) -> list[dict[W
     HAVING), as PostgreSQL computes them: partitions, then the frame up to the current row's
     last peer when the window is ordered, else the whole partition."""
     found: list[Window] = []
-
-    def walk(e: object) -> None:
-        if isinstance(e, Window):
-            if e not in found:
-                found.append(e)
-            return
-        if isinstance(e, tuple):
-            for x in e:
-                walk(x)
-            return
-        for name in getattr(e, "__slots__", ()):
-            walk(getattr(e, name))
-
-    for e in exprs:
-        walk(e)
+    for node in nodes(exprs):
+        if isinstance(node, Window) and node not in found:
+            found.append(node)
     out: list[dict[Window, object]] = [{} for _ in groups]
     for w in found:
         plain = [lambda e, g=g: _leaf(e, g, {}) for g in groups]
@@ -584,8 +584,8 @@ def _window_agg(w: Window, known: list[object], rows: int) -> object:
         return max(known)  # type: ignore[type-var]
     total: object = known[0]
     for v in known[1:]:
-        total = pgeval.arith("+", coerce(total, w.pg_type), coerce(v, w.pg_type), w.pg_type)
-    total = coerce(total, w.pg_type)
+        total = pgeval.arith("+", widen(total, w.pg_type), widen(v, w.pg_type), w.pg_type)
+    total = widen(total, w.pg_type)
     if w.func == "sum":
         return total
     if w.pg_type == "numeric":
@@ -764,16 +764,4 @@ def aggregate_errors(
 
 
 def _first_agg(e: object) -> AggRef | None:
-    if isinstance(e, AggRef):
-        return e
-    if isinstance(e, tuple):
-        for x in e:
-            got = _first_agg(x)
-            if got is not None:
-                return got
-        return None
-    for name in getattr(e, "__slots__", ()):
-        got = _first_agg(getattr(e, name, None))
-        if got is not None:
-            return got
-    return None
+    return next((n for n in nodes(e) if isinstance(n, AggRef)), None)

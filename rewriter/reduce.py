@@ -45,6 +45,7 @@ from .plan import (
     PostProcess,
     Pred,
     evaluate_with,
+    nodes,
 )
 from .schema import AttributeDecl, Kind, TableDecl, ViewDecl
 
@@ -112,11 +113,9 @@ def coerce(attr: AttributeDecl, value: object) -> object:
         if isinstance(value, bool):
             return value
         if isinstance(value, str):
-            t = value.strip().lower()
-            if t in ("t", "true", "y", "yes", "on", "1"):
-                return True
-            if t in ("f", "false", "n", "no", "off", "0"):
-                return False
+            b = pgeval.parse_bool(value)
+            if b is not None:
+                return b
         raise InvalidValueError("invalid input syntax for type boolean")
     if isinstance(value, bytes):
         try:
@@ -580,22 +579,13 @@ def _asked(logical: Logical) -> list[bool]:
     """For each measure, whether an aggregate the statement asks for is made from it; False
     for a count kept only to tell whether a SUM is NULL (over no row)."""
     asked = [False] * len(logical.measures)
-
-    def walk(e: object) -> None:
+    for e in nodes((logical.outputs, logical.having, logical.order_by)):
         if isinstance(e, AggRef):
             asked[e.value] = True
             if e.square is not None:
                 asked[e.square] = True
             if e.count is not None and e.func != "sum":
                 asked[e.count] = True
-        elif isinstance(e, tuple):
-            for x in e:
-                walk(x)
-        elif hasattr(e, "__slots__") and not isinstance(e, str):
-            for name in getattr(e, "__slots__", ()):
-                walk(getattr(e, name, None))
-
-    walk((logical.outputs, logical.having, logical.order_by))
     return asked
 
 

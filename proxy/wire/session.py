@@ -1748,21 +1748,28 @@ class Session:
         await self._quiesce()
         return sink
 
+    def _simple_execution(
+        self, sql: str, route: AnswerLocally, fields: tuple[FieldDescription, ...]
+    ) -> Execution:
+        """A simple-protocol statement's execution: no parameters, text results."""
+        return Execution(
+            statement=self._info(sql, "simple"),
+            route=route,
+            param_oids=(),
+            params=(),
+            raw_params=(),
+            param_formats=(),
+            fields=fields,
+        )
+
     async def _simple_local(self, sql: str, route: AnswerLocally) -> bool:
         if self.status == "E":
             self._send(render_error(InFailedTransaction()))
             return False
         if route.wrapper is not None:
-            execution = Execution(
-                statement=self._info(sql, "simple"),
-                route=route,
-                param_oids=(),
-                params=(),
-                raw_params=(),
-                param_formats=(),
-                fields=(),
+            msgs = await self._wrapped_answer(
+                self._simple_execution(sql, route, ()), extended=False
             )
-            msgs = await self._wrapped_answer(execution, extended=False)
             if msgs is None:
                 return False
             for msg in msgs:
@@ -1776,16 +1783,7 @@ class Session:
                 return False
             stmt.described = d
         fields = self._fields(stmt) or ()
-        execution = Execution(
-            statement=self._info(sql, "simple"),
-            route=route,
-            param_oids=(),
-            params=(),
-            raw_params=(),
-            param_formats=(),
-            fields=fields,
-        )
-        res = await self._local_result(execution, extended=False)
+        res = await self._local_result(self._simple_execution(sql, route, fields), extended=False)
         if res is None:
             return False
         rows, tag, notices = res

@@ -26,8 +26,10 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from proxy.embedded import EmbeddedPostgres
 
@@ -106,3 +108,13 @@ def demo() -> Iterator[Demo]:
                 process.wait(10)
         EmbeddedPostgres(data_dir).stop()  # in case the demo died without stopping it
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", params=["psycopg2", "psycopg"])
+def engine(request: pytest.FixtureRequest, demo: Demo) -> Iterator[Any]:
+    """A SQLAlchemy engine on the demo through the tap, over each of the two drivers."""
+    engine = sa.create_engine(demo.sqlalchemy_url(request.param))
+    try:
+        yield engine
+    finally:
+        engine.dispose()

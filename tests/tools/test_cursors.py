@@ -4,7 +4,6 @@ cursors."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -27,15 +26,6 @@ def check_grouped(demo: Demo, rows: list[Any], mark: Mark) -> None:
     for sex, (n, mean_age) in exact.items():
         near_count(got[sex][0], n, f"count of {sex}" + demo.explain(mark))
         near_avg(got[sex][1], float(mean_age), n, f"mean age of {sex}" + demo.explain(mark))
-
-
-@pytest.fixture(scope="module", params=["psycopg2", "psycopg"])
-def engine(request: pytest.FixtureRequest, demo: Demo) -> Iterator[Any]:
-    engine = sa.create_engine(demo.sqlalchemy_url(request.param))
-    try:
-        yield engine
-    finally:
-        engine.dispose()
 
 
 def test_sqlalchemy_stream_results(demo: Demo, engine: Any) -> None:

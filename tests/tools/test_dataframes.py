@@ -4,7 +4,7 @@ COPY, after a ``SELECT count(*) FROM (…) AS CXTMPTAB_COUNT`` of the result's r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -67,15 +67,6 @@ def check_refused(demo: Demo, read: Callable[[], Any]) -> None:
 
 pd = pytest.importorskip("pandas", reason="pandas is not installed (pip install -e '.[tools]')")
 sa = pytest.importorskip("sqlalchemy")
-
-
-@pytest.fixture(scope="module", params=["psycopg2", "psycopg"])
-def engine(request: pytest.FixtureRequest, demo: Demo) -> Iterator[Any]:
-    engine = sa.create_engine(demo.sqlalchemy_url(request.param))
-    try:
-        yield engine
-    finally:
-        engine.dispose()
 
 
 def test_pandas_read_sql(demo: Demo, engine: Any) -> None:
