@@ -20,7 +20,9 @@ column L1 norm.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,7 +62,7 @@ class Domain:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.attributes else 1
+        return math.prod(self.shape)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -68,6 +70,27 @@ class Domain:
 
     def axis(self, name: str) -> int:
         return self.names.index(name)
+
+    def covers(self, other: Domain) -> bool:
+        """Whether every attribute of ``other`` is one of this domain's, with as many cells
+        (a query over ``other`` is then a query over a marginal of this domain)."""
+        mine = dict(zip(self.names, self.shape, strict=True))
+        return all(mine.get(a.name) == a.size for a in other.attributes)
+
+    def marginal(self, names: Iterable[str]) -> Domain:
+        """The sub-product of the named attributes, in this domain's order."""
+        wanted = set(names)
+        if not wanted <= set(self.names):
+            raise ValueError("a marginal can only name attributes of its domain")
+        return Domain(tuple(a for a in self.attributes if a.name in wanted))
+
+    def union(self, other: Domain) -> Domain:
+        """This domain's attributes, then those of ``other`` it lacks."""
+        if not all(self.covers(Domain((a,))) for a in other.attributes if a.name in self.names):
+            raise ValueError("an attribute has another number of cells in the other domain")
+        return Domain(
+            self.attributes + tuple(a for a in other.attributes if a.name not in self.names)
+        )
 
 
 def _frozen_csr(matrix: Any) -> sp.csr_array:
@@ -149,3 +172,58 @@ class QueryBatch:
         if x.shape[0] != self.domain.size:
             raise ValueError("histogram does not match the domain")
         return np.asarray(self.matrix @ x, dtype=np.float64)
+
+    def row_keys(self) -> list[bytes]:
+        """One exact key per query row (its domain, cells and weights): equal rows over equal
+        domains have equal keys. Sparse: the cost follows the rows' nonzeros."""
+        m = self.matrix
+        head = repr(self.domain).encode()
+        data = np.ascontiguousarray(m.data + 0.0)  # -0.0 -> 0.0
+        idx = np.ascontiguousarray(m.indices.astype(np.int64))
+        out = []
+        for i in range(m.shape[0]):
+            lo, hi = int(m.indptr[i]), int(m.indptr[i + 1])
+            out.append(head + b"|" + idx[lo:hi].tobytes() + b"|" + data[lo:hi].tobytes())
+        return out
+
+
+@functools.lru_cache(maxsize=256)
+def projection(source: Domain, target: Domain) -> npt.NDArray[np.int64]:
+    """For each cell of ``target``, the cell of ``source`` (a sub-product of it) it projects to."""
+    axes = [target.axis(name) for name in source.names]
+    if not axes:
+        return np.zeros(target.size, dtype=np.int64)
+    coords = np.unravel_index(np.arange(target.size), target.shape)
+    out = np.asarray(np.ravel_multi_index([coords[ax] for ax in axes], source.shape), np.int64)
+    out.flags.writeable = False
+    return out
+
+
+def lift(batch: QueryBatch, target: Domain) -> QueryBatch:
+    """Express ``batch`` over ``target``'s domain, exactly, or raise ValueError.
+
+    An attribute of the batch's domain that ``target`` lacks must be one the queries do not
+    use (their weights are constant along it): it is dropped. An attribute of ``target`` that
+    the batch's domain lacks is summed over: column ``j`` of the lifted matrix is the column of
+    the cell that ``j`` projects to. The answer on the joint histogram then equals the answer on
+    the marginal.
+    """
+    if batch.domain == target:
+        return batch
+    sizes = dict(zip(target.names, target.shape, strict=True))
+    source = batch.domain
+    kept = [a for a in source.attributes if a.name in sizes]
+    if any(sizes[a.name] != a.size for a in kept):
+        raise ValueError("an attribute has another number of cells in the target domain")
+    matrix = batch.matrix
+    if len(kept) < len(source.attributes):
+        dense = batch.dense().reshape((batch.num_queries, *source.shape))
+        for axis in reversed(range(len(source.attributes))):
+            if source.attributes[axis].name not in sizes:
+                first = np.take(dense, [0], axis=axis + 1)
+                if not np.array_equal(dense, np.broadcast_to(first, dense.shape)):
+                    raise ValueError("the queries use an attribute outside the target domain")
+                dense = np.take(dense, 0, axis=axis + 1)
+        matrix = sp.csr_array(dense.reshape(batch.num_queries, -1))
+    proj = projection(Domain(tuple(kept)), target)
+    return QueryBatch(target, sp.csr_array(matrix[:, proj]))

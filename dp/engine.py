@@ -70,9 +70,8 @@ Every option can be set explicitly in either mode.
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
@@ -90,8 +89,9 @@ from dp.accountant import (
     make_accountant,
     noise_variance,
 )
-from dp.domain import Domain, FloatArray, QueryBatch
+from dp.domain import Domain, FloatArray, QueryBatch, lift
 from dp.errors import BudgetExhaustedError, InternalError, PrivacyParameterError
+from dp.marginals import BlockRelease, Reduction, plan_release, release_sensitivity
 from dp.noise import Sampler
 from dp.pacing import (
     Allocation,
@@ -103,8 +103,9 @@ from dp.pacing import (
     skip,
     warmup_length,
 )
-from dp.release import ROW_SPACE_RTOL, NotInRowSpaceError, Release, measure
-from dp.strategy import Strategy, l1_strategy, optimize_strategy
+from dp.pin import Pin
+from dp.release import ROW_SPACE_RTOL, Release
+from dp.strategy import Strategy
 
 AnyAccountant = BasicAccountant | GdpAccountant | PureAccountant
 
@@ -326,11 +327,12 @@ class Source(StrEnum):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EpochStarted:
-    """The epoch's configuration, its public domain and its predicted set (may be None)."""
+    """The epoch's configuration, its public domain (the product of all of the table's
+    attributes) and its predicted set: batches over marginals of the domain (may be empty)."""
 
     config: EngineConfig
     domain: Domain
-    predicted: QueryBatch | None
+    predicted: tuple[QueryBatch, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -355,9 +357,13 @@ class Charged:
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class MatrixReleased:
-    """The Matrix Mechanism release ``y = A x + noise`` (the strategy is ``release.matrix``)."""
+    """The Matrix Mechanism release, one block per predicted marginal (``dp.marginals``):
+    block ``g`` is ``y_g = A_g x_g + noise`` over its reduction's columns."""
 
-    release: Release
+    blocks: tuple[BlockRelease, ...]
+    #: A release recorded before epochs covered whole tables: one strategy over the epoch's
+    #: (then a view's) domain, read from an older ledger.
+    legacy: Release | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -422,8 +428,9 @@ class EngineState:
     fresh: int = 0
     predicted_rows: frozenset[bytes] = frozenset()
     mm_pending: bool = False
-    matrix_release: Release | None = None
-    stored: StoredInference | None = None
+    matrix_blocks: tuple[BlockRelease, ...] = ()
+    #: Default mode: GLS over every stored release, per marginal of at most REUSE_MAX_CELLS.
+    stored: Mapping[Domain, StoredInference] = field(default_factory=dict)
     answers: Mapping[str, StoredAnswer] = field(default_factory=dict)
     pending: Charged | None = None
 
@@ -464,11 +471,6 @@ class ReleaseResult:
 # fold
 
 
-def _row_keys(matrix: FloatArray) -> list[bytes]:
-    m = np.ascontiguousarray(np.asarray(matrix, dtype=np.float64) + 0.0)  # -0.0 -> 0.0
-    return [m[i].tobytes() for i in range(m.shape[0])]
-
-
 def _initial(ev: EpochStarted) -> EngineState:
     cfg = ev.config
     acct = make_accountant(
@@ -479,7 +481,7 @@ def _initial(ev: EpochStarted) -> EngineState:
     )
     total = acct.total
     f_mm, f_init, f_bad, f_res = cfg.fractions
-    has_p = ev.predicted is not None and ev.predicted.num_queries > 0 and f_mm > 0
+    has_p = any(b.num_queries > 0 for b in ev.predicted) and f_mm > 0
     if not has_p:  # no prediction: the Matrix Mechanism's share goes to the bad pool
         f_bad, f_mm = f_bad + f_mm, 0.0
     pacing = initial_pacing(
@@ -488,11 +490,9 @@ def _initial(ev: EpochStarted) -> EngineState:
         reserve=f_res * total,
         allocation=cfg.allocation_kind,
     )
-    rows: frozenset[bytes] = frozenset()
-    if ev.predicted is not None:
-        if ev.predicted.domain != ev.domain:
-            raise ValueError("the predicted set must be over the epoch's domain")
-        rows = frozenset(_row_keys(ev.predicted.dense()))
+    if not all(ev.domain.covers(b.domain) for b in ev.predicted):
+        raise ValueError("the predicted set must be over marginals of the epoch's domain")
+    rows = frozenset(k for b in ev.predicted for k in b.row_keys())
     return EngineState(
         config=cfg,
         domain=ev.domain,
@@ -502,6 +502,7 @@ def _initial(ev: EpochStarted) -> EngineState:
         predicted_rows=rows,
         mm_pending=has_p,
         answers=MappingProxyType({}),
+        stored=MappingProxyType({}),
     )
 
 
@@ -511,18 +512,30 @@ def _with_answer(state: EngineState, key: str, ans: StoredAnswer) -> Mapping[str
     return MappingProxyType(d)
 
 
-def _reuse(state: EngineState) -> bool:
-    return state.config.reuse_releases and state.domain.size <= REUSE_MAX_CELLS
-
-
 def _add_stored(
-    state: EngineState, a: FloatArray, y: FloatArray, var: FloatArray
-) -> StoredInference | None:
-    if not _reuse(state):
-        return None
-    if state.stored is None:
-        return StoredInference.of(a, y, var)
-    return state.stored.add(a, y, var)
+    state: EngineState,
+    stored: Mapping[Domain, StoredInference],
+    domain: Domain,
+    a: FloatArray,
+    y: FloatArray,
+    var: FloatArray,
+) -> Mapping[Domain, StoredInference]:
+    """``stored`` with a release over ``domain`` added (default mode, small marginals only)."""
+    if not (state.config.reuse_releases and domain.size <= REUSE_MAX_CELLS):
+        return stored
+    d = dict(stored)
+    prior = d.get(domain)
+    d[domain] = StoredInference.of(a, y, var) if prior is None else prior.add(a, y, var)
+    return MappingProxyType(d)
+
+
+def _full_strategy(block: BlockRelease) -> FloatArray:
+    """A block's strategy over its marginal's cells (zero on dropped cells)."""
+    red = block.reduction
+    out = np.zeros((block.release.matrix.shape[0], red.domain.size))
+    keep = red.groups >= 0
+    out[:, keep] = block.release.matrix[:, red.groups[keep]]
+    return out
 
 
 def apply(state: EngineState | None, event: Event) -> EngineState:
@@ -549,24 +562,32 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
     if isinstance(event, MatrixReleased):
         if state.pending is None or state.pending.pool is not Pool.MATRIX:
             raise InternalError("a release must follow its charge")
-        rel = event.release
-        return replace(
-            state,
-            matrix_release=rel,
-            stored=_add_stored(state, rel.matrix, rel.y, rel.noise_variance),
-            mm_pending=False,
-            pending=None,
-        )
+        stored = state.stored
+        blocks = event.blocks
+        if event.legacy is not None:
+            blocks = (BlockRelease(Reduction.identity(state.domain), event.legacy),)
+        for block in blocks:
+            if not state.domain.covers(block.domain):
+                raise InternalError("a released block is outside the epoch's domain")
+            rel = block.release
+            if state.config.reuse_releases and block.domain.size <= REUSE_MAX_CELLS:
+                full = _full_strategy(block)
+                stored = _add_stored(state, stored, block.domain, full, rel.y, rel.noise_variance)
+        return replace(state, matrix_blocks=blocks, stored=stored, mm_pending=False, pending=None)
     if isinstance(event, Released):
         p = state.pending
         if p is None or p.key != event.key or p.position != event.position:
             raise InternalError("a release must follow its charge")
-        stored = _add_stored(
-            state,
-            event.batch.dense(),
-            np.asarray(event.measurement, dtype=np.float64),
-            np.full(event.batch.num_queries, event.noise_variance),
-        )
+        stored = state.stored
+        if state.config.reuse_releases and event.batch.domain.size <= REUSE_MAX_CELLS:
+            stored = _add_stored(
+                state,
+                stored,
+                event.batch.domain,
+                event.batch.dense(),
+                np.asarray(event.measurement, dtype=np.float64),
+                np.full(event.batch.num_queries, event.noise_variance),
+            )
         return replace(
             state,
             stored=stored,
@@ -602,45 +623,64 @@ def fold(events: Iterable[Event]) -> EngineState:
 # start
 
 
+def as_pin(domain: Domain, data: Pin | FloatArray) -> Pin:
+    """The epoch's data as a :class:`~dp.pin.Pin` (a dense histogram over ``domain`` is
+    accepted too: small domains, tests and simulations)."""
+    if isinstance(data, Pin):
+        if data.domain != domain:
+            raise ValueError("the pinned data is not over the epoch's domain")
+        return data
+    return Pin.from_dense(domain, data)
+
+
 def start(
     config: EngineConfig,
     domain: Domain,
-    predicted: QueryBatch | None,
-    histogram: FloatArray,
+    predicted: QueryBatch | Sequence[QueryBatch] | None,
+    data: Pin | FloatArray,
     sampler: Sampler,
     *,
     strategy: Strategy | None = None,
 ) -> tuple[EngineState, tuple[Event, ...]]:
-    """Start an epoch: charge the Matrix Mechanism's share, then measure the strategy on P.
+    """Start an epoch: charge the Matrix Mechanism's share, then measure P's blocks.
 
-    ``strategy`` defaults to ``optimize_strategy(predicted.dense())``. Guarantee of the
-    measurement: see ``dp.release.measure`` (noise calibrated to the strategy's recomputed
-    sensitivity, PRIVACY-NOTES §3 gap #9). Returns the state and the events to persist; the
-    proxy persists them together (one transaction) before answering anything. ``MatrixReleased``
-    carries the :class:`~dp.release.Release` (its ``matrix``, ``y`` and ``noise_variance`` are
-    what must be stored to rebuild it).
+    ``predicted``: batches over marginals of ``domain``. The release is planned by
+    ``dp.marginals.plan_release`` (one block per maximal predicted marginal, a certified-gap
+    strategy per block, the budget split between blocks to minimise P's total expected error),
+    unless ``strategy`` is given (one block only: that strategy over the block's cells).
+    Guarantee of the measurement: every block ``g`` is measured as ``y_g = A_g x_g + Z_g``
+    with i.i.d. noise of one scale, calibrated to the sensitivity of the *whole* release,
+    recomputed from the block matrices (``dp.marginals.release_sensitivity``; add/remove-one-row
+    neighbours change one cell of every block's marginal by one): ``mu``-GDP with
+    ``mu = Delta2 / sigma`` (Gaussian) or ``epsilon``-DP with ``epsilon = Delta1 / b``
+    (Laplace). Returns the state and the events to persist; the proxy persists them together
+    (one transaction) before answering anything.
     """
-    if predicted is not None and predicted.num_queries == 0:
-        predicted = None
-    started = EpochStarted(config=config, domain=domain, predicted=predicted)
+    batches: tuple[QueryBatch, ...]
+    if predicted is None:
+        batches = ()
+    elif isinstance(predicted, QueryBatch):
+        batches = (predicted,)
+    else:
+        batches = tuple(predicted)
+    batches = tuple(b for b in batches if b.num_queries > 0)
+    started = EpochStarted(config=config, domain=domain, predicted=batches)
     state = apply(None, started)
     events: list[Event] = [started]
-    if predicted is None or not state.mm_pending:  # no P, or a split with no MM share
+    if not state.mm_pending:  # no P, or a split with no MM share
         return state, tuple(events)
-    x = np.asarray(histogram, dtype=np.float64).reshape(-1)
-    if x.shape[0] != domain.size:
-        raise ValueError("the histogram does not match the domain")
+    pin = as_pin(domain, data)
+    laplace = config.accountant_kind is AccountantKind.PURE
     if strategy is not None:
-        strat = strategy
-    elif config.accountant_kind is AccountantKind.PURE:
-        # Laplace noise scales with the L1 sensitivity: the best of the sound L1 candidates.
-        strat = l1_strategy(predicted.dense())
+        blocks = {b.domain for b in batches}
+        if len(blocks) != 1 or strategy.matrix.shape[1] != next(iter(blocks)).size:
+            raise ValueError("the strategy does not match the domain")
+        plans = [(Reduction.identity(next(iter(blocks))), strategy.matrix)]
     else:
-        strat = optimize_strategy(predicted.dense())
-    if strat.matrix.shape[1] != domain.size:
-        raise ValueError("the strategy does not match the domain")
+        plans = [(b.reduction, b.strategy) for b in plan_release(batches, laplace=laplace)]
     acct = state.accountant
-    sens = acct.sensitivity_of(strat.sensitivity_l2, strat.sensitivity_l1)
+    l2, l1 = release_sensitivity(plans)
+    sens = acct.sensitivity_of(l2, l1)
     amount = min(config.fractions[0] * acct.total, acct.remaining())
     scale = acct.noise_scale(amount, sens)
     charge = Charged(
@@ -656,8 +696,17 @@ def start(
     )
     state = apply(state, charge)  # charged before the noise is drawn
     events.append(charge)
-    rel = measure(strat, x, scale, sampler, kind=acct.noise.value)
-    mm = MatrixReleased(release=rel)
+    released = []
+    for red, a in plans:
+        x_r = red.reduce_data(pin.marginal(red.domain))
+        k = a.shape[0]
+        if acct.noise is NoiseKind.GAUSSIAN:
+            noise = np.asarray(sampler.gaussian(scale, k), dtype=np.float64).reshape(-1)
+        else:
+            noise = np.asarray(sampler.laplace(scale, k), dtype=np.float64).reshape(-1)
+        var = np.full(k, noise_variance(acct.noise, scale))
+        released.append(BlockRelease(red, Release(matrix=a, y=a @ x_r + noise, noise_variance=var)))
+    mm = MatrixReleased(blocks=tuple(released))
     state = apply(state, mm)
     events.append(mm)
     return state, tuple(events)
@@ -671,16 +720,41 @@ def _tuple(a: FloatArray) -> tuple[float, ...]:
     return tuple(float(v) for v in np.asarray(a, dtype=np.float64).reshape(-1))
 
 
+def _best(
+    state: EngineState, batch: QueryBatch, *, blocks: bool, stored: bool
+) -> tuple[FloatArray, FloatArray, Source] | None:
+    """The lowest-variance answer to every row of ``batch`` from one stored source covering
+    its marginal -- a Matrix Mechanism block, or (``stored``) the GLS over the releases of one
+    small marginal -- as ``(answers, variances, source)``; None when no source answers all
+    rows. Post-processing of released values only."""
+    best: tuple[FloatArray, FloatArray, Source] | None = None
+    if blocks:
+        for block in state.matrix_blocks:
+            if block.domain.covers(batch.domain):
+                ans, var, ok = block.solve(batch)
+                if np.all(ok) and (best is None or np.sum(var) < np.sum(best[1])):
+                    best = (ans, var, Source.MATRIX)
+    if stored:
+        for dom, inf in state.stored.items():
+            if dom.covers(batch.domain):
+                q = lift(batch, dom).dense()
+                if np.all(inf.can_answer(q)):
+                    ans, var = inf.estimate(q)
+                    if best is None or np.sum(var) < np.sum(best[1]):
+                        best = (ans, var, Source.STORED)
+    return best
+
+
 def _answered(
     state: EngineState,
     batch: QueryBatch,
-    rel: _Estimator,
+    found: tuple[FloatArray, FloatArray, Source],
     source: Source,
     *,
     b: int | None = None,
     pacing: Pacing | None = None,
 ) -> Decision:
-    ans, var = rel.estimate(batch.matrix if isinstance(rel, Release) else batch.dense())
+    ans, var, _ = found
     std = _tuple(np.sqrt(np.maximum(var, 0.0)))
     ev = Answered(
         position=state.position + 1,
@@ -695,17 +769,18 @@ def _answered(
     return Decision(kind=kind, batch=batch, events=(ev,), answers=ev.answers, std_errors=std)
 
 
-def _is_good(state: EngineState, w: FloatArray) -> bool:
-    return bool(state.predicted_rows) and all(k in state.predicted_rows for k in _row_keys(w))
+def _is_good(state: EngineState, batch: QueryBatch) -> bool:
+    return bool(state.predicted_rows) and all(k in state.predicted_rows for k in batch.row_keys())
 
 
 def decide(state: EngineState, batch: QueryBatch) -> Decision:
     """Classify ``batch`` and, for a fresh release, plan its charge (pure; see the module doc).
 
     Raises a :class:`BudgetExhaustedError` subclass (saying which limit) when the batch needs
-    fresh noise and none can be admitted; ``ValueError`` for a batch over another domain.
+    fresh noise and none can be admitted; ``ValueError`` for a batch over a marginal that is
+    not one of the epoch's domain.
     """
-    if batch.domain != state.domain:
+    if not state.domain.covers(batch.domain):
         raise ValueError("the query is not over the epoch's domain")
     if state.mm_pending:
         raise InternalError("the epoch's Matrix Mechanism release is missing")
@@ -718,8 +793,7 @@ def decide(state: EngineState, batch: QueryBatch) -> Decision:
             std_errors=prior.std_errors,
         )
     cfg = state.config
-    w = batch.dense()
-    if batch.num_queries == 0 or not np.any(w):
+    if batch.num_queries == 0 or batch.matrix.nnz == 0:
         # data-independent answer: all zeros, exactly
         zeros = tuple(0.0 for _ in range(batch.num_queries))
         ev = Answered(
@@ -733,20 +807,14 @@ def decide(state: EngineState, batch: QueryBatch) -> Decision:
             kind=DecisionKind.STORED, batch=batch, events=(ev,), answers=zeros, std_errors=zeros
         )
 
-    if _is_good(state, w):
-        rel: _Estimator | None = state.stored if cfg.reuse_releases else None
-        if rel is None:
-            rel = state.matrix_release
-        if isinstance(rel, Release):
-            # One pass: the release's estimate checks the row space itself (sparse rows).
-            with contextlib.suppress(NotInRowSpaceError):
-                return _answered(state, batch, rel, Source.MATRIX)
-        elif rel is not None and bool(np.all(rel.can_answer(w))):
-            return _answered(state, batch, rel, Source.MATRIX)
+    reuse = cfg.reuse_releases
+    if _is_good(state, batch):
+        found = _best(state, batch, blocks=True, stored=reuse)
+        if found is not None:
+            return _answered(state, batch, found, Source.MATRIX)
 
     # a bad query
-    stored = state.stored if cfg.reuse_releases else None
-    answerable = stored is not None and bool(np.all(stored.can_answer(w)))
+    known = _best(state, batch, blocks=True, stored=True) if reuse else None
     b = state.bad + 1
     skipped = skip(
         state.pacing,
@@ -759,13 +827,13 @@ def decide(state: EngineState, batch: QueryBatch) -> Decision:
     try:
         charge = _plan_charge(state, batch)
     except BudgetExhaustedError:
-        if answerable and stored is not None:  # no fresh answer possible: serve what is known
-            return _answered(state, batch, stored, Source.STORED, b=b, pacing=skipped)
+        if known is not None:  # no fresh answer possible: serve what is known
+            return _answered(state, batch, known, Source.STORED, b=b, pacing=skipped)
         raise
-    if answerable and stored is not None:
+    if known is not None:
         fresh_var = noise_variance(charge.noise, charge.scale) * batch.num_queries
-        if float(np.sum(stored.variance(w))) <= fresh_var:
-            return _answered(state, batch, stored, Source.STORED, b=b, pacing=skipped)
+        if float(np.sum(known[1])) <= fresh_var:
+            return _answered(state, batch, known, Source.STORED, b=b, pacing=skipped)
     return Decision(kind=DecisionKind.FRESH, batch=batch, events=(charge,), charge=charge)
 
 
@@ -818,7 +886,7 @@ def _plan_charge(state: EngineState, batch: QueryBatch) -> Charged:
 
 
 def release(
-    state: EngineState, decision: Decision, histogram: FloatArray, sampler: Sampler
+    state: EngineState, decision: Decision, data: Pin | FloatArray, sampler: Sampler
 ) -> ReleaseResult:
     """The answers for a decision whose events have been applied to ``state``.
 
@@ -837,9 +905,7 @@ def release(
     if c is None or state.pending != c:
         raise InternalError("the charge must be applied before the noise is drawn")
     batch = decision.batch
-    x = np.asarray(histogram, dtype=np.float64).reshape(-1)
-    if x.shape[0] != state.domain.size:
-        raise ValueError("the histogram does not match the domain")
+    x = as_pin(state.domain, data).marginal(batch.domain)
     k = batch.num_queries
     if c.noise is NoiseKind.GAUSSIAN:
         noise = np.asarray(sampler.gaussian(c.scale, k), dtype=np.float64)
@@ -849,8 +915,9 @@ def release(
     var = noise_variance(c.noise, c.scale)
     answers = _tuple(y)
     std = tuple(math.sqrt(var) for _ in range(k))
-    if state.config.reuse_releases and state.stored is not None:
-        comb = state.stored.add(batch.dense(), y, np.full(k, var))
+    prior = state.stored.get(batch.domain) if state.config.reuse_releases else None
+    if prior is not None:
+        comb = prior.add(batch.dense(), y, np.full(k, var))
         ans, v = comb.estimate(batch.dense())
         answers, std = _tuple(ans), _tuple(np.sqrt(np.maximum(v, 0.0)))
     ev = Released(
@@ -866,7 +933,7 @@ def release(
 
 
 def answer(
-    state: EngineState, batch: QueryBatch, histogram: FloatArray, sampler: Sampler
+    state: EngineState, batch: QueryBatch, data: Pin | FloatArray, sampler: Sampler
 ) -> tuple[EngineState, Decision, ReleaseResult]:
     """decide -> apply -> release -> apply, in memory (benchmarks, tests, simulations).
 
@@ -877,7 +944,7 @@ def answer(
     decision = decide(state, batch)
     for ev in decision.events:
         state = apply(state, ev)
-    result = release(state, decision, histogram, sampler)
+    result = release(state, decision, data, sampler)
     for ev in result.events:
         state = apply(state, ev)
     return state, decision, result

@@ -9,7 +9,7 @@ Pure: no I/O.
 >>> from dp.domain import Domain
 >>> from dp.engine import EngineConfig, EpochStarted
 >>> ev = EpochStarted(config=EngineConfig(epsilon=1.0, delta=1e-3, stream_length=10),
-...                   domain=Domain.of(("age", 3)), predicted=None)
+...                   domain=Domain.of(("age", 3)), predicted=())
 >>> decode_event(encode_event(ev)) == ev
 True
 """
@@ -34,6 +34,7 @@ from dp.engine import (
     Source,
 )
 from dp.errors import InternalError
+from dp.marginals import BlockRelease, Reduction
 from dp.pacing import Pacing, Pool
 from dp.release import Release
 
@@ -91,6 +92,56 @@ def _unbatch(d: dict[str, Any]) -> QueryBatch:
     return batch
 
 
+def _predicted(d: Any) -> tuple[QueryBatch, ...]:
+    """P as stored: a list of batches (an older ledger: one batch, or null)."""
+    if d is None:
+        return ()
+    if isinstance(d, dict):
+        return (_unbatch(d),)
+    return tuple(_unbatch(b) for b in d)
+
+
+def _release(r: Release) -> dict[str, Any]:
+    return {
+        "matrix": [_floats(row) for row in r.matrix],
+        "y": _floats(r.y),
+        "noise_variance": _floats(r.noise_variance),
+    }
+
+
+def _unrelease(d: dict[str, Any]) -> Release:
+    return Release(
+        matrix=np.asarray(d["matrix"], dtype=np.float64),
+        y=np.asarray(d["y"], dtype=np.float64),
+        noise_variance=np.asarray(d["noise_variance"], dtype=np.float64),
+    )
+
+
+def _block(b: BlockRelease) -> dict[str, Any]:
+    red = b.reduction
+    identity = red.num_columns == red.domain.size and bool(
+        np.array_equal(red.groups, np.arange(red.domain.size))
+    )
+    return {
+        "domain": _domain(red.domain),
+        "groups": None if identity else [int(g) for g in red.groups],
+        **_release(b.release),
+    }
+
+
+def _unblock(d: dict[str, Any]) -> BlockRelease:
+    dom = Domain.of(*((str(n), int(s)) for n, s in d["domain"]))
+    if d["groups"] is None:
+        red = Reduction.identity(dom)
+    else:
+        groups = np.asarray(d["groups"], dtype=np.intp)
+        if groups.shape != (dom.size,) or int(np.min(groups)) < -1:
+            raise InternalError("a stored block does not match its domain")
+        counts = np.bincount(groups[groups >= 0]).astype(np.float64)
+        red = Reduction(dom, groups, counts)
+    return BlockRelease(red, _unrelease(d))
+
+
 def _pacing(p: Pacing) -> dict[str, Any]:
     return {f: getattr(p, f) for f in _PACING_FIELDS}
 
@@ -114,7 +165,7 @@ def encode_event(ev: Event) -> dict[str, Any]:
             "type": "epoch_started",
             "config": _config(ev.config),
             "domain": _domain(ev.domain),
-            "predicted": None if ev.predicted is None else _batch(ev.predicted),
+            "predicted": [_batch(b) for b in ev.predicted],
         }
     if isinstance(ev, Charged):
         return {
@@ -130,13 +181,9 @@ def encode_event(ev: Event) -> dict[str, Any]:
             "pacing": _pacing(ev.pacing),
         }
     if isinstance(ev, MatrixReleased):
-        r = ev.release
-        return {
-            "type": "matrix_released",
-            "matrix": [_floats(row) for row in r.matrix],
-            "y": _floats(r.y),
-            "noise_variance": _floats(r.noise_variance),
-        }
+        if ev.legacy is not None:
+            return {"type": "matrix_released", **_release(ev.legacy)}
+        return {"type": "matrix_released", "blocks": [_block(b) for b in ev.blocks]}
     if isinstance(ev, Released):
         return {
             "type": "released",
@@ -172,7 +219,7 @@ def decode_event(d: dict[str, Any]) -> Event:
         return EpochStarted(
             config=EngineConfig(**cfg),
             domain=Domain.of(*((str(n), int(s)) for n, s in d["domain"])),
-            predicted=None if d["predicted"] is None else _unbatch(d["predicted"]),
+            predicted=_predicted(d["predicted"]),
         )
     if kind == "charged":
         return Charged(
@@ -187,13 +234,9 @@ def decode_event(d: dict[str, Any]) -> Event:
             pacing=Pacing(**d["pacing"]),
         )
     if kind == "matrix_released":
-        return MatrixReleased(
-            release=Release(
-                matrix=np.asarray(d["matrix"], dtype=np.float64),
-                y=np.asarray(d["y"], dtype=np.float64),
-                noise_variance=np.asarray(d["noise_variance"], dtype=np.float64),
-            )
-        )
+        if "blocks" not in d:  # an older ledger: one release over the epoch's domain
+            return MatrixReleased(blocks=(), legacy=_unrelease(d))
+        return MatrixReleased(blocks=tuple(_unblock(b) for b in d["blocks"]))
     if kind == "released":
         return Released(
             position=int(d["position"]),

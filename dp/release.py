@@ -136,8 +136,9 @@ class Release:
     def num_cells(self) -> int:
         return int(self.matrix.shape[1])
 
-    def _solve(self, matrix: Any) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
-        """Answers, variances, and whether each query row lies in the row space."""
+    def solve(self, matrix: Any) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+        """Answers, variances, and whether each query row lies in the row space (the answer
+        and variance of a row outside it mean nothing)."""
         f = self._factor
         if f.large:
             return _solve_large(f, matrix, self.num_cells)
@@ -169,7 +170,7 @@ class Release:
         The test is a relative residual: the part of the row outside the row space has at most
         ``ROW_SPACE_RTOL`` times the row's norm.
         """
-        return self._solve(matrix)[2]
+        return self.solve(matrix)[2]
 
     def estimate(self, matrix: Any) -> tuple[FloatArray, FloatArray]:
         """Unbiased least-squares answers to the query rows and their variances.
@@ -177,7 +178,7 @@ class Release:
         ``matrix`` is ``k x n`` (dense, scipy sparse, or one row as a vector). Raises
         :class:`NotInRowSpaceError` if any row is outside the release's row space.
         """
-        answers, variances, ok = self._solve(matrix)
+        answers, variances, ok = self.solve(matrix)
         if not np.all(ok):
             raise NotInRowSpaceError(
                 "a query outside the row space of the stored release cannot be answered from it"
@@ -186,7 +187,7 @@ class Release:
 
     def variance(self, matrix: Any) -> FloatArray:
         """Variance of each query row's estimate (``inf`` for a row outside the row space)."""
-        _, variances, ok = self._solve(matrix)
+        _, variances, ok = self.solve(matrix)
         return np.where(ok, variances, np.inf)
 
 

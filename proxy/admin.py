@@ -133,8 +133,9 @@ def release_rows(table: str, epoch: int, unit: str, history: list[LedgerEntry]) 
             pending[(ev.position, ev.key)] = (entry, ev)
         elif isinstance(ev, engine.MatrixReleased):
             got = pending.pop((0, ""), None)
-            var = ev.release.noise_variance
-            se = math.sqrt(max(float(v) for v in var)) if len(var) else None
+            rels = [b.release for b in ev.blocks] + ([ev.legacy] if ev.legacy else [])
+            var = [float(v) for r in rels for v in r.noise_variance]
+            se = math.sqrt(max(var)) if var else None
             charge = got[1].amount if got else 0.0
             row(entry, 0, "matrix release", charge, got[1].noise.value if got else None, se)
         elif isinstance(ev, engine.Released):

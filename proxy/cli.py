@@ -94,7 +94,6 @@ def _demo_config(pg: Any, data_dir: Path, port: int) -> Path:
         f'password = "{DEMO_PASSWORD}"\n\n'
         "[privacy]\n"
         "epsilon = 1.0\ndelta = 1e-3\nstream_length = 1000\n"
-        'view = "demographics"\n'
     )
     path = data_dir / "lapras.toml"
     path.write_text(text)
@@ -188,14 +187,13 @@ async def _demo_async(args: argparse.Namespace, config: Any) -> None:
             )
             print(
                 f"[4/5] Starting an epoch on adult: epsilon={cfg.epsilon}, delta={cfg.delta}, "
-                f"S={cfg.stream_length}, view {config.privacy.get('view', 'demographics')}",
+                f"S={cfg.stream_length}, over the whole table",
                 flush=True,
             )
             await _progress(
-                "      computing the histogram and releasing the Matrix Mechanism",
+                "      pinning the data and releasing the Matrix Mechanism",
                 service.start_epoch(
                     table="adult",
-                    view=str(config.privacy.get("view", "demographics")),
                     config=cfg,
                     predicted=predicted,
                     actor="lapras demo",
@@ -371,16 +369,20 @@ def _config_check(args: argparse.Namespace) -> int:
             f"{config.source}: [privacy]: a value has the wrong type",
             hint="see docs/configuration.md, section [privacy]",
         ) from None
-    views = {v.name for d in config.schema.tables.values() for v in d.views}
+    views = {v.name: v for d in config.schema.tables.values() for v in d.views}
     view = config.privacy.get("view")
     if view is not None and view not in views:
         raise ConfigError(
             f"{config.source}: privacy.view: {view!r} is not a view of any protected table",
-            hint=f"declared views: {', '.join(sorted(views)) or 'none'}",
+            hint=f"declared views: {', '.join(sorted(views)) or 'none'}; without privacy.view "
+            "an epoch covers the whole table",
         )
     if not isinstance(config.privacy.get("log_sql", False), bool):
         raise ConfigError(f"{config.source}: privacy.log_sql: must be true or false")
-    tables = ", ".join(f"{t} ({len(d.views)} views)" for t, d in config.schema.tables.items())
+    tables = ", ".join(
+        f"{t} ({len(d.attributes)} attributes, {len(d.views)} views)"
+        for t, d in config.schema.tables.items()
+    )
     print(f"{config.source}: OK")
     print(
         f"  listen {config.server.host}:{config.server.port}, auth {config.server.auth}, "
@@ -390,8 +392,15 @@ def _config_check(args: argparse.Namespace) -> int:
     print(
         f"  epoch defaults: epsilon={cfg.epsilon}, delta={cfg.delta}, S={cfg.stream_length}, "
         f"mode={cfg.mode}, accountant={cfg.accountant_kind.value}, split={cfg.split}, "
-        f"allocation={cfg.allocation}" + (f", view {view}" if view else "")
+        f"allocation={cfg.allocation}"
+        + (f", restricted to view {view}" if view else ", over the whole table")
     )
+    if view is not None:
+        print(
+            f"  note: privacy.view restricts new epochs to the columns {', '.join(views[view].names)}; "
+            "remove it (or pass --view to lapras epoch start only when wanted) for epochs over "
+            "every declared column"
+        )
     return 0
 
 
@@ -407,8 +416,9 @@ def _epoch_start(args: argparse.Namespace) -> int:
     from proxy.app import admin_service, engine_config
 
     config = _load(args)
-    decl = _table(config, args.table)
-    view = args.view or config.privacy.get("view") or decl.views[0].name
+    _table(config, args.table)  # exits with a message for an unknown table
+    view = args.view or config.privacy.get("view")
+    over = f"view {view}" if view else "the whole table"
     predicted = _statements(Path(args.predicted)) if args.predicted else []
     if args.from_prediction:
         from proxy import predicting
@@ -436,7 +446,7 @@ def _epoch_start(args: argparse.Namespace) -> int:
     async def start() -> int:
         async with admin_service(config) as service:
             return await _progress(
-                f"Computing the histogram of {args.table} over view {view} on the backend and "
+                f"Pinning {args.table} over {over} on the backend and "
                 f"releasing the Matrix Mechanism for {len(predicted)} predicted statement(s)",
                 service.start_epoch(
                     table=args.table,
@@ -450,7 +460,7 @@ def _epoch_start(args: argparse.Namespace) -> int:
 
     epoch_id = asyncio.run(start())
     print(
-        f"epoch {epoch_id} started on {args.table} (view {view}): epsilon={cfg.epsilon}, delta={cfg.delta}, "
+        f"epoch {epoch_id} started on {args.table} ({over}): epsilon={cfg.epsilon}, delta={cfg.delta}, "
         f"S={cfg.stream_length}, mode={cfg.mode}, accountant={cfg.accountant_kind.value}, "
         f"{len(predicted)} predicted statement(s)"
     )
@@ -560,6 +570,7 @@ def _epoch_close(args: argparse.Namespace) -> int:
 
 def _budget(args: argparse.Namespace) -> int:
     from proxy.app import admin_service
+    from proxy.epochs import coverage
 
     config = _load(args)
     tables = [args.table] if args.table else sorted(config.schema.tables)
@@ -602,7 +613,7 @@ def _budget(args: argparse.Namespace) -> int:
             continue
         pct = 100 * r["spent"] / r["total"] if r["total"] else 0.0
         print(
-            f"{r['table']}: epoch {r['epoch']} (view {r['view']}, started {r['started_at']} by {r['started_by']})"
+            f"{r['table']}: epoch {r['epoch']} ({coverage(r['view'])}, started {r['started_at']} by {r['started_by']})"
         )
         print(
             f"  spent {r['spent']:.6g} of {r['total']:.6g} {r['unit']} ({pct:.1f}%), reserve {r['reserve']:.4g}"
@@ -794,7 +805,8 @@ def _parser() -> argparse.ArgumentParser:
     start.add_argument("--table", required=True, help="the protected table")
     start.add_argument(
         "--view",
-        help="the view (histogram) the epoch covers (default: [privacy].view or the first declared)",
+        help="restrict the epoch to a declared view's columns (default: [privacy].view, or "
+        "none: the epoch covers every declared column of the table)",
     )
     start.add_argument(
         "--predicted", help="a .sql file of predicted statements (P), e.g. from lapras predict"

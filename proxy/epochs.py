@@ -1,9 +1,11 @@
 """Epochs at run time: start, close, and answer DP statements with the LAPRAS engine.
 
-An *epoch* covers one protected table through one declared *view* (its histogram domain). A
-statement planned over a smaller view whose attributes all belong to the epoch's view is lifted
-to the epoch's domain (a linear query over a marginal is a linear query over the joint
-histogram); a statement needing an attribute outside the epoch's view is refused with a hint.
+An *epoch* covers one protected table: its domain is the product of every declared attribute
+(or, when an administrator restricts it, of one declared view's), never materialised. Its data
+is pinned once, sparse (:mod:`dp.pin`: one ordinary ``GROUP BY`` statement on the backend),
+and every statement's batch is over the marginal of the columns it uses, answered from that
+marginal of the pin. Only an epoch restricted to a view refuses a statement using a column
+outside it (with a hint).
 
 The flow of one answer (ARCHITECTURE.md §3 steps 4-6):
 
@@ -14,8 +16,9 @@ The flow of one answer (ARCHITECTURE.md §3 steps 4-6):
    fresh answer only); append the released answer (it is stored, so a repeat never draws new
    noise); apply everything to the state.
 
-Every check that can fail (no epoch, attributes outside the view, budget refusals) happens
-before the data is touched. The engine's work runs in the event loop: it is milliseconds.
+Every check that can fail (no epoch, attributes outside a restricted epoch, budget refusals)
+happens before the data is touched. The engine's work runs in the event loop: it is
+milliseconds (a marginal is computed from the pin the first time it is asked, then cached).
 
 A closed epoch stops being answered at once, repeats included (:mod:`proxy.epoch_watch`): with
 a watch, an epoch is loaded into memory only under its shared watch lock and after re-reading
@@ -29,23 +32,19 @@ epoch is noticed at the next charge or reload only.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
 import psycopg
-import scipy.sparse as sp
 
 import rewriter
 from dp import engine
-from dp.domain import Domain, FloatArray, QueryBatch
+from dp.domain import Domain, QueryBatch
 from dp.errors import LaprasError
 from dp.noise import Sampler
+from dp.pin import Pin
 from proxy.epoch_watch import CLOSE_WAIT, Watch, WatchUnavailableError
 from proxy.ledger import ClosedEpoch, EpochLockedError, EpochRow, Ledger, conflict_error
 
@@ -67,46 +66,13 @@ class OutsideEpochViewError(LaprasError):
     sqlstate = "0A000"
 
 
-@functools.lru_cache(maxsize=64)
-def _projection(source: Domain, target: Domain) -> npt.NDArray[np.int64]:
-    """For each cell of ``target``, the cell of ``source`` (a sub-product of it) it projects to."""
-    coords = np.unravel_index(np.arange(target.size), target.shape)
-    axes = [target.axis(name) for name in source.names]
-    if not axes:
-        return np.zeros(target.size, dtype=np.int64)
-    return np.asarray(
-        np.ravel_multi_index([coords[ax] for ax in axes], source.shape), dtype=np.int64
-    )
+#: The ``view_name`` of an epoch over the whole table (not restricted to a declared view).
+WHOLE_TABLE = "*"
 
 
-def lift(batch: QueryBatch, target: Domain) -> QueryBatch:
-    """Express ``batch`` over ``target``'s domain, exactly, or raise ValueError.
-
-    An attribute of the batch's domain that ``target`` lacks must be one the queries do not
-    use (their weights are constant along it): it is dropped. An attribute of ``target`` that
-    the batch's domain lacks is summed over: column ``j`` of the lifted matrix is the column of
-    the cell that ``j`` projects to. The answer on the joint histogram then equals the answer on
-    the marginal.
-    """
-    if batch.domain == target:
-        return batch
-    sizes = dict(zip(target.names, target.shape, strict=True))
-    source = batch.domain
-    kept = [a for a in source.attributes if a.name in sizes]
-    if any(sizes[a.name] != a.size for a in kept):
-        raise ValueError("an attribute has another number of cells in the target domain")
-    matrix = batch.matrix
-    if len(kept) < len(source.attributes):
-        dense = batch.dense().reshape((batch.num_queries, *source.shape))
-        for axis in reversed(range(len(source.attributes))):
-            if source.attributes[axis].name not in sizes:
-                first = np.take(dense, [0], axis=axis + 1)
-                if not np.array_equal(dense, np.broadcast_to(first, dense.shape)):
-                    raise ValueError("the queries use an attribute outside the target domain")
-                dense = np.take(dense, 0, axis=axis + 1)
-        matrix = sp.csr_array(dense.reshape(batch.num_queries, -1))
-    proj = _projection(Domain(tuple(kept)), target)
-    return QueryBatch(target, sp.csr_array(matrix[:, proj]))
+def coverage(view_name: str) -> str:
+    """What an epoch covers, in words: ``whole table`` or ``view NAME``."""
+    return "whole table" if view_name == WHOLE_TABLE else f"view {view_name}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,11 +88,11 @@ class Answer:
 
 @dataclass(slots=True)
 class EpochHandle:
-    """One active epoch in this process: its pinned histogram and its folded state."""
+    """One active epoch in this process: its pinned data and its folded state."""
 
     row: EpochRow
     domain: Domain
-    histogram: FloatArray
+    pin: Pin
     state: engine.EngineState
     seq: int
     lock: asyncio.Lock
@@ -174,8 +140,6 @@ class EpochService:
         self._generation = 0
         if watch is not None:
             watch.subscribe(self._epoch_closed, self._watch_lost)
-        # Lifting a batch onto a large view costs milliseconds; repeats must not pay it again.
-        self._lifted: OrderedDict[tuple[str, Domain], QueryBatch] = OrderedDict()
         self._loading = asyncio.Lock()
 
     # -- admin ---------------------------------------------------------------------------------
@@ -189,21 +153,42 @@ class EpochService:
             )
         return decl
 
-    async def exact_histogram(self, table: str, view: str) -> FloatArray:
-        """One pass over the protected table on the backend (the aggregator role)."""
+    def attributes(self, table: str, view: str | None) -> tuple[str, ...] | None:
+        """The attributes an epoch covers: None for the whole table, else the view's."""
         decl = self.table(table)
-        sql = rewriter.histogram_sql(self.schema, decl.name, view)
-        async with await psycopg.AsyncConnection.connect(self.aggregator_dsn) as conn:
-            cur = await conn.execute(sql)
-            rows = await cur.fetchall()
-        return rewriter.histogram_from_rows(self.schema, decl.name, view, rows)
+        if view is None or view == WHOLE_TABLE:
+            return None
+        views = {v.name: v for v in decl.views}
+        if view not in views:
+            raise NoActiveEpochError(
+                f"table {decl.name} has no view {view}",
+                hint=f"views: {', '.join(views) or 'none'}; without a view an epoch covers "
+                "the whole table",
+            )
+        names: tuple[str, ...] = views[view].names
+        return names
 
-    def predicted_batch(
-        self, table: str, view: str, statements: Sequence[str]
-    ) -> QueryBatch | None:
-        """The predicted set P over the view's domain, from SQL statements (one batch each)."""
+    async def pin(self, table: str, attributes: Sequence[str] | None) -> Pin:
+        """Pin the table's data: one statement on the backend (the aggregator role), read
+        with a binary COPY (fixed-width tuples, parsed in one pass)."""
         decl = self.table(table)
-        domain = next(v.domain for v in decl.views if v.name == view)
+        domain = rewriter.pin_domain(self.schema, decl.name, attributes)
+        sql = rewriter.pin_sql(self.schema, decl.name, attributes)
+        buf = bytearray()
+        async with await psycopg.AsyncConnection.connect(self.aggregator_dsn) as conn:
+            cur = conn.cursor()
+            async with cur.copy(f"COPY ({sql}) TO STDOUT (FORMAT binary)") as copy:
+                async for data in copy:
+                    buf += data
+        pin = await asyncio.to_thread(rewriter.pin_from_copy, domain, bytes(buf))
+        del buf
+        return pin
+
+    def predicted_batches(
+        self, table: str, domain: Domain, statements: Sequence[str]
+    ) -> tuple[QueryBatch, ...]:
+        """The predicted set P from SQL statements: one batch each, over its marginal."""
+        decl = self.table(table)
         batches = []
         for sql in statements:
             for st in rewriter.classify(sql, self.schema):
@@ -212,44 +197,41 @@ class EpochService:
                     and st.plan is not None
                     and st.plan.table.split(".")[-1] == decl.name
                 ):
-                    try:
-                        batches.append(lift(st.plan.batch, domain))
-                    except ValueError:
+                    if domain.covers(st.plan.batch.domain):
+                        batches.append(st.plan.batch)
+                    else:
                         log.warning(
-                            "a predicted statement is outside view %s and was skipped", view
+                            "a predicted statement is outside the epoch's view and was skipped"
                         )
-        return QueryBatch.stack(batches) if batches else None
+        return tuple(batches)
 
     async def start_epoch(
         self,
         *,
         table: str,
-        view: str,
+        view: str | None = None,
         config: engine.EngineConfig,
         predicted: Sequence[str] = (),
         actor: str,
         reason: str = "",
     ) -> int:
-        """Start an epoch: pin the histogram, release P through the Matrix Mechanism, persist."""
+        """Start an epoch over the whole table (or one declared view): pin the data, release
+        P through the Matrix Mechanism, persist."""
         decl = self.table(table)
-        views = {v.name: v for v in decl.views}
-        if view not in views:
-            raise NoActiveEpochError(
-                f"table {decl.name} has no view {view}", hint=f"views: {', '.join(views)}"
-            )
+        attributes = self.attributes(decl.name, view)
         if await self.ledger.active_epoch(decl.name) is not None:
             raise conflict_error(decl.name)
-        domain = views[view].domain
-        batch = self.predicted_batch(decl.name, view, predicted)
-        histogram = await self.exact_histogram(decl.name, view)
+        domain = rewriter.pin_domain(self.schema, decl.name, attributes)
+        batches = self.predicted_batches(decl.name, domain, predicted)
+        pin = await self.pin(decl.name, attributes)
         _, events = await asyncio.to_thread(
-            engine.start, config, domain, batch, histogram, self._sampler()
+            engine.start, config, domain, batches, pin, self._sampler()
         )
         return await self.ledger.create_epoch(
             table=decl.name,
-            view=view,
+            view=WHOLE_TABLE if attributes is None else str(view),
             config=config,
-            histogram=histogram,
+            pin=pin,
             events=events,
             actor=actor,
             reason=reason,
@@ -358,13 +340,13 @@ class EpochService:
                     return None
             events = await self.ledger.events(row.id)
             state = engine.fold(ev for _, ev in events)  # type: ignore[misc]
-            histogram = await self.ledger.histogram(row.id, row.view_name)
+            pin = await self.ledger.pinned(row.id, row.view_name, state.domain)
             if row.id in self._closed_ids or generation != self._generation:
                 return None
             handle = EpochHandle(
                 row=row,
                 domain=state.domain,
-                histogram=histogram,
+                pin=pin,
                 state=state,
                 seq=events[-1][0] if events else 0,
                 lock=asyncio.Lock(),
@@ -389,13 +371,13 @@ class EpochService:
                     f"no privacy epoch is active for table {table}",
                     hint=f"an administrator starts one with: lapras epoch start --table {table}",
                 )
-            try:
-                batch = self._lift(plan.batch, handle.domain)
-            except ValueError:
+            batch = plan.batch
+            if not handle.domain.covers(batch.domain):
                 raise OutsideEpochViewError(
                     f"the active epoch on {table} answers questions about {', '.join(handle.domain.names)} only",
-                    hint="use only those columns, or ask an administrator for an epoch over a view with the others",
-                ) from None
+                    hint="use only those columns, or ask an administrator for an epoch over "
+                    "the whole table (lapras epoch start without --view)",
+                )
             async with handle.lock:
                 if handle.dropped:
                     continue  # closed (or the watch lost) while this statement waited: reload
@@ -418,11 +400,7 @@ class EpochService:
         handle = self._handles.get(plan.table.split(".")[-1])
         if handle is None:
             return None
-        try:
-            batch = self._lift(plan.batch, handle.domain)
-        except ValueError:
-            return None
-        return self._repeat(handle, batch)
+        return self._repeat(handle, plan.batch)
 
     @staticmethod
     def _repeat(handle: EpochHandle, batch: QueryBatch) -> Answer | None:
@@ -438,18 +416,6 @@ class EpochService:
             status=handle.status(),
         )
 
-    def _lift(self, batch: QueryBatch, domain: Domain) -> QueryBatch:
-        key = (batch.key, domain)
-        hit = self._lifted.get(key)
-        if hit is None:
-            hit = lift(batch, domain)
-            self._lifted[key] = hit
-            if len(self._lifted) > 4096:
-                self._lifted.popitem(last=False)
-        else:
-            self._lifted.move_to_end(key)
-        return hit
-
     async def _answer_exclusively(self, handle: EpochHandle, batch: QueryBatch) -> Answer:
         async with self.ledger.exclusive(handle.row.id, handle.seq) as tx:
             state = handle.state
@@ -464,7 +430,7 @@ class EpochService:
                 state = engine.apply(state, ev)
             handle.state, handle.seq = state, tx.seq
             # The charge is committed: only now is the noise drawn.
-            result = engine.release(state, decision, handle.histogram, self._sampler())
+            result = engine.release(state, decision, handle.pin, self._sampler())
             await tx.append(result.events)
             for ev in result.events:
                 state = engine.apply(state, ev)

@@ -9,8 +9,9 @@ Tables (created and migrated by :func:`migrate`; versioned, idempotent):
   (``dp.engine`` events encoded by :mod:`dp.engine_codec` as JSON). The engine's state is the fold of
   these events. The Matrix Mechanism release and every online answer are events too: they are
   the stored releases, never re-drawn.
-- ``lapras.histograms``: the exact histogram of the epoch's view, computed once at the start and
-  pinned, so every proxy and every restart answers from the same snapshot.
+- ``lapras.histograms``: the epoch's pinned data (``dp.pin``: the sparse exact histogram over
+  the whole table's domain), computed once at the start, so every proxy and every restart
+  answers from the same snapshot.
 - ``lapras.query_log``, ``lapras.predictions``, ``lapras.admin_log``: the query log the
   predictor reads, its outputs, and the admin acts.
 
@@ -42,9 +43,11 @@ import numpy as np
 import psycopg
 
 from dp import engine_codec
-from dp.domain import FloatArray
+from dp.domain import Domain
 from dp.engine import EngineConfig
 from dp.errors import LaprasError
+from dp.pin import MAGIC as PIN_MAGIC
+from dp.pin import Pin
 from proxy.epoch_watch import CHANNEL, CLOSE_WAIT, EpochWatch, Watch, confirm_close, holders
 
 #: Versioned migrations; each runs once, in order, in one transaction.
@@ -108,9 +111,9 @@ MIGRATIONS: tuple[str, ...] = (
         details     json NOT NULL
     );
     """,
-    # A pinned histogram is stored uncompressed and out of line: its size is then 8 bytes per
-    # cell of a public domain, never a function of the data (TOAST compression of a sparse
-    # histogram would shrink it by an amount that depends on the counts).
+    # A pin is stored uncompressed and out of line: its size is then a function of the domain
+    # and of its padded size class only (dp.pin), never of the counts (TOAST compression would
+    # shrink it by an amount that depends on them).
     """
     ALTER TABLE lapras.histograms ALTER COLUMN cells SET STORAGE EXTERNAL;
     """,
@@ -225,7 +228,7 @@ class Ledger(Protocol):
         table: str,
         view: str,
         config: EngineConfig,
-        histogram: FloatArray,
+        pin: Pin,
         events: Sequence[object],
         actor: str,
         reason: str,
@@ -243,7 +246,7 @@ class Ledger(Protocol):
         """A new, unstarted watch on this ledger's store (one per proxy process)."""
         ...
 
-    async def histogram(self, epoch_id: int, view: str) -> FloatArray: ...
+    async def pinned(self, epoch_id: int, view: str, domain: Domain) -> Pin: ...
 
     async def events(self, epoch_id: int, after: int = 0) -> list[tuple[int, object]]: ...
 
@@ -266,13 +269,11 @@ def decode(payload: str) -> Any:
     return engine_codec.decode_event(json.loads(payload))
 
 
-def histogram_bytes(histogram: FloatArray) -> bytes:
-    """A pinned histogram as stored: little-endian float64, byte-exact."""
-    return np.ascontiguousarray(np.asarray(histogram, dtype="<f8")).tobytes()
-
-
-def histogram_from_bytes(cells: bytes) -> FloatArray:
-    return np.frombuffer(cells, dtype="<f8").astype(np.float64)
+def pin_from_bytes(domain: Domain, cells: bytes) -> Pin:
+    """A stored pin (or the dense little-endian float64 histogram an older epoch stored)."""
+    if cells.startswith(PIN_MAGIC):
+        return Pin.from_bytes(domain, cells)
+    return Pin.from_dense(domain, np.frombuffer(cells, dtype="<f8").astype(np.float64))
 
 
 def _row(r: Sequence[Any]) -> EpochRow:
@@ -376,7 +377,7 @@ class PgLedger:
         table: str,
         view: str,
         config: EngineConfig,
-        histogram: FloatArray,
+        pin: Pin,
         events: Sequence[object],
         actor: str,
         reason: str,
@@ -396,7 +397,7 @@ class PgLedger:
             epoch_id = int(row[0])
             await self._conn.execute(
                 "INSERT INTO lapras.histograms (epoch_id, view_name, cells) VALUES (%s, %s, %s)",
-                (epoch_id, view, histogram_bytes(histogram)),
+                (epoch_id, view, pin.to_bytes()),
             )
             tx = _PgTransaction(self._conn, epoch_id, 0, [])
             await tx.append(events)
@@ -479,7 +480,7 @@ class PgLedger:
             raise ValueError("a watch needs the ledger's DSN (PgLedger.connect)")
         return EpochWatch(self._dsn)
 
-    async def histogram(self, epoch_id: int, view: str) -> FloatArray:
+    async def pinned(self, epoch_id: int, view: str, domain: Domain) -> Pin:
         async with self._locked():
             cur = await self._conn.execute(
                 "SELECT cells FROM lapras.histograms WHERE epoch_id = %s AND view_name = %s",
@@ -488,7 +489,7 @@ class PgLedger:
             row = await cur.fetchone()
         if row is None:
             raise LookupError("the epoch has no pinned histogram")
-        return histogram_from_bytes(bytes(row[0]))
+        return pin_from_bytes(domain, bytes(row[0]))
 
     async def events(self, epoch_id: int, after: int = 0) -> list[tuple[int, object]]:
         async with self._locked():

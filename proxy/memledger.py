@@ -3,8 +3,8 @@
 For tests and for the ledger contract test (``tests/ledger/test_contract.py``), which runs the
 same checks against both. It keeps what PostgreSQL keeps, in the same form: events are stored
 as the JSON text of :func:`proxy.ledger.encode` and decoded on every read (so an event that does
-not round-trip fails here exactly as it would in PostgreSQL), histograms as little-endian
-float64 bytes. Several :class:`MemLedger` handles may share one :class:`MemStore`, like several
+not round-trip fails here exactly as it would in PostgreSQL), pins in their stored form
+(``dp.pin.Pin.to_bytes``). Several :class:`MemLedger` handles may share one :class:`MemStore`, like several
 proxy processes sharing one backend; :meth:`MemLedger.exclusive` then serialises them on the
 epoch (an :class:`asyncio.Lock` per epoch, the analogue of the epoch's advisory lock).
 :class:`MemWatch` is the analogue of :class:`proxy.epoch_watch.EpochWatch` on a store:
@@ -25,8 +25,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dp import engine_codec
-from dp.domain import FloatArray
+from dp.domain import Domain
 from dp.engine import EngineConfig
+from dp.pin import Pin
 from proxy.epoch_watch import CLOSE_WAIT, WatchUnavailableError
 from proxy.ledger import (
     AdminEntry,
@@ -37,8 +38,7 @@ from proxy.ledger import (
     conflict_error,
     decode,
     encode,
-    histogram_bytes,
-    histogram_from_bytes,
+    pin_from_bytes,
 )
 
 
@@ -166,14 +166,14 @@ class MemLedger:
         table: str,
         view: str,
         config: EngineConfig,
-        histogram: FloatArray,
+        pin: Pin,
         events: Sequence[object],
         actor: str,
         reason: str,
     ) -> int:
         config_json = json.dumps(engine_codec.encode_config(config), allow_nan=False)
         encoded = [encode(ev) for ev in events]  # fail before anything is written
-        cells = histogram_bytes(histogram)
+        cells = pin.to_bytes()
         if self._active(table) is not None:
             raise conflict_error(table)
         epoch_id = self.store.next_id
@@ -251,11 +251,11 @@ class MemLedger:
         """A new, unstarted watch on this ledger's store."""
         return MemWatch(self.store)
 
-    async def histogram(self, epoch_id: int, view: str) -> FloatArray:
+    async def pinned(self, epoch_id: int, view: str, domain: Domain) -> Pin:
         e = self.store.epochs.get(epoch_id)
         if e is None or view not in e.histograms:
             raise LookupError("the epoch has no pinned histogram")
-        return histogram_from_bytes(e.histograms[view])
+        return pin_from_bytes(domain, e.histograms[view])
 
     async def events(self, epoch_id: int, after: int = 0) -> list[tuple[int, object]]:
         e = self.store.epochs.get(epoch_id)

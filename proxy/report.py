@@ -30,6 +30,7 @@ from typing import Any
 from dp import engine
 from dp.errors import LaprasError
 from dp.pacing import Pool, b_hat
+from proxy.epochs import coverage
 from proxy.ledger import EpochRow, PgLedger
 
 #: The PNG's size: FIGSIZE inches at DPI dots per inch.
@@ -299,7 +300,7 @@ def png_bytes(tl: Timeline, title: str) -> bytes:
 
 
 def title_of(row: EpochRow) -> str:
-    return f"LAPRAS epoch {row.id} on {row.table_name} (view {row.view_name})"
+    return f"LAPRAS epoch {row.id} on {row.table_name} ({coverage(row.view_name)})"
 
 
 def render_html(row: EpochRow, tl: Timeline, png: bytes) -> str:
@@ -307,7 +308,7 @@ def render_html(row: EpochRow, tl: Timeline, png: bytes) -> str:
     st, cfg = tl.status, tl.config
     e = html.escape
     facts: Sequence[tuple[str, str]] = (
-        ("table", f"{row.table_name} (view {row.view_name})"),
+        ("table", f"{row.table_name} ({coverage(row.view_name)})"),
         ("status", row.status + (f", closed {row.closed_at}" if row.closed_at else "")),
         (
             "started",

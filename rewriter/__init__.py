@@ -12,12 +12,13 @@ The public API, all the proxy needs::
             case DPStatement(plan=plan):         # answer plan.batch with the DP engine, then
                 rows = postprocess(plan, noisy_answers)
 
-    histogram_sql(schema, "adult", view)         # the aggregator's one-pass histogram query
-    histogram_from_rows(schema, "adult", view, rows)   # -> dense float64 vector
+    pin_sql(schema, "adult")                     # the aggregator's one statement that pins the data
+    pin_from_copy(domain, data)                  # its binary COPY output -> a dp.pin.Pin
     fingerprint(st, params)                      # template + bindings + key (query log)
 
 ``DPStatement.columns`` (name, type OID) and ``param_types`` are known before binding, for
-Describe. A :class:`Plan` holds the table, the view, the ``dp.domain.Domain``, one
+Describe. A :class:`Plan` holds the table, the marginal it is over (``view``, named by its
+attributes), its ``dp.domain.Domain``, one
 ``dp.domain.QueryBatch`` with every linear query, the output columns, the group keys per row
 and the post-processing; no sqlglot node crosses into ``dp``. See docs/sql.md.
 
@@ -25,7 +26,7 @@ and the post-processing; no sqlglot node crosses into ``dp``. See docs/sql.md.
 >>> [st] = classify("SELECT sex, count(*) FROM adult WHERE age BETWEEN 30 AND 39 GROUP BY 1",
 ...                 load_schema("sql_fixtures/adult/lapras.toml"))  # doctest: +SKIP
 >>> st.plan.view, st.plan.batch.num_queries, st.plan.group_keys  # doctest: +SKIP
-('age_sex_income', 2, (('Female',), ('Male',)))
+('(age, sex)', 2, (('Female',), ('Male',)))
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from .errors import (
     UnsupportedError,
 )
 from .guard import may_name_protected
-from .histogram import histogram_from_rows, histogram_sql
+from .histogram import pin_domain, pin_from_copy, pin_from_rows, pin_sql
 from .plan import (
     Fingerprint,
     Measure,
@@ -95,10 +96,12 @@ __all__ = [
     "bind",
     "classify",
     "fingerprint",
-    "histogram_from_rows",
-    "histogram_sql",
     "load_schema",
     "may_name_protected",
     "parse_schema",
+    "pin_domain",
+    "pin_from_copy",
+    "pin_from_rows",
+    "pin_sql",
     "postprocess",
 ]

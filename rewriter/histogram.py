@@ -1,35 +1,41 @@
-"""The aggregator's SQL for a view's exact histogram, and its rows as a dense vector.
+"""The aggregator's SQL that pins an epoch's data, and its result as a :class:`dp.pin.Pin`.
 
-One pass on the backend: every row is mapped to its cell index (C order over the view's
-attributes, NULL as the last cell of a nullable attribute) and PostgreSQL groups by it. Rows
-with a value outside the declared domain get no index and are not counted (the declaration
-is the public domain; document such rows as out of scope).
+One ordinary statement (so that a distributed PostgreSQL-compatible engine behind the proxy --
+Citus, Greenplum, Redshift -- can push it down): the inner ``GROUP BY`` over the raw declared
+columns is the heavy scan, exactly PostgreSQL's own; the outer query maps each distinct value
+combination to its cells (C order per attribute, NULL as the last cell of a nullable
+attribute; ``-1`` for a value outside the declared domain) and sums the counts. At most one
+result row per row of the table, usually far fewer.
 
 >>> from rewriter.schema import parse_schema
 >>> s = parse_schema('''
 ... [tables.t.columns]
 ... a = "integer"
+... b = "text"
 ... [tables.t.attributes.a]
 ... kind = "integer"
 ... min = 0
 ... max = 9
-... [tables.t.views]
-... v = ["a"]
+... [tables.t.attributes.b]
+... kind = "categorical"
+... values = ["x", "y"]
 ... ''', "x")
->>> print(histogram_sql(s, "t", "v"))
-SELECT cell, count(*) AS n FROM (SELECT ((CASE WHEN "a" BETWEEN 0 AND 9 THEN ("a" - 0) END))::int8 AS cell FROM "public"."t") AS cells WHERE cell IS NOT NULL GROUP BY cell
+>>> print(pin_sql(s, "t"))
+SELECT coalesce(c0, -1)::int4, coalesce(c1, -1)::int4, sum(n)::int8 FROM (SELECT (CASE WHEN "a" BETWEEN 0 AND 9 THEN ("a" - 0) END) AS c0, (CASE WHEN "b" = 'x' THEN 0 WHEN "b" = 'y' THEN 1 END) AS c1, n FROM (SELECT "a", "b", count(*) AS n FROM "public"."t" GROUP BY "a", "b") AS g) AS cells GROUP BY 1, 2
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
-import numpy.typing as npt
+
+from dp.domain import Domain
+from dp.pin import Pin
 
 from .errors import UndefinedTableError, UnsupportedError
-from .schema import AttributeDecl, DateUnit, Kind, Schema, ViewDecl
+from .schema import AttributeDecl, DateUnit, Kind, Schema
 
 
 def _q(name: str) -> str:
@@ -89,38 +95,66 @@ def cell_expr(attr: AttributeDecl) -> str:
     return f"CASE {null}{whens} END"
 
 
-def _view(schema: Schema, table: str, view: str) -> tuple[str, str, ViewDecl]:
+def _attributes(
+    schema: Schema, table: str, names: Sequence[str] | None
+) -> tuple[str, str, tuple[AttributeDecl, ...]]:
     t = schema.tables.get(table)
     if t is None:
         raise UndefinedTableError(f"table {table} is not a declared protected table")
-    for v in t.views:
-        if v.name == view:
-            return t.schema, t.name, v
-    raise UnsupportedError(f"view {view} is not declared for protected table {table}")
+    if names is None:
+        return t.schema, t.name, tuple(t.attributes.values())
+    missing = [n for n in names if n not in t.attributes]
+    if missing:
+        raise UnsupportedError(f"{', '.join(missing)} is not a declared attribute of {table}")
+    return t.schema, t.name, tuple(t.attributes[n] for n in names)
 
 
-def histogram_sql(schema: Schema, table: str, view: str) -> str:
-    """The one-pass aggregator query; its rows are ``(cell int8, n int8)``."""
-    sch, name, v = _view(schema, table, view)
-    terms = []
-    stride = 1
-    for attr in reversed(v.attributes):
-        e = f"({cell_expr(attr)})"
-        terms.append(e if stride == 1 else f"{e} * {stride}")
-        stride *= attr.size
-    index = " + ".join(reversed(terms))
-    return (
-        f"SELECT cell, count(*) AS n FROM (SELECT ({index})::int8 AS cell FROM {_q(sch)}.{_q(name)}) AS cells "
-        "WHERE cell IS NOT NULL GROUP BY cell"
-    )
+def pin_sql(schema: Schema, table: str, attributes: Sequence[str] | None = None) -> str:
+    """The one statement that pins ``table`` over ``attributes`` (default: every declared
+    attribute); its rows are ``(cell int4, ..., n int8)``, one cell per attribute."""
+    sch, name, attrs = _attributes(schema, table, attributes)
+    cols = ", ".join(_q(a.name) for a in attrs)
+    cells = ", ".join(f"({cell_expr(a)}) AS c{i}" for i, a in enumerate(attrs))
+    outer = ", ".join(f"coalesce(c{i}, -1)::int4" for i in range(len(attrs)))
+    groups = ", ".join(str(i + 1) for i in range(len(attrs)))
+    inner = f"SELECT {cols}, count(*) AS n FROM {_q(sch)}.{_q(name)} GROUP BY {cols}"
+    if not attrs:
+        return f"SELECT count(*)::int8 FROM {_q(sch)}.{_q(name)}"
+    return f"SELECT {outer}, sum(n)::int8 FROM (SELECT {cells}, n FROM ({inner}) AS g) AS cells GROUP BY {groups}"
 
 
-def histogram_from_rows(
-    schema: Schema, table: str, view: str, rows: Iterable[tuple[int, int]]
-) -> npt.NDArray[np.float64]:
-    """The dense histogram (``float64``, one entry per cell of the view) from the query's rows."""
-    _, _, v = _view(schema, table, view)
-    x = np.zeros(v.size, dtype=np.float64)
-    for cell, n in rows:
-        x[int(cell)] += float(n)
-    return x
+def pin_domain(schema: Schema, table: str, attributes: Sequence[str] | None = None) -> Domain:
+    """The domain a pin of ``table`` over ``attributes`` is over."""
+    _, _, attrs = _attributes(schema, table, attributes)
+    return Domain.of(*((a.name, a.size) for a in attrs))
+
+
+def pin_from_rows(domain: Domain, rows: Iterable[Sequence[int]]) -> Pin:
+    """The pin from the statement's rows (cells, then the count)."""
+    k = len(domain.attributes)
+    arr = np.asarray([tuple(r) for r in rows], dtype=np.int64).reshape(-1, k + 1)
+    return Pin.of(domain, arr[:, :k], arr[:, k].astype(np.float64))
+
+
+_COPY_HEADER = b"PGCOPY\n\xff\r\n\x00"
+
+
+def pin_from_copy(domain: Domain, data: bytes) -> Pin:
+    """The pin from ``COPY (pin_sql) TO STDOUT (FORMAT binary)``: every field is a non-null
+    int4 (an int8 for the count), so the tuples are fixed-width and parsed in one pass."""
+    k = len(domain.attributes)
+    if not data.startswith(_COPY_HEADER):
+        raise ValueError("not a binary COPY stream")
+    ext = int.from_bytes(data[15:19], "big")
+    body = data[19 + ext :]
+    if not body.endswith(b"\xff\xff"):
+        raise ValueError("the binary COPY stream is truncated")
+    fields = [("nf", ">i2")]
+    for j in range(k):
+        fields += [(f"l{j}", ">i4"), (f"c{j}", ">i4")]
+    fields += [("ln", ">i4"), ("n", ">i8")]
+    rows = np.frombuffer(body[:-2], dtype=np.dtype(fields))
+    if rows.size and (np.any(rows["nf"] != k + 1) or np.any(rows["ln"] != 8)):
+        raise ValueError("unexpected tuples in the binary COPY stream")
+    columns = tuple(rows[f"c{j}"].astype(np.int32) for j in range(k))
+    return Pin(domain, columns, rows["n"].astype(np.float64))

@@ -53,19 +53,25 @@ BoolArray = npt.NDArray[np.bool_]
 _T = TypeVar("_T")
 
 
-def choose_view(table: TableDecl, attributes: frozenset[str]) -> ViewDecl:
-    """The smallest declared view whose attributes cover ``attributes``."""
-    best: ViewDecl | None = None
-    for v in table.views:
-        if attributes <= set(v.names) and (best is None or v.size < best.size):
-            best = v
-    if best is None:
-        raise UnsupportedError(
-            f"no declared view of protected table {table.name} covers the columns "
-            + ", ".join(sorted(attributes)),
-            hint="declare a view with these attributes in lapras.toml, or query fewer columns together",
+def marginal_name(names: Sequence[str]) -> str:
+    """How a marginal is named in plans, logs and reports: its attributes, in table order."""
+    return "(" + ", ".join(names) + ")"
+
+
+def marginal(table: TableDecl, attributes: frozenset[str]) -> ViewDecl:
+    """The marginal of ``table`` over exactly ``attributes`` (in the table's declaration
+    order): the domain a statement using those columns is reduced over. Its number of cells is
+    public (a product of declared domains); above the table's cell limit it is refused."""
+    attrs = tuple(a for name, a in table.attributes.items() if name in attributes)
+    view = ViewDecl(name=marginal_name([a.name for a in attrs]), attributes=attrs)
+    if view.size > table.cell_limit:
+        raise DomainTooLargeError(
+            f"the columns {', '.join(view.names)} of protected table {table.name} span "
+            f"{view.size:,} cells together, above the cell limit ({table.cell_limit:,})",
+            hint="ask about fewer of these columns in one statement, or declare coarser "
+            "domains (or raise cell_limit in lapras.toml)",
         )
-    return best
+    return view
 
 
 # --- values ---------------------------------------------------------------------------------
@@ -607,7 +613,7 @@ def _cut(table: TableDecl) -> UnsupportedError:
 
 
 def _reduce_union(logical: Logical, params: Sequence[object], view: ViewDecl) -> Plan:
-    """A UNION: each branch reduced over the one view covering them all, their batches
+    """A UNION: each branch reduced over the one marginal covering them all, their batches
     stacked into one (one release, one charge; the sensitivity of the stack is recomputed)."""
     parts = tuple(reduce(b, params[: len(b.param_types)], view=view) for b in logical.branches)
     return Plan(
@@ -647,7 +653,7 @@ def reduce(
             f"bind message supplies {len(params)} parameters, but prepared statement requires {len(logical.param_types)}"
         )
     table = logical.table
-    view = view or choose_view(table, logical.attributes)
+    view = view or marginal(table, logical.attributes)
     if logical.branches:
         return _reduce_union(logical, params, view)
     domain = view.domain
@@ -791,4 +797,4 @@ def reduce(
     )
 
 
-__all__ = ["AggRef", "KeyRef", "choose_view", "coerce", "reduce"]
+__all__ = ["AggRef", "KeyRef", "coerce", "marginal", "marginal_name", "reduce"]

@@ -197,6 +197,12 @@ class TableDecl:
     def qualified(self) -> str:
         return f"{self.schema}.{self.name}"
 
+    @property
+    def domain(self) -> Domain:
+        """The whole table's domain: every declared attribute, in declaration order (an
+        epoch's domain; never materialised)."""
+        return Domain.of(*((a.name, a.size) for a in self.attributes.values()))
+
     def column_type(self, name: str) -> str | None:
         for col, typ in self.columns:
             if col == name:
@@ -422,7 +428,8 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
             raise _err(source, akey, "must be a table")
         attrs[aname] = _attribute(source, akey, aname, types[aname], araw)
     views: list[ViewDecl] = []
-    for vname, vraw in _get(source, key, raw, "views", dict).items():
+    vdecl = _get(source, key, raw, "views", dict) if "views" in raw else {}
+    for vname, vraw in vdecl.items():
         vkey = f"{key}.views.{vname}"
         _ident(source, vkey, vname)
         if not isinstance(vraw, list) or not vraw or not all(isinstance(v, str) for v in vraw):
@@ -439,8 +446,8 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
                 hint="split the view, use wider bins, or raise cell_limit",
             )
         views.append(view)
-    if not views:
-        raise _err(source, f"{key}.views", "declare at least one view")
+    if not attrs:
+        raise _err(source, f"{key}.attributes", "declare at least one attribute")
     return TableDecl(
         name=name,
         schema=schema,

@@ -41,7 +41,6 @@ def config_text(pg: Any, **privacy: Any) -> str:
         "epsilon": 1.0,
         "delta": 1e-3,
         "stream_length": 50,
-        "view": "age_sex_income",
         **privacy,
     }
     lines = "\n".join(f"{k} = {_toml(v)}" for k, v in settings.items())
@@ -77,12 +76,21 @@ def reset_ledger(pg: Any) -> None:
         conn.execute("DROP SCHEMA IF EXISTS lapras CASCADE")
 
 
-def start_epoch(config: Config, predicted: list[str], seed: int = 1, **overrides: Any) -> int:
+def start_epoch(
+    config: Config,
+    predicted: list[str],
+    seed: int = 1,
+    *,
+    view: str | None = None,
+    **overrides: Any,
+) -> int:
+    """Start an epoch on adult, over the whole table (or restricted to ``view``)."""
+
     async def go() -> int:
         async with admin_service(config, sampler=lambda: SeededSampler(seed)) as service:
             return await service.start_epoch(
                 table="adult",
-                view="age_sex_income",
+                view=view,
                 config=engine_config(config.privacy, **overrides),
                 predicted=predicted,
                 actor="pytest",

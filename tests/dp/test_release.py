@@ -220,8 +220,8 @@ def test_large_domain_path_matches_the_dense_path(merged: bool) -> None:
     outside[2] = rng.standard_normal(a.shape[1])
     queries = np.vstack([inside, outside])
     for q in (queries, sp.csr_matrix(queries)):
-        ans, var, ok = rel._solve(q)
-        ans2, var2, ok2 = twin._solve(queries)
+        ans, var, ok = rel.solve(q)
+        ans2, var2, ok2 = twin.solve(queries)
         assert ok.tolist() == ok2.tolist() == [True] * 4 + [False, True] + [False] * 3
         assert np.allclose(ans[ok], ans2[ok], rtol=1e-9, atol=1e-9 * np.max(np.abs(ans2)))
         assert np.allclose(var[ok], var2[ok], rtol=1e-9, atol=1e-12)

@@ -61,7 +61,7 @@ def test_cli_and_wire_admin_views(pg: Any, tmp_path: Path) -> None:
             ]
             assert [d.type_code for d in cur.description][:6] == [25, 20, 25, 25, 701, 701]
             (row,) = budget
-            assert row[:4] == ("adult", epoch, "age_sex_income", "mu^2")
+            assert row[:4] == ("adult", epoch, "*", "mu^2")  # "*": the whole table
             assert row[4] == st.total and row[5] == st.spent
             assert row[7:10] == (1, 20, 2)  # one online release of S = 20; stream position 2
 

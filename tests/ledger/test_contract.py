@@ -19,8 +19,9 @@ import pytest
 from dp import engine, engine_codec
 from dp.domain import Domain, QueryBatch
 from dp.noise import SeededSampler
+from dp.pin import Pin
 from proxy.epoch_watch import WATCH_SPACE
-from proxy.ledger import EpochConflictError, EpochLockedError, PgLedger
+from proxy.ledger import EpochConflictError, EpochLockedError, PgLedger, pin_from_bytes
 from proxy.memledger import MemLedger
 
 DOM = Domain.of(("a", 3), ("b", 2))
@@ -55,12 +56,19 @@ async def _create(ledger: Any, table: str = "adult", events: Any = None) -> int:
             table=table,
             view="v",
             config=CONFIG,
-            histogram=X,
+            pin=Pin.from_dense(DOM, X),
             events=events,
             actor="alice",
             reason="contract",
         )
     )
+
+
+def test_a_dense_histogram_stored_by_an_older_proxy_is_read_as_a_pin() -> None:
+    """Epochs pinned before whole-table epochs stored a dense float64 histogram of a view."""
+    old = pin_from_bytes(DOM, X.astype("<f8").tobytes())
+    assert old.marginal(DOM).tolist() == X.tolist()
+    assert old.marginal(Domain.of(("b", 2))).tolist() == [5.0 + 11 + 17, 7.0 + 13 + 19]
 
 
 def _encoded(events: Any) -> list[str]:
@@ -157,23 +165,26 @@ class LedgerContract:
         await asyncio.gather(first, hold(b, "b"))
         assert trace == ["a in", "a out", "b in", "b out"]
 
-    async def test_histogram_is_pinned_byte_exact(self, pair: Any) -> None:
+    async def test_pin_is_stored_exactly(self, pair: Any) -> None:
         a, b = pair
-        tricky = np.array([0.1, -0.0, 5e-324, 1e308, 32561.0, 1 / 3], dtype=np.float64)
+        counts = np.array([0.1, 5e-324, 1e308, 32561.0, 1 / 3], dtype=np.float64)
+        cells = np.array([[0, 0], [2, -1], [-1, 1], [1, 1], [2, 0]])
+        pin = Pin.of(DOM, cells, counts)
         epoch = await a.create_epoch(
             table="adult",
             view="v",
             config=CONFIG,
-            histogram=tricky,
+            pin=pin,
             events=_started()[1],
             actor="alice",
             reason="",
         )
-        got = await b.histogram(epoch, "v")
-        assert got.dtype == np.float64
-        assert got.tobytes() == tricky.astype("<f8").tobytes()
+        got = await b.pinned(epoch, "v", DOM)
+        assert got.to_bytes() == pin.to_bytes()
+        for marginal in (DOM, Domain.of(("a", 3)), Domain.of(("b", 2)), Domain(())):
+            assert got.marginal(marginal).tobytes() == pin.marginal(marginal).tobytes()
         with pytest.raises(LookupError):
-            await b.histogram(epoch, "other view")
+            await b.pinned(epoch, "other view", DOM)
 
     async def test_closed_epoch_refuses_exclusive(self, pair: Any) -> None:
         a, b = pair
@@ -254,8 +265,9 @@ class LedgerContract:
         folded = engine.fold(read)  # type: ignore[arg-type]
         assert engine.status(folded) == engine.status(state)
         assert dict(folded.answers) == dict(state.answers)
-        assert folded.matrix_release is not None and state.matrix_release is not None
-        assert folded.matrix_release.y.tobytes() == state.matrix_release.y.tobytes()
+        assert folded.matrix_blocks and len(folded.matrix_blocks) == len(state.matrix_blocks)
+        for got, want in zip(folded.matrix_blocks, state.matrix_blocks, strict=True):
+            assert got.release.y.tobytes() == want.release.y.tobytes()
         # A repeat after the fold is the stored answer, exactly.
         again = engine.decide(folded, BAD[0])
         assert again.kind is engine.DecisionKind.REPEAT

@@ -1,0 +1,272 @@
+"""The Matrix Mechanism over many marginals: blocks, their strategies, one joint release.
+
+The predicted set P of a whole-table epoch is a set of linear queries over *marginals* of the
+table's domain (each statement's batch is over the attributes it uses). The release is built
+in blocks (docs/mm.md §6):
+
+1. **Blocks.** Each batch of P goes to a block: the blocks are the maximal attribute sets of P's
+   batches (a batch over ``{age}`` joins a block over ``{age, sex}`` when P has one), so that a
+   query contained in a larger predicted marginal is measured once, with it.
+2. **Reduced domains.** A block's workload ``W_g`` is reduced losslessly: cells no query of the
+   block touches are dropped, identical columns merged (``dp.strategy.reduce_domain``, computed
+   here on the sparse matrix). The strategy lives on the reduced columns, so its size follows
+   P, never the marginal's number of cells.
+3. **Strategies.** Each block gets the certified-gap solver's strategy (``optimize_strategy``;
+   ``l1_strategy`` for Laplace noise), normalised to unit sensitivity, with expected error
+   ``e_g`` (total squared error of the block's queries per unit noise).
+4. **The budget split.** Block ``g`` is measured as ``c_g A_g x_g + Z`` with one noise scale for
+   the whole release. Under Gaussian noise the total expected error ``sum_g e_g / c_g^2`` subject
+   to ``sum_g c_g^2 = 1`` is minimised by ``c_g^2 = sqrt(e_g) / sum_h sqrt(e_h)``; under Laplace
+   noise (``sum_g c_g = 1``) by ``c_g`` proportional to ``e_g^(1/3)``.
+5. **Sensitivity, recomputed.** A row of the table adds one to one cell of every block's
+   marginal (or to none, where an attribute of the block has no cell), so the release's L2
+   sensitivity is ``max over full cells sqrt(sum_g ||column of c_g A_g||^2)``. It is computed
+   exactly over the product of the blocks' attributes when that product has at most
+   :data:`EXACT_SENSITIVITY_CELLS` cells, else bounded above by ``sqrt(sum_g max ||.||^2)``
+   (sound: noise calibrated to an upper bound is at least as private). L1 likewise.
+
+A :class:`BlockRelease` answers a query over any marginal its block's marginal covers (the
+query is lifted to the block's marginal, then reduced to its columns; a query that is not
+constant on a merged group, or touches a dropped cell, is outside the row space and refused).
+Everything it answers is post-processing of the release.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import scipy.sparse as sp
+
+from dp.domain import Domain, FloatArray, QueryBatch, lift, projection
+from dp.release import ROW_SPACE_RTOL, NotInRowSpaceError, Release
+from dp.strategy import Strategy, l1_strategy, optimize_strategy
+
+IntArray = npt.NDArray[np.intp]
+
+#: The product of the blocks' attributes up to which the release's sensitivity is exact.
+EXACT_SENSITIVITY_CELLS = 1 << 22
+#: The solver's work budget for the whole release (seconds at its nominal rate), shared
+#: between the blocks in proportion to their size.
+SOLVER_SECONDS = 4.0
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Reduction:
+    """A lossless reduction of a marginal's cells: ``groups[j]`` is the reduced column of cell
+    ``j`` (``-1`` for a cell no query of the block touches); ``counts`` cells per column."""
+
+    domain: Domain
+    groups: IntArray
+    counts: FloatArray
+
+    @staticmethod
+    def identity(domain: Domain) -> Reduction:
+        return Reduction(domain, np.arange(domain.size, dtype=np.intp), np.ones(domain.size))
+
+    @property
+    def num_columns(self) -> int:
+        return int(self.counts.shape[0])
+
+    def reduce_data(self, x: FloatArray) -> FloatArray:
+        """The reduced histogram: each column's cells summed."""
+        keep = self.groups >= 0
+        out = np.bincount(self.groups[keep], weights=x[keep], minlength=self.num_columns)
+        return np.asarray(out, dtype=np.float64)
+
+    def reduce_queries(self, matrix: sp.csr_array) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+        """Queries over the marginal as queries over the columns (``k x n_r``), and per row
+        whether that is exact: zero on dropped cells, constant within every column's cells."""
+        q = sp.csr_array(matrix)
+        k = int(q.shape[0])
+        rows = np.repeat(np.arange(k, dtype=np.intp), np.diff(q.indptr))
+        cols = q.indices.astype(np.intp)
+        vals = np.asarray(q.data, dtype=np.float64)
+        grp = self.groups[cols]
+        dropped = grp < 0
+        bad = np.bincount(rows[dropped], weights=vals[dropped] ** 2, minlength=k)
+        rows, grp, vals = rows[~dropped], grp[~dropped], vals[~dropped]
+        n_r = self.num_columns
+        pair, inv = np.unique(rows * n_r + grp, return_inverse=True)
+        inv = inv.reshape(-1)
+        sums = np.bincount(inv, weights=vals, minlength=pair.shape[0])
+        hits = np.bincount(inv, minlength=pair.shape[0]).astype(np.float64)
+        p_rows, p_col = pair // n_r, pair % n_r
+        mean = sums / self.counts[p_col]
+        # within-group residual: deviations of the nonzeros, plus the group's zero cells
+        resid = np.bincount(rows, weights=(vals - mean[inv]) ** 2, minlength=k)
+        resid += np.bincount(p_rows, weights=(self.counts[p_col] - hits) * mean**2, minlength=k)
+        norm = np.bincount(rows, weights=vals**2, minlength=k) + bad
+        ok = bad + resid <= ROW_SPACE_RTOL**2 * norm
+        out = np.zeros((k, n_r))
+        out[p_rows, p_col] = mean
+        return out, np.asarray(ok, dtype=np.bool_)
+
+
+def reduction(domain: Domain, workload: sp.csr_array) -> tuple[Reduction, FloatArray]:
+    """The lossless reduction of ``workload`` (sparse, over ``domain``) and the reduced
+    workload ``W_r`` (dense ``m x n_r``). Columns are merged when bit-identical."""
+    csc = sp.csc_array(workload)
+    csc.sum_duplicates()
+    csc.eliminate_zeros()
+    n = int(csc.shape[1])
+    nnz_per = np.diff(csc.indptr)
+    touched = np.flatnonzero(nnz_per > 0)
+    # hash every touched column's (row, value) pairs; verify exactly below
+    col_of = np.repeat(np.arange(n), nnz_per)
+    bits = (np.asarray(csc.data, dtype=np.float64) + 0.0).view(np.uint64)
+    with np.errstate(over="ignore"):
+        h_entry = _mix(bits ^ _mix(csc.indices.astype(np.uint64) + np.uint64(1)))
+        h = np.zeros(n, dtype=np.uint64)
+        np.add.at(h, col_of, h_entry)
+    _, first, inverse = np.unique(h[touched], return_index=True, return_inverse=True)
+    groups = np.full(n, -1, dtype=np.intp)
+    groups[touched] = inverse.reshape(-1)
+    reps = touched[first]
+    w_r = np.asarray(csc[:, reps].toarray(), dtype=np.float64)
+    rebuilt = sp.csc_array(w_r)[:, groups[touched]]
+    if (rebuilt != csc[:, touched]).nnz:  # a hash collision: merge exactly
+        dense_t = np.ascontiguousarray(csc[:, touched].toarray().T) + 0.0
+        keys = dense_t.view(np.dtype((np.void, dense_t.dtype.itemsize * dense_t.shape[1])))
+        _, first, inverse = np.unique(keys.reshape(-1), return_index=True, return_inverse=True)
+        groups[touched] = inverse.reshape(-1)
+        w_r = np.ascontiguousarray(dense_t[first].T)
+    counts = np.bincount(groups[groups >= 0], minlength=w_r.shape[1]).astype(np.float64)
+    return Reduction(domain, groups, counts), w_r
+
+
+def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    with np.errstate(over="ignore"):
+        x = x + np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        out: npt.NDArray[np.uint64] = x ^ (x >> np.uint64(31))
+    return out
+
+
+def block_domains(predicted: Sequence[QueryBatch]) -> tuple[Domain, ...]:
+    """The blocks: the maximal marginals among P's batches, in a canonical order."""
+    domains = {b.domain for b in predicted}
+    maximal = [d for d in domains if not any(e != d and e.covers(d) for e in domains)]
+    return tuple(sorted(maximal, key=lambda d: (d.names, d.shape)))
+
+
+def assign(predicted: Sequence[QueryBatch], blocks: Sequence[Domain]) -> list[list[QueryBatch]]:
+    """Each batch of P lifted into the smallest block that covers it."""
+    out: list[list[QueryBatch]] = [[] for _ in blocks]
+    for b in predicted:
+        best = min(
+            (i for i, d in enumerate(blocks) if d.covers(b.domain)),
+            key=lambda i: (blocks[i].size, i),
+        )
+        out[best].append(lift(b, blocks[best]))
+    return out
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BlockPlan:
+    """One block of the release, before measurement: its marginal's reduction and its
+    strategy over the reduced columns, already scaled by the block's share ``c_g``."""
+
+    reduction: Reduction
+    strategy: FloatArray
+    expected_error: float
+
+
+def plan_release(
+    predicted: Sequence[QueryBatch], *, laplace: bool, solver_seconds: float = SOLVER_SECONDS
+) -> tuple[BlockPlan, ...]:
+    """Blocks, reductions, strategies and the budget split for P (see the module doc)."""
+    blocks = block_domains(predicted)
+    members = assign(predicted, blocks)
+    reduced = []
+    for dom, batches in zip(blocks, members, strict=True):
+        w = sp.vstack([b.matrix for b in batches], format="csr")
+        reduced.append(reduction(dom, w))
+    total = sum(w.size for _, w in reduced) or 1
+    plans: list[tuple[Reduction, Strategy]] = []
+    for red, w in reduced:
+        seconds = max(solver_seconds * w.size / total, 0.05)
+        s = (
+            l1_strategy(w, time_limit=seconds)
+            if laplace
+            else optimize_strategy(w, time_limit=seconds)
+        )
+        plans.append((red, s))
+    if laplace:
+        errors = [s.expected_error_l1 for _, s in plans]
+        weights = [e ** (1 / 3) for e in errors]
+        shares = [wt / sum(weights) for wt in weights]  # c_g, sum c_g = 1
+        return tuple(
+            BlockPlan(red, s.matrix * (c / s.sensitivity_l1), e / c**2)
+            for (red, s), c, e in zip(plans, shares, errors, strict=True)
+        )
+    errors = [s.expected_error for _, s in plans]
+    roots = [math.sqrt(e) for e in errors]
+    shares = [math.sqrt(r / sum(roots)) for r in roots]  # c_g, sum c_g^2 = 1
+    return tuple(
+        BlockPlan(red, s.matrix * (c / s.sensitivity_l2), e / c**2)
+        for (red, s), c, e in zip(plans, shares, errors, strict=True)
+    )
+
+
+def release_sensitivity(blocks: Sequence[tuple[Reduction, FloatArray]]) -> tuple[float, float]:
+    """The L2 and L1 sensitivities of the joint release of ``blocks`` (reduction, scaled
+    strategy over its columns), recomputed from the matrices (see the module doc)."""
+    per_l2, per_l1 = [], []
+    for red, a in blocks:
+        col2 = np.einsum("ij,ij->j", a, a)
+        col1 = np.sum(np.abs(a), axis=0)
+        keep = red.groups >= 0
+        cell2, cell1 = np.zeros(red.domain.size), np.zeros(red.domain.size)
+        cell2[keep], cell1[keep] = col2[red.groups[keep]], col1[red.groups[keep]]
+        per_l2.append((red.domain, cell2))
+        per_l1.append((red.domain, cell1))
+    union = Domain(())
+    for red, _ in blocks:
+        union = union.union(red.domain)
+    if union.size <= EXACT_SENSITIVITY_CELLS:
+        tot2, tot1 = np.zeros(union.size), np.zeros(union.size)
+        for (dom, c2), (_, c1) in zip(per_l2, per_l1, strict=True):
+            proj = projection(dom, union)
+            tot2 += c2[proj]
+            tot1 += c1[proj]
+        return math.sqrt(float(np.max(tot2))), float(np.max(tot1))
+    return (
+        math.sqrt(sum(float(np.max(c)) for _, c in per_l2)),
+        sum(float(np.max(c)) for _, c in per_l1),
+    )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BlockRelease:
+    """One block of a stored Matrix Mechanism release: ``release`` is over the reduction's
+    columns. Answers queries over any marginal the block's marginal covers."""
+
+    reduction: Reduction
+    release: Release
+
+    @property
+    def domain(self) -> Domain:
+        return self.reduction.domain
+
+    def solve(self, batch: QueryBatch) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+        """Answers, variances and per-row answerability of ``batch`` (over a covered marginal)."""
+        q = lift(batch, self.domain)
+        q_r, ok = self.reduction.reduce_queries(q.matrix)
+        var = np.full(batch.num_queries, np.inf)
+        ans = np.zeros(batch.num_queries)
+        if np.any(ok):
+            a, v, inside = self.release.solve(q_r)
+            ok = ok & inside
+            ans, var = np.where(ok, a, 0.0), np.where(ok, v, np.inf)
+        return ans, var, ok
+
+    def estimate(self, batch: QueryBatch) -> tuple[FloatArray, FloatArray]:
+        ans, var, ok = self.solve(batch)
+        if not np.all(ok):
+            raise NotInRowSpaceError("a query outside the block's row space was asked of it")
+        return ans, var

@@ -1,0 +1,186 @@
+"""The pinned data of an epoch: the table's exact histogram over its whole domain, sparse.
+
+An epoch's domain is the product of every declared attribute of its table, which is far too
+large to hold as a vector (Adult's is about 10^15 cells). What is held instead is what one
+``GROUP BY`` over the attributes' cell indices returns: for each combination of cells that
+occurs, how many rows have it -- at most one entry per row of the table. An attribute whose
+value lies outside its declared domain has no cell (``-1`` here): the row then counts in every
+marginal that does not use that attribute, and in none that does, exactly as a histogram over
+just those attributes would count it.
+
+Every linear query the engine answers is over a *marginal* (a sub-product of the attributes);
+:meth:`Pin.marginal` computes that marginal's dense histogram when first asked and caches it.
+
+Privacy. A pin is the exact data: it is never shown, logged or sent anywhere; only mechanisms
+read it (``dp.engine``), and their outputs are what is released. The number of distinct cell
+combinations is data-dependent, so it is padded to the next power of two with empty entries:
+the cost of computing a marginal (its only observable trace, as timing) and the stored size
+then depend only on that size class. docs/privacy.md §"What the pin reveals".
+
+>>> from dp.domain import Domain
+>>> d = Domain.of(("age", 3), ("sex", 2))
+>>> pin = Pin.from_rows(d, [((0, 1), 4), ((2, -1), 1), ((2, 0), 2)])
+>>> pin.marginal(Domain.of(("age", 3))).tolist(), pin.marginal(Domain(())).tolist()
+([4.0, 0.0, 3.0], [7.0])
+>>> pin.marginal(d).tolist()
+[0.0, 4.0, 0.0, 0.0, 2.0, 0.0]
+>>> Pin.from_bytes(d, pin.to_bytes()).marginal(d).tolist() == pin.marginal(d).tolist()
+True
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dp.domain import Domain, FloatArray
+
+#: The stored form's first bytes (then the number of attributes and of entries, little-endian).
+MAGIC = b"LAPRAS-PIN\x01"
+#: Marginals kept in memory, by total size (float64 cells).
+CACHE_BYTES = 512 * 2**20
+
+
+def _padded(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length()) if n > 0 else 1
+
+
+def _small(values: npt.ArrayLike, size: int) -> npt.NDArray[np.signedinteger[Any]]:
+    """Cell indices in the smallest signed integer type that holds ``-1 .. size - 1``."""
+    dtype = np.int8 if size <= 127 else np.int16 if size <= 32767 else np.int32
+    return np.asarray(values, dtype=dtype)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Pin:
+    """The exact data of one epoch over ``domain``: entry ``i`` has cell ``columns[a][i]`` of
+    attribute ``a`` (``-1`` for none) and occurs ``counts[i]`` times. Read-only; padded (see
+    the module doc). Marginals are computed on demand and cached (bounded by
+    :data:`CACHE_BYTES`; the cache is not for concurrent writers: a pin is used from one
+    thread at a time). Each column is held in the smallest integer type for its domain."""
+
+    domain: Domain
+    columns: tuple[npt.NDArray[np.signedinteger[Any]], ...]
+    counts: FloatArray
+    _cache: OrderedDict[Domain, FloatArray] = field(
+        default_factory=OrderedDict, repr=False, compare=False
+    )
+
+    def __post_init__(self) -> None:
+        counts = np.array(self.counts, dtype=np.float64, copy=True).reshape(-1)
+        n = counts.shape[0]
+        if len(self.columns) != len(self.domain.attributes):
+            raise ValueError("a pin needs one column per attribute of its domain")
+        if not (np.all(np.isfinite(counts)) and np.all(counts >= 0)):
+            raise ValueError("pinned counts must be finite and non-negative")
+        pad = _padded(n) - n
+        columns = []
+        for col, size in zip(self.columns, self.domain.shape, strict=True):
+            c = np.asarray(col).reshape(-1)
+            if c.shape[0] != n:
+                raise ValueError("a pin needs one count per combination of cells")
+            if c.size and (int(np.min(c)) < -1 or int(np.max(c)) >= size):
+                raise ValueError("a pinned cell index is outside its attribute's domain")
+            c = _small(np.concatenate([c, np.full(pad, -1)]) if pad else c, size)
+            c.flags.writeable = False
+            columns.append(c)
+        if pad:
+            counts = np.concatenate([counts, np.zeros(pad)])
+        counts.flags.writeable = False
+        object.__setattr__(self, "columns", tuple(columns))
+        object.__setattr__(self, "counts", counts)
+
+    @staticmethod
+    def of(domain: Domain, cells: npt.ArrayLike, counts: npt.ArrayLike) -> Pin:
+        """From an ``N x k`` array of cell indices (``-1`` for none) and ``N`` counts."""
+        k = len(domain.attributes)
+        c = np.asarray(cells, dtype=np.int64).reshape(-1, k)
+        return Pin(domain, tuple(c[:, j] for j in range(k)), np.asarray(counts, np.float64))
+
+    @staticmethod
+    def from_rows(domain: Domain, rows: Iterable[tuple[Sequence[int | None], float]]) -> Pin:
+        """From ``(cells, count)`` rows, ``None`` or ``-1`` for an attribute with no cell."""
+        cells: list[list[int]] = []
+        counts: list[float] = []
+        for c, n in rows:
+            cells.append([-1 if v is None else int(v) for v in c])
+            counts.append(float(n))
+        return Pin.of(domain, cells, counts)
+
+    @staticmethod
+    def from_dense(domain: Domain, histogram: npt.ArrayLike) -> Pin:
+        """From a dense histogram over ``domain`` (C order), e.g. an epoch pinned before."""
+        x = np.asarray(histogram, dtype=np.float64).reshape(-1)
+        if x.shape[0] != domain.size:
+            raise ValueError("the histogram does not match the domain")
+        nz = np.flatnonzero(x)
+        return Pin(domain, tuple(np.unravel_index(nz, domain.shape)), x[nz])
+
+    def marginal(self, domain: Domain) -> FloatArray:
+        """The exact dense histogram of the marginal ``domain`` (read-only, cached)."""
+        hit = self._cache.get(domain)
+        if hit is not None:
+            self._cache.move_to_end(domain)
+            return hit
+        x = self._compute(domain)
+        self._cache[domain] = x
+        while len(self._cache) > 1 and sum(v.nbytes for v in self._cache.values()) > CACHE_BYTES:
+            self._cache.popitem(last=False)
+        return x
+
+    def _compute(self, domain: Domain) -> FloatArray:
+        if not self.domain.covers(domain):
+            raise ValueError("the marginal is not over attributes of the pinned domain")
+        if not domain.attributes:
+            x = np.asarray([float(np.sum(self.counts))])
+        else:
+            cols = [self.columns[self.domain.axis(a.name)] for a in domain.attributes]
+            ok = np.ones(self.counts.shape[0], dtype=bool)
+            index = np.zeros(self.counts.shape[0], dtype=np.int64)
+            for col, size in zip(cols, domain.shape, strict=True):
+                ok &= col >= 0
+                index *= size
+                index += col
+            x = np.bincount(index[ok], weights=self.counts[ok], minlength=domain.size)
+            x = np.asarray(x, dtype=np.float64)
+        x.flags.writeable = False
+        return x
+
+    @property
+    def total(self) -> float:
+        return float(np.sum(self.counts))
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held by the pin itself (the cached marginals excluded)."""
+        return int(sum(c.nbytes for c in self.columns) + self.counts.nbytes)
+
+    def to_bytes(self) -> bytes:
+        """The stored form: a header, each column as little-endian int32, the counts as
+        float64. Its length depends on the domain and the padded size only."""
+        k, n = len(self.columns), self.counts.shape[0]
+        cols = b"".join(np.ascontiguousarray(c, dtype="<i4").tobytes() for c in self.columns)
+        return MAGIC + struct.pack("<QQ", k, n) + cols + self.counts.astype("<f8").tobytes()
+
+    @staticmethod
+    def from_bytes(domain: Domain, data: bytes) -> Pin:
+        """The pin stored by :meth:`to_bytes` (over ``domain``)."""
+        if not data.startswith(MAGIC):
+            raise ValueError("not a stored pin")
+        off = len(MAGIC)
+        k, n = struct.unpack_from("<QQ", data, off)
+        off += 16
+        if k != len(domain.attributes) or len(data) != off + n * (4 * k + 8):
+            raise ValueError("the stored pin does not match its domain")
+        cols = tuple(
+            np.frombuffer(data, dtype="<i4", count=n, offset=off + 4 * n * j).astype(np.int32)
+            for j in range(k)
+        )
+        counts = np.frombuffer(data, dtype="<f8", count=n, offset=off + 4 * n * k)
+        return Pin(domain, cols, counts.astype(np.float64))
