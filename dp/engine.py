@@ -372,12 +372,15 @@ class Released:
 
     ``measurement`` is ``W x + noise`` with per-row noise variance ``noise_variance``;
     ``answers``/``std_errors`` are what the client received (equal to the measurement in paper
-    mode; its GLS combination with the stored releases in default mode).
+    mode; its GLS combination with the stored releases in default mode). ``batch`` is kept
+    only when its marginal is small enough for stored-release inference
+    (:data:`REUSE_MAX_CELLS`); above that it is None and ``key`` alone identifies it (a batch
+    over a marginal of millions of cells would otherwise be megabytes of ledger per answer).
     """
 
     position: int
     key: str
-    batch: QueryBatch
+    batch: QueryBatch | None
     measurement: tuple[float, ...]
     noise_variance: float
     answers: tuple[float, ...]
@@ -579,7 +582,7 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
         if p is None or p.key != event.key or p.position != event.position:
             raise InternalError("a release must follow its charge")
         stored = state.stored
-        if state.config.reuse_releases and event.batch.domain.size <= REUSE_MAX_CELLS:
+        if state.config.reuse_releases and event.batch is not None:
             stored = _add_stored(
                 state,
                 stored,
@@ -923,7 +926,7 @@ def release(
     ev = Released(
         position=c.position,
         key=batch.key,
-        batch=batch,
+        batch=batch if batch.domain.size <= REUSE_MAX_CELLS else None,
         measurement=_tuple(y),
         noise_variance=var,
         answers=answers,

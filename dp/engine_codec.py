@@ -189,7 +189,7 @@ def encode_event(ev: Event) -> dict[str, Any]:
             "type": "released",
             "position": ev.position,
             "key": ev.key,
-            "batch": _batch(ev.batch),
+            "batch": None if ev.batch is None else _batch(ev.batch),
             "measurement": list(ev.measurement),
             "noise_variance": ev.noise_variance,
             "answers": list(ev.answers),
@@ -241,7 +241,7 @@ def decode_event(d: dict[str, Any]) -> Event:
         return Released(
             position=int(d["position"]),
             key=str(d["key"]),
-            batch=_unbatch(d["batch"]),
+            batch=None if d["batch"] is None else _unbatch(d["batch"]),
             measurement=tuple(float(v) for v in d["measurement"]),
             noise_variance=float(d["noise_variance"]),
             answers=tuple(float(v) for v in d["answers"]),

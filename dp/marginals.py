@@ -148,9 +148,12 @@ def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
 
 
 def block_domains(predicted: Sequence[QueryBatch]) -> tuple[Domain, ...]:
-    """The blocks: the maximal marginals among P's batches, in a canonical order."""
-    domains = {b.domain for b in predicted}
-    maximal = [d for d in domains if not any(e != d and e.covers(d) for e in domains)]
+    """The blocks: the maximal attribute sets among P's batches (one domain per set, the
+    first in a canonical order), in a canonical order."""
+    by_set: dict[frozenset[str], Domain] = {}
+    for d in sorted({b.domain for b in predicted}, key=lambda d: (d.names, d.shape)):
+        by_set.setdefault(frozenset(d.names), d)
+    maximal = [d for k, d in by_set.items() if not any(k < other for other in by_set)]
     return tuple(sorted(maximal, key=lambda d: (d.names, d.shape)))
 
 

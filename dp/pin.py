@@ -3,10 +3,11 @@
 An epoch's domain is the product of every declared attribute of its table, which is far too
 large to hold as a vector (Adult's is about 10^15 cells). What is held instead is what one
 ``GROUP BY`` over the attributes' cell indices returns: for each combination of cells that
-occurs, how many rows have it -- at most one entry per row of the table. An attribute whose
-value lies outside its declared domain has no cell (``-1`` here): the row then counts in every
-marginal that does not use that attribute, and in none that does, exactly as a histogram over
-just those attributes would count it.
+occurs, how many rows have it -- at most one entry per row of the table. The pin is one
+histogram ``x`` over the whole domain, and every marginal is a marginal of that ``x``: so a
+query over a few attributes may be answered from a release over more of them (summing the
+others out) without bias. A row with a value outside a declared domain has no cell there, so
+it is outside ``x`` altogether (``rewriter.pin_sql`` leaves it out): it counts in no answer.
 
 Every linear query the engine answers is over a *marginal* (a sub-product of the attributes);
 :meth:`Pin.marginal` computes that marginal's dense histogram when first asked and caches it.
@@ -19,11 +20,11 @@ then depend only on that size class. docs/privacy.md §"What the pin reveals".
 
 >>> from dp.domain import Domain
 >>> d = Domain.of(("age", 3), ("sex", 2))
->>> pin = Pin.from_rows(d, [((0, 1), 4), ((2, -1), 1), ((2, 0), 2)])
+>>> pin = Pin.from_rows(d, [((0, 1), 4), ((2, 1), 1), ((2, 0), 2)])
 >>> pin.marginal(Domain.of(("age", 3))).tolist(), pin.marginal(Domain(())).tolist()
 ([4.0, 0.0, 3.0], [7.0])
 >>> pin.marginal(d).tolist()
-[0.0, 4.0, 0.0, 0.0, 2.0, 0.0]
+[0.0, 4.0, 0.0, 0.0, 2.0, 1.0]
 >>> Pin.from_bytes(d, pin.to_bytes()).marginal(d).tolist() == pin.marginal(d).tolist()
 True
 """
@@ -52,7 +53,7 @@ def _padded(n: int) -> int:
 
 
 def _small(values: npt.ArrayLike, size: int) -> npt.NDArray[np.signedinteger[Any]]:
-    """Cell indices in the smallest signed integer type that holds ``-1 .. size - 1``."""
+    """Cell indices in the smallest signed integer type that holds ``0 .. size - 1``."""
     dtype = np.int8 if size <= 127 else np.int16 if size <= 32767 else np.int32
     return np.asarray(values, dtype=dtype)
 
@@ -60,7 +61,7 @@ def _small(values: npt.ArrayLike, size: int) -> npt.NDArray[np.signedinteger[Any
 @dataclass(frozen=True, slots=True, eq=False)
 class Pin:
     """The exact data of one epoch over ``domain``: entry ``i`` has cell ``columns[a][i]`` of
-    attribute ``a`` (``-1`` for none) and occurs ``counts[i]`` times. Read-only; padded (see
+    attribute ``a`` and occurs ``counts[i]`` times. Read-only; padded with empty entries (see
     the module doc). Marginals are computed on demand and cached (bounded by
     :data:`CACHE_BYTES`; the cache is not for concurrent writers: a pin is used from one
     thread at a time). Each column is held in the smallest integer type for its domain."""
@@ -85,9 +86,9 @@ class Pin:
             c = np.asarray(col).reshape(-1)
             if c.shape[0] != n:
                 raise ValueError("a pin needs one count per combination of cells")
-            if c.size and (int(np.min(c)) < -1 or int(np.max(c)) >= size):
+            if c.size and (int(np.min(c)) < 0 or int(np.max(c)) >= size):
                 raise ValueError("a pinned cell index is outside its attribute's domain")
-            c = _small(np.concatenate([c, np.full(pad, -1)]) if pad else c, size)
+            c = _small(np.concatenate([c, np.zeros(pad, dtype=c.dtype)]) if pad else c, size)
             c.flags.writeable = False
             columns.append(c)
         if pad:
@@ -98,18 +99,18 @@ class Pin:
 
     @staticmethod
     def of(domain: Domain, cells: npt.ArrayLike, counts: npt.ArrayLike) -> Pin:
-        """From an ``N x k`` array of cell indices (``-1`` for none) and ``N`` counts."""
+        """From an ``N x k`` array of cell indices and ``N`` counts."""
         k = len(domain.attributes)
         c = np.asarray(cells, dtype=np.int64).reshape(-1, k)
         return Pin(domain, tuple(c[:, j] for j in range(k)), np.asarray(counts, np.float64))
 
     @staticmethod
-    def from_rows(domain: Domain, rows: Iterable[tuple[Sequence[int | None], float]]) -> Pin:
-        """From ``(cells, count)`` rows, ``None`` or ``-1`` for an attribute with no cell."""
+    def from_rows(domain: Domain, rows: Iterable[tuple[Sequence[int], float]]) -> Pin:
+        """From ``(cells, count)`` rows."""
         cells: list[list[int]] = []
         counts: list[float] = []
         for c, n in rows:
-            cells.append([-1 if v is None else int(v) for v in c])
+            cells.append([int(v) for v in c])
             counts.append(float(n))
         return Pin.of(domain, cells, counts)
 
@@ -141,13 +142,11 @@ class Pin:
             x = np.asarray([float(np.sum(self.counts))])
         else:
             cols = [self.columns[self.domain.axis(a.name)] for a in domain.attributes]
-            ok = np.ones(self.counts.shape[0], dtype=bool)
             index = np.zeros(self.counts.shape[0], dtype=np.int64)
             for col, size in zip(cols, domain.shape, strict=True):
-                ok &= col >= 0
                 index *= size
                 index += col
-            x = np.bincount(index[ok], weights=self.counts[ok], minlength=domain.size)
+            x = np.bincount(index, weights=self.counts, minlength=domain.size)
             x = np.asarray(x, dtype=np.float64)
         x.flags.writeable = False
         return x

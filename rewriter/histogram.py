@@ -4,8 +4,10 @@ One ordinary statement (so that a distributed PostgreSQL-compatible engine behin
 Citus, Greenplum, Redshift -- can push it down): the inner ``GROUP BY`` over the raw declared
 columns is the heavy scan, exactly PostgreSQL's own; the outer query maps each distinct value
 combination to its cells (C order per attribute, NULL as the last cell of a nullable
-attribute; ``-1`` for a value outside the declared domain) and sums the counts. At most one
-result row per row of the table, usually far fewer.
+attribute) and sums the counts. A row with a value outside a declared domain (or NULL in an
+attribute not declared nullable) has no cell there and is left out: the pin is one histogram
+over the whole domain, so that every marginal of it is consistent with every other
+(``dp.pin``). At most one result row per row of the table, usually far fewer.
 
 >>> from rewriter.schema import parse_schema
 >>> s = parse_schema('''
@@ -21,7 +23,7 @@ result row per row of the table, usually far fewer.
 ... values = ["x", "y"]
 ... ''', "x")
 >>> print(pin_sql(s, "t"))
-SELECT coalesce(c0, -1)::int4, coalesce(c1, -1)::int4, sum(n)::int8 FROM (SELECT (CASE WHEN "a" BETWEEN 0 AND 9 THEN ("a" - 0) END) AS c0, (CASE WHEN "b" = 'x' THEN 0 WHEN "b" = 'y' THEN 1 END) AS c1, n FROM (SELECT "a", "b", count(*) AS n FROM "public"."t" GROUP BY "a", "b") AS g) AS cells GROUP BY 1, 2
+SELECT c0::int4, c1::int4, sum(n)::int8 FROM (SELECT (CASE WHEN "a" BETWEEN 0 AND 9 THEN ("a" - 0) END) AS c0, (CASE WHEN "b" = 'x' THEN 0 WHEN "b" = 'y' THEN 1 END) AS c1, n FROM (SELECT "a", "b", count(*) AS n FROM "public"."t" GROUP BY "a", "b") AS g) AS cells WHERE c0 IS NOT NULL AND c1 IS NOT NULL GROUP BY 1, 2
 """
 
 from __future__ import annotations
@@ -115,12 +117,16 @@ def pin_sql(schema: Schema, table: str, attributes: Sequence[str] | None = None)
     sch, name, attrs = _attributes(schema, table, attributes)
     cols = ", ".join(_q(a.name) for a in attrs)
     cells = ", ".join(f"({cell_expr(a)}) AS c{i}" for i, a in enumerate(attrs))
-    outer = ", ".join(f"coalesce(c{i}, -1)::int4" for i in range(len(attrs)))
-    groups = ", ".join(str(i + 1) for i in range(len(attrs)))
-    inner = f"SELECT {cols}, count(*) AS n FROM {_q(sch)}.{_q(name)} GROUP BY {cols}"
     if not attrs:
         return f"SELECT count(*)::int8 FROM {_q(sch)}.{_q(name)}"
-    return f"SELECT {outer}, sum(n)::int8 FROM (SELECT {cells}, n FROM ({inner}) AS g) AS cells GROUP BY {groups}"
+    outer = ", ".join(f"c{i}::int4" for i in range(len(attrs)))
+    inside = " AND ".join(f"c{i} IS NOT NULL" for i in range(len(attrs)))
+    groups = ", ".join(str(i + 1) for i in range(len(attrs)))
+    inner = f"SELECT {cols}, count(*) AS n FROM {_q(sch)}.{_q(name)} GROUP BY {cols}"
+    return (
+        f"SELECT {outer}, sum(n)::int8 FROM (SELECT {cells}, n FROM ({inner}) AS g) AS cells "
+        f"WHERE {inside} GROUP BY {groups}"
+    )
 
 
 def pin_domain(schema: Schema, table: str, attributes: Sequence[str] | None = None) -> Domain:

@@ -15,7 +15,8 @@ One round = the whole statement set in a seeded random order, under one budget
 (epsilon, delta) = (1, 1e-6) per round, for every system:
 
 - **LAPRAS, in process**: exactly the proxy's mechanism without the wire: ``rewriter.classify``,
-  the plan lifted to the epoch's view (``proxy.epochs.lift``, view ``demographics``), then
+  the plan's batch over the marginal of its columns, in an epoch restricted to the view
+  ``demographics`` (the setting of the earlier runs), then
   ``dp.engine`` (``start`` with no predicted set, so every statement is an online release
   paced by LAPRAS, then ``decide``/``apply``/``release``/``apply``) and
   ``rewriter.postprocess``. The product's default configuration (default mode, matrix-heavy,
@@ -318,14 +319,10 @@ class Outcome:
 class InProcess:
     """The proxy's mechanism for one epoch over ``VIEW``, without the wire or the ledger."""
 
-    def __init__(self, schema: rewriter.Schema, histogram: Any) -> None:
-        from proxy.epochs import lift
-
+    def __init__(self, schema: rewriter.Schema, pin: Any) -> None:
         self.schema = schema
-        self.lift = lift
-        decl = schema.tables[TABLE]
-        self.domain = next(v.domain for v in decl.views if v.name == VIEW)
-        self.x = histogram
+        self.domain = pin.domain
+        self.x = pin
 
     def stream(self, stream: Sequence[Stmt], truth: dict[str, Table], seed: int) -> list[Outcome]:
         cfg = engine.EngineConfig(epsilon=EPSILON, delta=DELTA, stream_length=len(stream))
@@ -341,8 +338,7 @@ class InProcess:
                 continue
             plan = c.plan
             try:
-                batch = self.lift(plan.batch, self.domain)
-                state, decision, result = engine.answer(state, batch, self.x, sampler)
+                state, decision, result = engine.answer(state, plan.batch, self.x, sampler)
             except (BudgetExhaustedError, ValueError) as e:
                 out.append(Outcome(st.id, error=str(e)))
                 continue
@@ -380,7 +376,7 @@ class InProcess:
         [c] = rewriter.classify(sql, self.schema)
         if not isinstance(c, rewriter.DPStatement) or c.plan is None:
             return None
-        return self.lift(c.plan.batch, self.domain).key
+        return c.plan.batch.key if self.domain.covers(c.plan.batch.domain) else None
 
 
 # ------------------------------------------------------------------------------------------
@@ -845,9 +841,10 @@ def main(argv: list[str] | None = None) -> int:
         import psycopg
 
         with psycopg.connect(dsn) as conn:
-            rows = conn.execute(rewriter.histogram_sql(schema, TABLE, VIEW)).fetchall()  # type: ignore[arg-type]
-        x = rewriter.histogram_from_rows(schema, TABLE, VIEW, rows)
-        inproc = InProcess(schema, x)
+            names = next(v.names for v in schema.tables[TABLE].views if v.name == VIEW)
+            rows = conn.execute(rewriter.pin_sql(schema, TABLE, names)).fetchall()
+        pin = rewriter.pin_from_rows(rewriter.pin_domain(schema, TABLE, names), rows)
+        inproc = InProcess(schema, pin)
         repeats = check_distinct(inproc, statements)
         if not args.no_proxy:
             proxy = Proxy(pg, folder, len(statements))

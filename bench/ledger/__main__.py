@@ -50,6 +50,7 @@ from dp.accountant import NoiseKind
 from dp.domain import Domain
 from dp.noise import SeededSampler
 from dp.pacing import Pool
+from dp.pin import Pin
 from proxy import provision
 from proxy.app import engine_config
 from proxy.config import parse_config
@@ -157,13 +158,13 @@ async def bench_ledger_only(pg: EmbeddedPostgres, n: int) -> dict[str, list[floa
     ledger = await PgLedger.connect(state_dsn(pg))
     cfg = engine.EngineConfig(epsilon=1.0, delta=1e-3, stream_length=10 * n)
     domain = Domain.of(("cell", 4))
-    started = engine.EpochStarted(config=cfg, domain=domain, predicted=None)
+    started = engine.EpochStarted(config=cfg, domain=domain, predicted=())
     state = engine.apply(None, started)
     epoch = await ledger.create_epoch(
         table="bench_scratch",
         view="cells",
         config=cfg,
-        histogram=np.zeros(4),
+        pin=Pin.from_dense(domain, np.zeros(4)),
         events=[started],
         actor="bench",
         reason="bench.ledger scratch epoch",
