@@ -19,7 +19,7 @@ in blocks (docs/mm.md §6):
    to ``sum_g c_g^2 = 1`` is minimised by ``c_g^2 = sqrt(e_g) / sum_h sqrt(e_h)``; under Laplace
    noise (``sum_g c_g = 1``) by ``c_g`` proportional to ``e_g^(1/3)``.
 5. **Sensitivity, recomputed.** A row of the table adds one to one cell of every block's
-   marginal (or to none, where an attribute of the block has no cell), so the release's L2
+   marginal (the pin is one histogram over the whole domain, ``dp.pin``), so the release's L2
    sensitivity is ``max over full cells sqrt(sum_g ||column of c_g A_g||^2)``. It is computed
    exactly over the product of the blocks' attributes when that product has at most
    :data:`EXACT_SENSITIVITY_CELLS` cells, else bounded above by ``sqrt(sum_g max ||.||^2)``
