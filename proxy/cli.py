@@ -380,7 +380,7 @@ def _config_check(args: argparse.Namespace) -> int:
     if not isinstance(config.privacy.get("log_sql", False), bool):
         raise ConfigError(f"{config.source}: privacy.log_sql: must be true or false")
     tables = ", ".join(
-        f"{t} ({len(d.attributes)} attributes, {len(d.views)} views)"
+        f"{t} ({_count(len(d.attributes), 'attribute')}, {_count(len(d.views), 'view')})"
         for t, d in config.schema.tables.items()
     )
     print(f"{config.source}: OK")
@@ -402,6 +402,10 @@ def _config_check(args: argparse.Namespace) -> int:
             "every declared column"
         )
     return 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _table(config: Any, name: str) -> Any:

@@ -53,7 +53,20 @@ def test_good_file_is_summarised(
     code, out = _check(tmp_path, BASE + '[privacy]\nepsilon = 0.5\nview = "v"\n', capsys)
     assert code == 0, out
     assert "cfg.toml: OK" in out
-    assert "epsilon=0.5" in out and "accountant=gdp" in out and "view v" in out
+    assert "epsilon=0.5" in out and "accountant=gdp" in out and "restricted to view v" in out
+    # a configuration written when epochs covered one view keeps working, and is told how
+    # to cover the whole table
+    assert "privacy.view restricts new epochs to the columns a; remove it" in out
+
+
+def test_without_privacy_view_epochs_cover_the_whole_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAPRAS_TEST_ANALYST_PASSWORD", "pw")
+    code, out = _check(tmp_path, BASE.replace('[tables.t.views]\nv = ["a"]\n', ""), capsys)
+    assert code == 0, out
+    assert "t (1 attribute, 0 views)" in out and "over the whole table" in out
+    assert "note:" not in out
 
 
 @pytest.mark.parametrize(
