@@ -667,20 +667,29 @@ def start(
     else:
         batches = tuple(predicted)
     batches = tuple(b for b in batches if b.num_queries > 0)
+    if not all(domain.covers(b.domain) for b in batches):
+        raise ValueError("the predicted set must be over marginals of the epoch's domain")
+    plans: list[tuple[Reduction, FloatArray]] = []
+    if batches and config.fractions[0] > 0:
+        if strategy is not None:
+            blocks = {b.domain for b in batches}
+            if len(blocks) != 1 or strategy.matrix.shape[1] != next(iter(blocks)).size:
+                raise ValueError("the strategy does not match the domain")
+            plans = [(Reduction.identity(next(iter(blocks))), strategy.matrix)]
+        else:
+            laplace = config.accountant_kind is AccountantKind.PURE
+            planned = plan_release(batches, laplace=laplace)
+            # P is what the release answers: a batch left out of every block (too large for
+            # one, dp.marginals.MAX_BLOCK_ENTRIES) is answered online like any other
+            kept = {b.key for plan in planned for b in plan.batches}
+            batches = tuple(b for b in batches if b.key in kept)
+            plans = [(plan.reduction, plan.strategy) for plan in planned]
     started = EpochStarted(config=config, domain=domain, predicted=batches)
     state = apply(None, started)
     events: list[Event] = [started]
     if not state.mm_pending:  # no P, or a split with no MM share
         return state, tuple(events)
     pin = as_pin(domain, data)
-    laplace = config.accountant_kind is AccountantKind.PURE
-    if strategy is not None:
-        blocks = {b.domain for b in batches}
-        if len(blocks) != 1 or strategy.matrix.shape[1] != next(iter(blocks)).size:
-            raise ValueError("the strategy does not match the domain")
-        plans = [(Reduction.identity(next(iter(blocks))), strategy.matrix)]
-    else:
-        plans = [(b.reduction, b.strategy) for b in plan_release(batches, laplace=laplace)]
     acct = state.accountant
     l2, l1 = release_sensitivity(plans)
     sens = acct.sensitivity_of(l2, l1)

@@ -52,6 +52,10 @@ EXACT_SENSITIVITY_CELLS = 1 << 22
 #: The solver's work budget for the whole release (seconds at its nominal rate), shared
 #: between the blocks in proportion to their size.
 SOLVER_SECONDS = 4.0
+#: The largest reduced workload (rows x columns) a block may have: the solver and the release
+#: hold it dense. Predicted statements that would make a block larger are left out of the
+#: release (answered online, like unpredicted ones).
+MAX_BLOCK_ENTRIES = 1 << 22
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -106,9 +110,9 @@ class Reduction:
         return out, np.asarray(ok, dtype=np.bool_)
 
 
-def reduction(domain: Domain, workload: sp.csr_array) -> tuple[Reduction, FloatArray]:
+def reduction(domain: Domain, workload: sp.csr_array) -> tuple[Reduction, sp.csc_array]:
     """The lossless reduction of ``workload`` (sparse, over ``domain``) and the reduced
-    workload ``W_r`` (dense ``m x n_r``). Columns are merged when bit-identical."""
+    workload ``W_r`` (``m x n_r``, sparse). Columns are merged when bit-identical."""
     csc = sp.csc_array(workload)
     csc.sum_duplicates()
     csc.eliminate_zeros()
@@ -126,14 +130,13 @@ def reduction(domain: Domain, workload: sp.csr_array) -> tuple[Reduction, FloatA
     groups = np.full(n, -1, dtype=np.intp)
     groups[touched] = inverse.reshape(-1)
     reps = touched[first]
-    w_r = np.asarray(csc[:, reps].toarray(), dtype=np.float64)
-    rebuilt = sp.csc_array(w_r)[:, groups[touched]]
-    if (rebuilt != csc[:, touched]).nnz:  # a hash collision: merge exactly
+    w_r = sp.csc_array(csc[:, reps])
+    if (w_r[:, groups[touched]] != csc[:, touched]).nnz:  # a hash collision: merge exactly
         dense_t = np.ascontiguousarray(csc[:, touched].toarray().T) + 0.0
         keys = dense_t.view(np.dtype((np.void, dense_t.dtype.itemsize * dense_t.shape[1])))
         _, first, inverse = np.unique(keys.reshape(-1), return_index=True, return_inverse=True)
         groups[touched] = inverse.reshape(-1)
-        w_r = np.ascontiguousarray(dense_t[first].T)
+        w_r = sp.csc_array(dense_t[first].T)
     counts = np.bincount(groups[groups >= 0], minlength=w_r.shape[1]).astype(np.float64)
     return Reduction(domain, groups, counts), w_r
 
@@ -157,15 +160,20 @@ def block_domains(predicted: Sequence[QueryBatch]) -> tuple[Domain, ...]:
     return tuple(sorted(maximal, key=lambda d: (d.names, d.shape)))
 
 
+def _home(batch: QueryBatch, blocks: Sequence[Domain]) -> int:
+    """The smallest block that covers the batch's marginal."""
+    return min(
+        (i for i, d in enumerate(blocks) if d.covers(batch.domain)),
+        key=lambda i: (blocks[i].size, i),
+    )
+
+
 def assign(predicted: Sequence[QueryBatch], blocks: Sequence[Domain]) -> list[list[QueryBatch]]:
     """Each batch of P lifted into the smallest block that covers it."""
     out: list[list[QueryBatch]] = [[] for _ in blocks]
     for b in predicted:
-        best = min(
-            (i for i, d in enumerate(blocks) if d.covers(b.domain)),
-            key=lambda i: (blocks[i].size, i),
-        )
-        out[best].append(lift(b, blocks[best]))
+        home = _home(b, blocks)
+        out[home].append(lift(b, blocks[home]))
     return out
 
 
@@ -177,18 +185,28 @@ class BlockPlan:
     reduction: Reduction
     strategy: FloatArray
     expected_error: float
+    #: The batches of P this block answers (as P gave them).
+    batches: tuple[QueryBatch, ...] = ()
 
 
 def plan_release(
     predicted: Sequence[QueryBatch], *, laplace: bool, solver_seconds: float = SOLVER_SECONDS
 ) -> tuple[BlockPlan, ...]:
-    """Blocks, reductions, strategies and the budget split for P (see the module doc)."""
+    """Blocks, reductions, strategies and the budget split for P (see the module doc). A
+    block whose reduced workload would exceed :data:`MAX_BLOCK_ENTRIES` keeps, in P's order,
+    the batches that fit; the others are left out of the release."""
     blocks = block_domains(predicted)
     members = assign(predicted, blocks)
-    reduced = []
-    for dom, batches in zip(blocks, members, strict=True):
-        w = sp.vstack([b.matrix for b in batches], format="csr")
-        reduced.append(reduction(dom, w))
+    reduced: list[tuple[Reduction, FloatArray]] = []
+    kept: list[tuple[QueryBatch, ...]] = []
+    for i, (dom, batches) in enumerate(zip(blocks, members, strict=True)):
+        fitted = _fit(dom, batches)
+        if fitted is not None:
+            reduced.append((fitted[0], np.asarray(fitted[1].toarray(), dtype=np.float64)))
+            originals = [b for b in predicted if _home(b, blocks) == i]
+            kept.append(
+                tuple(b for b, lb in zip(originals, batches, strict=True) if lb in fitted[2])
+            )
     total = sum(w.size for _, w in reduced) or 1
     plans: list[tuple[Reduction, Strategy]] = []
     for red, w in reduced:
@@ -204,16 +222,39 @@ def plan_release(
         weights = [e ** (1 / 3) for e in errors]
         shares = [wt / sum(weights) for wt in weights]  # c_g, sum c_g = 1
         return tuple(
-            BlockPlan(red, s.matrix * (c / s.sensitivity_l1), e / c**2)
-            for (red, s), c, e in zip(plans, shares, errors, strict=True)
+            BlockPlan(red, s.matrix * (c / s.sensitivity_l1), e / c**2, bs)
+            for (red, s), c, e, bs in zip(plans, shares, errors, kept, strict=True)
         )
     errors = [s.expected_error for _, s in plans]
     roots = [math.sqrt(e) for e in errors]
     shares = [math.sqrt(r / sum(roots)) for r in roots]  # c_g, sum c_g^2 = 1
     return tuple(
-        BlockPlan(red, s.matrix * (c / s.sensitivity_l2), e / c**2)
-        for (red, s), c, e in zip(plans, shares, errors, strict=True)
+        BlockPlan(red, s.matrix * (c / s.sensitivity_l2), e / c**2, bs)
+        for (red, s), c, e, bs in zip(plans, shares, errors, kept, strict=True)
     )
+
+
+def _fit(
+    dom: Domain, batches: Sequence[QueryBatch]
+) -> tuple[Reduction, sp.csc_array, tuple[QueryBatch, ...]] | None:
+    """The reduction of a block's batches, or, when that exceeds MAX_BLOCK_ENTRIES, of those
+    that fit taken in order (a batch that would make it too large is left out); with the
+    batches kept. None when not one fits."""
+
+    def reduce(items: Sequence[QueryBatch]) -> tuple[Reduction, sp.csc_array]:
+        return reduction(dom, sp.vstack([b.matrix for b in items], format="csr"))
+
+    red, w = reduce(batches)
+    if w.shape[0] * w.shape[1] <= MAX_BLOCK_ENTRIES:
+        return red, w, tuple(batches)
+    chosen: list[QueryBatch] = []
+    best: tuple[Reduction, sp.csc_array, tuple[QueryBatch, ...]] | None = None
+    for b in batches:
+        red, w = reduce([*chosen, b])
+        if w.shape[0] * w.shape[1] <= MAX_BLOCK_ENTRIES:
+            chosen.append(b)
+            best = (red, w, tuple(chosen))
+    return best
 
 
 def release_sensitivity(blocks: Sequence[tuple[Reduction, FloatArray]]) -> tuple[float, float]:

@@ -20,6 +20,7 @@ from dp.engine import (
     DecisionKind,
     EngineConfig,
     EngineState,
+    EpochStarted,
     Event,
     MatrixReleased,
     Released,
@@ -36,15 +37,22 @@ from dp.marginals import (
     assign,
     block_domains,
     plan_release,
-    reduction,
     release_sensitivity,
 )
+from dp.marginals import reduction as _sparse_reduction
 from dp.noise import SeededSampler
 from dp.pin import Pin
 from dp.release import NotInRowSpaceError, Release
 from dp.strategy import evaluate_strategy, identity_strategy
 
 SOLVER = 0.5  # solver seconds per release in these tests (small workloads converge fast)
+
+
+def reduction(dom: Domain, w: sp.csr_array) -> tuple[Reduction, np.ndarray]:
+    """``dp.marginals.reduction`` with the reduced workload densified (it is sparse)."""
+    red, w_r = _sparse_reduction(dom, w)
+    assert sp.issparse(w_r)
+    return red, np.asarray(w_r.toarray())
 
 
 # ------------------------------------------------------------------------------------------
@@ -802,3 +810,29 @@ def test_blocks_of_one_marginal_in_two_attribute_orders() -> None:
         d = decide(state, q)
         assert d.kind is DecisionKind.MATRIX
         assert np.allclose(d.answers, exact(q, pin), rtol=0, atol=TOL)
+
+
+def test_a_predicted_batch_too_large_for_a_block_is_left_to_online_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A block's reduced workload is held dense by the solver and the release: a predicted
+    batch that would make it exceed MAX_BLOCK_ENTRIES is left out of the release (and of P),
+    the others of its block are kept, and the left-out one is answered online."""
+    monkeypatch.setattr(dp.marginals, "MAX_BLOCK_ENTRIES", 64)
+    dom = Domain.of(("a", 12), ("b", 8))
+    pin = random_pin(np.random.default_rng(3), dom, 300)
+    ab = dom.marginal(["a", "b"])
+    big = QueryBatch(ab, sp.identity(ab.size, format="csr"))  # 96 x 96: a full GROUP BY a, b
+    small = QueryBatch(dom.marginal(["a"]), sp.csr_array(np.tril(np.ones((3, 12)))))
+    plans = plan_release([big, small], laplace=False, solver_seconds=SOLVER)
+    assert [len(p.batches) for p in plans] == [1] and plans[0].batches == (small,)
+    cfg = EngineConfig(epsilon=1e6, delta=1e-3, stream_length=10)
+    state, events = start(cfg, dom, [big, small], pin, SeededSampler(4))
+    started = events[0]
+    assert isinstance(started, EpochStarted) and started.predicted == (small,)
+    state, d_small, r_small = answer(state, small, pin, SeededSampler(5))
+    assert d_small.kind is DecisionKind.MATRIX
+    exact = small.answer(pin.marginal(small.domain))
+    assert np.allclose(r_small.answers, exact, atol=0.05)
+    _, d_big, _ = answer(state, big, pin, SeededSampler(6))
+    assert d_big.kind is DecisionKind.FRESH
