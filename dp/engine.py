@@ -15,11 +15,11 @@ the noise scales -- never on the histogram. See ``docs/privacy.md``.
 
 API (the proxy calls exactly these)::
 
-    state, events = start(config, domain, predicted, histogram, sampler, strategy=None)
+    state, events = start(config, domain, predicted, pin, sampler, strategy=None)
     decision = decide(state, batch)            # may raise BudgetExhaustedError (no event then)
     for ev in decision.events:                 # persist, then apply, BEFORE releasing
         state = apply(state, ev)
-    result = release(state, decision, histogram, sampler)   # draws noise only for FRESH
+    result = release(state, decision, pin, sampler)   # draws noise only for FRESH
     for ev in result.events:                   # persist, then apply
         state = apply(state, ev)
     result.answers, result.std_errors          # send to the client
@@ -29,21 +29,25 @@ API (the proxy calls exactly these)::
 Events are frozen values; ``dp.engine_codec.encode_event`` / ``decode_event`` turn them into
 JSON-safe dicts and back (the ledger format). ``status(state)`` gives the public bookkeeping.
 
-``start`` charges the Matrix Mechanism budget, then measures the strategy (its events are
-``EpochStarted``, ``Charged`` and ``MatrixReleased``; nothing has been shown to anyone until
-they are persisted). For each statement ``decide`` classifies the batch:
+The epoch's ``domain`` is the product of all of its table's attributes (``dp.pin`` holds the
+data, sparse); every batch is over a *marginal* of it (``Domain.covers``), and is answered on
+that marginal of the pin. ``start`` charges the Matrix Mechanism budget, then measures P's
+blocks (``dp.marginals``; its events are ``EpochStarted``, ``Charged`` and ``MatrixReleased``;
+nothing has been shown to anyone until they are persisted). For each statement ``decide``
+classifies the batch:
 
 1. ``REPEAT``: the same batch (same ``QueryBatch.key``) was answered before: its stored answer,
    no event, no noise (no averaging attack).
 2. ``MATRIX``: every row of the batch is in the predicted set ``P`` (a *good* query): answered
-   from the Matrix Mechanism release (paper mode) or from all stored releases combined by
-   generalised least squares (default mode, :class:`StoredInference`; lower variance, still
-   post-processing). Event
+   from the Matrix Mechanism block whose marginal contains the batch's (paper mode), or from
+   the lowest-variance source among those blocks and the GLS of all stored releases of one small
+   marginal (default mode, :class:`StoredInference`; still post-processing). Event
    ``Answered``; advances the stream position.
 3. ``STORED`` (default mode only, ``reuse=True``; PRIVACY-NOTES §3 gap #10): the batch lies in
-   the row space of the stored releases and their predicted variance (summed over its rows) is
-   not above that of a fresh answer at the current pacing -- or no fresh answer can be made any
-   more. Event ``Answered``; advances the position.
+   the row space of a stored source covering its marginal (a block, or the releases of one
+   marginal) whose variance (summed over its rows) is not above that of a fresh answer at the
+   current pacing -- or no fresh answer can be made any more. Event ``Answered``; advances the
+   position.
 4. ``FRESH``: a *bad* query: one online release of the whole batch, whatever its number of rows.
    The pacer (``dp.pacing``) sets the charge; the event ``Charged`` (position, b, amount, noise
    scale, pacing after) must be persisted and applied before :func:`release` draws the noise;
@@ -75,7 +79,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -250,14 +254,6 @@ class EngineConfig:
 
 # ------------------------------------------------------------------------------------------
 # inference over all stored releases (default mode)
-
-
-class _Estimator(Protocol):
-    def can_answer(self, matrix: Any) -> npt.NDArray[np.bool_]: ...
-
-    def estimate(self, matrix: Any) -> tuple[FloatArray, FloatArray]: ...
-
-    def variance(self, matrix: Any) -> FloatArray: ...
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -733,19 +729,18 @@ def _tuple(a: FloatArray) -> tuple[float, ...]:
 
 
 def _best(
-    state: EngineState, batch: QueryBatch, *, blocks: bool, stored: bool
-) -> tuple[FloatArray, FloatArray, Source] | None:
+    state: EngineState, batch: QueryBatch, *, stored: bool
+) -> tuple[FloatArray, FloatArray] | None:
     """The lowest-variance answer to every row of ``batch`` from one stored source covering
     its marginal -- a Matrix Mechanism block, or (``stored``) the GLS over the releases of one
-    small marginal -- as ``(answers, variances, source)``; None when no source answers all
-    rows. Post-processing of released values only."""
-    best: tuple[FloatArray, FloatArray, Source] | None = None
-    if blocks:
-        for block in state.matrix_blocks:
-            if block.domain.covers(batch.domain):
-                ans, var, ok = block.solve(batch)
-                if np.all(ok) and (best is None or np.sum(var) < np.sum(best[1])):
-                    best = (ans, var, Source.MATRIX)
+    small marginal -- as ``(answers, variances)``; None when no source answers all rows.
+    Post-processing of released values only."""
+    best: tuple[FloatArray, FloatArray] | None = None
+    for block in state.matrix_blocks:
+        if block.domain.covers(batch.domain):
+            ans, var, ok = block.solve(batch)
+            if np.all(ok) and (best is None or np.sum(var) < np.sum(best[1])):
+                best = (ans, var)
     if stored:
         for dom, inf in state.stored.items():
             if dom.covers(batch.domain):
@@ -753,20 +748,20 @@ def _best(
                 if np.all(inf.can_answer(q)):
                     ans, var = inf.estimate(q)
                     if best is None or np.sum(var) < np.sum(best[1]):
-                        best = (ans, var, Source.STORED)
+                        best = (ans, var)
     return best
 
 
 def _answered(
     state: EngineState,
     batch: QueryBatch,
-    found: tuple[FloatArray, FloatArray, Source],
+    found: tuple[FloatArray, FloatArray],
     source: Source,
     *,
     b: int | None = None,
     pacing: Pacing | None = None,
 ) -> Decision:
-    ans, var, _ = found
+    ans, var = found
     std = _tuple(np.sqrt(np.maximum(var, 0.0)))
     ev = Answered(
         position=state.position + 1,
@@ -821,12 +816,12 @@ def decide(state: EngineState, batch: QueryBatch) -> Decision:
 
     reuse = cfg.reuse_releases
     if _is_good(state, batch):
-        found = _best(state, batch, blocks=True, stored=reuse)
+        found = _best(state, batch, stored=reuse)
         if found is not None:
             return _answered(state, batch, found, Source.MATRIX)
 
     # a bad query
-    known = _best(state, batch, blocks=True, stored=True) if reuse else None
+    known = _best(state, batch, stored=True) if reuse else None
     b = state.bad + 1
     skipped = skip(
         state.pacing,
