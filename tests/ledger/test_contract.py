@@ -168,7 +168,7 @@ class LedgerContract:
     async def test_pin_is_stored_exactly(self, pair: Any) -> None:
         a, b = pair
         counts = np.array([0.1, 5e-324, 1e308, 32561.0, 1 / 3], dtype=np.float64)
-        cells = np.array([[0, 0], [2, -1], [-1, 1], [1, 1], [2, 0]])
+        cells = np.array([[0, 0], [2, 1], [0, 1], [1, 1], [2, 0]])
         pin = Pin.of(DOM, cells, counts)
         epoch = await a.create_epoch(
             table="adult",
