@@ -122,9 +122,12 @@ def pin_sql(schema: Schema, table: str, attributes: Sequence[str] | None = None)
     outer = ", ".join(f"c{i}::int4" for i in range(len(attrs)))
     inside = " AND ".join(f"c{i} IS NOT NULL" for i in range(len(attrs)))
     groups = ", ".join(str(i + 1) for i in range(len(attrs)))
-    inner = f"SELECT {cols}, count(*) AS n FROM {_q(sch)}.{_q(name)} GROUP BY {cols}"
+    n = "n"  # the count's name: any name no declared column has
+    while n in {a.name for a in attrs}:
+        n += "_"
+    inner = f"SELECT {cols}, count(*) AS {n} FROM {_q(sch)}.{_q(name)} GROUP BY {cols}"
     return (
-        f"SELECT {outer}, sum(n)::int8 FROM (SELECT {cells}, n FROM ({inner}) AS g) AS cells "
+        f"SELECT {outer}, sum({n})::int8 FROM (SELECT {cells}, {n} FROM ({inner}) AS g) AS cells "
         f"WHERE {inside} GROUP BY {groups}"
     )
 

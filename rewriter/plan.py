@@ -291,7 +291,10 @@ class Plan:
 
     @property
     def row_width(self) -> int:
-        return sum(lay.width for lay in self.layouts) if self.layouts else len(self.measures)
+        # identical measures share one layout: the row is as wide as its last layout's end
+        if not self.layouts:
+            return len(self.measures)
+        return max(lay.offset + lay.width for lay in self.layouts)
 
 
 def nodes(e: object) -> Iterator[object]:

@@ -796,19 +796,19 @@ SELECT d.datname as "Name",
 -- are those of the run.
 
 -- title: T.1 ibis 12 (psycopg 3) #1 t.count()
--- expect: dp view=age_sex_income queries=1 columns=CountStar(adult):20
+-- expect: dp view=() queries=1 columns=CountStar(adult):20
 SELECT COUNT(*) AS "CountStar(adult)" FROM "adult" AS "t0";
 
 -- title: T.1 ibis 12 (psycopg 3) #2 t.filter(...).count(): the filter is a derived table
--- expect: dp view=age_sex_income queries=1 columns=CountStar():20
+-- expect: dp view=(age, sex) queries=1 columns=CountStar():20
 SELECT COUNT(*) AS "CountStar()" FROM (SELECT * FROM "adult" AS "t0" WHERE "t0"."sex" = 'Female' AND "t0"."age" >= 30 AND "t0"."age" <= 39) AS "t1";
 
 -- title: T.1 ibis 12 (psycopg 3) #3 group_by().aggregate()
--- expect: dp view=age_sex_income queries=4 columns=sex:25,n:20,mean_age:1700
+-- expect: dp view=(age, sex) queries=4 columns=sex:25,n:20,mean_age:1700
 SELECT "t0"."sex", COUNT(*) AS "n", AVG("t0"."age") AS "mean_age" FROM "adult" AS "t0" GROUP BY 1;
 
 -- title: T.1 ibis 12 (psycopg 3) #4 top-k: order_by(desc).limit(3) around the aggregate
--- expect: dp view=origin queries=5 columns=race:25,n:20
+-- expect: dp view=(race) queries=5 columns=race:25,n:20
 SELECT * FROM (SELECT "t0"."race", COUNT(*) AS "n" FROM "adult" AS "t0" GROUP BY 1) AS "t1" ORDER BY "t1"."n" DESC NULLS LAST LIMIT 3;
 
 -- title: T.1 ibis 12 (psycopg 3) #5 t.head()
@@ -844,11 +844,11 @@ SELECT oid, typname, typreceive, typbasetype, typrelid, typarray FROM pg_catalog
 COPY (SELECT * FROM adult) TO STDOUT (FORMAT binary);
 
 -- title: T.4 connectorx 0.4 #1 the row count of a grouped result (before its binary COPY)
--- expect: dp view=age_sex_income queries=0 columns=count:20
+-- expect: dp view=(sex) queries=0 columns=count:20
 SELECT count(*) FROM (SELECT sex, count(*) AS n FROM adult GROUP BY sex) AS CXTMPTAB_COUNT;
 
 -- title: T.4 connectorx 0.4 #2 the row count of SELECT *
--- expect: dp view=age_sex_income queries=1 columns=count:20
+-- expect: dp view=() queries=1 columns=count:20
 SELECT count(*) FROM (SELECT * FROM adult) AS CXTMPTAB_COUNT;
 
 -- title: T.4 connectorx 0.4 #3 rows, read with binary COPY
@@ -864,7 +864,7 @@ SET DateStyle = 'ISO';SET extra_float_digits = 2;show transaction_isolation;
 select oid, typbasetype from pg_type where typname = 'lo';
 
 -- title: T.5 psqlODBC (odbc-postgresql 13) #3 SQLExecute with parameters
--- expect: dp view=age_sex_income queries=2 columns=count:20,avg:1700
+-- expect: dp view=(age, sex) queries=2 columns=count:20,avg:1700
 -- params: [40, 'Female']
 SELECT count(*), avg(age) FROM adult WHERE age > $1 AND sex = $2;
 
@@ -940,7 +940,7 @@ DECLARE "rows" CURSOR FOR SELECT age, sex FROM adult;
             ORDER BY a.attnum;
 
 -- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #2 bar chart, COUNT(*) by sex
--- expect: dp view=age_sex_income queries=2 columns=sex:25,count:20
+-- expect: dp view=(sex) queries=2 columns=sex:25,count:20
 SELECT
   sex AS sex,
   COUNT(*) AS count
@@ -952,14 +952,14 @@ ORDER BY
 LIMIT 10000;
 
 -- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #3 big number, AVG(age)
--- expect: dp view=age_sex_income queries=2 columns=AVG(age):1700
+-- expect: dp view=(age) queries=2 columns=AVG(age):1700
 SELECT
   AVG(age) AS "AVG(age)"
 FROM public.adult
 LIMIT 10000;
 
 -- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #4 a filtered chart
--- expect: dp view=age_sex_income queries=1 columns=count:20
+-- expect: dp view=(age, sex) queries=1 columns=count:20
 SELECT
   COUNT(*) AS count
 FROM public.adult
@@ -968,7 +968,7 @@ WHERE
 LIMIT 10000;
 
 -- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #5 a native filter's value list
--- expect: dp view=age_sex_income queries=0 columns=sex:25
+-- expect: dp view=(sex) queries=0 columns=sex:25
 SELECT
   sex AS sex
 FROM public.adult
@@ -979,13 +979,13 @@ ORDER BY
 LIMIT 1000;
 
 -- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #6 the explore view's column values
--- expect: dp view=age_sex_income queries=0 columns=column_values:25
+-- expect: dp view=(sex) queries=0 columns=column_values:25
 SELECT DISTINCT sex AS column_values
 FROM public.adult
  LIMIT 10000;
 
 -- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #7 SQL Lab, an aggregate (its LIMIT added)
--- expect: dp view=age_sex_income queries=4 columns=sex:25,n:20,mean_age:1700
+-- expect: dp view=(age, sex) queries=4 columns=sex:25,n:20,mean_age:1700
 SELECT
   sex,
   COUNT(*) AS n,

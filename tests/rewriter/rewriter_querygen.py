@@ -1,14 +1,19 @@
 """A seeded generator of random accepted DP queries over a declaration (for exactness tests).
 
-Used by tests/rewriter/test_exactness.py and by ``python -m bench.rewrite --exactness``.
+Used by tests/rewriter/test_exactness.py. :meth:`QueryGenerator.query` writes one statement
+over a set of attributes: counts, sums and averages (also with ``FILTER``), minima and maxima,
+``WHERE`` filters and ``GROUP BY`` over them, with the spellings BI tools use. With ``cover``
+(the default) the statement uses every attribute of the set, so that the rewriter must reduce
+it over exactly that marginal; :attr:`Generated.attributes` names the attributes it uses.
 Every query it produces must be accepted by the rewriter and answered exactly (on the exact
-histogram) as PostgreSQL answers it.
+histogram of that marginal) as PostgreSQL answers it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -20,6 +25,7 @@ from rewriter.schema import AttributeDecl, Kind, TableDecl, ViewDecl
 class Generated:
     sql: str
     grouped: bool  # an extra trailing count(*) column lets the test drop empty public groups
+    attributes: frozenset[str] = frozenset()  # the attributes the statement uses
 
 
 def _lit(attr: AttributeDecl, v: object) -> str:
@@ -46,10 +52,12 @@ class QueryGenerator:
         self.t = table
         self.r = random.Random(seed)
         self.bi = bi_style
+        self.used: set[str] = set()
 
     # -- names with BI-style variations --
     def col(self, name: str, alias: str | None) -> str:
         r = self.r
+        self.used.add(name)
         choice = r.random() if self.bi else 0.0
         if choice < 0.5:
             base = f"{alias}.{name}" if alias else name
@@ -147,30 +155,41 @@ class QueryGenerator:
             + ")"
         )
 
-    def query(self, view: ViewDecl) -> Generated:
+    def aggregate(self, attrs: list[AttributeDecl], alias: str | None) -> str:
         r = self.r
-        attrs = list(view.attributes)
+        ints = [a for a in attrs if a.kind is Kind.INTEGER and a.unit_bins]
+        kind = r.random()
+        if kind < 0.3 or not ints:
+            if r.random() < 0.1:
+                return f"count(*) FILTER (WHERE {self.atom(r.choice(attrs), alias)})"
+            if r.random() < 0.2:
+                a = r.choice(attrs)
+                return f"count({self.col(a.name, alias)})"
+            return r.choice(["count(*)", "COUNT(*)", "count(1)"])
+        if 0.55 <= kind < 0.6:
+            return "sum(1)"
+        c = self.col(r.choice(ints).name, alias)
+        if kind < 0.55:
+            if r.random() < 0.15:
+                return f"sum({c}) FILTER (WHERE {self.atom(r.choice(attrs), alias)})"
+            return f"sum({c})"
+        if kind < 0.9:
+            return f"avg({c})"
+        return f"{r.choice(['min', 'max'])}({c})"
+
+    def query(
+        self, attributes: ViewDecl | Sequence[AttributeDecl], *, cover: bool = True
+    ) -> Generated:
+        """One statement over ``attributes`` (at least one); with ``cover``, it uses all of them
+        (an attribute the random parts left out is added to the ``WHERE`` clause)."""
+        r = self.r
+        attrs = list(attributes.attributes if isinstance(attributes, ViewDecl) else attributes)
+        self.used = set()
         alias = r.choice([None, None, "a", "t1"]) if self.bi else None
         unit = [a for a in attrs if a.unit_bins]
-        ints = [a for a in attrs if a.kind is Kind.INTEGER and a.unit_bins]
         ngroup = r.choice([0, 0, 1, 1, 2]) if unit else 0
         group = r.sample(unit, min(ngroup, len(unit)))
-        aggs: list[str] = []
-        for _ in range(r.randint(1, 3)):
-            kind = r.random()
-            if kind < 0.35 or not ints:
-                aggs.append(r.choice(["count(*)", "COUNT(*)", "count(1)"]))
-            elif kind < 0.45:
-                a = r.choice(attrs)
-                aggs.append(f"count({self.col(a.name, alias)})")
-            elif kind < 0.7:
-                a = r.choice(ints)
-                aggs.append(f"sum({self.col(a.name, alias)})")
-            elif kind < 0.75:
-                aggs.append("sum(1)")
-            else:
-                a = r.choice(ints)
-                aggs.append(f"avg({self.col(a.name, alias)})")
+        aggs = [self.aggregate(attrs, alias) for _ in range(r.randint(1, 3))]
         items = []
         for i, g in enumerate(group):
             items.append(self.col(g.name, alias) + (f" AS g{i}" if r.random() < 0.3 else ""))
@@ -189,8 +208,14 @@ class QueryGenerator:
         if alias:
             src += f" {'AS ' if r.random() < 0.5 else ''}{alias}"
         sql = f"SELECT {', '.join(items)} FROM {src}"
-        if r.random() < 0.85:
-            sql += " WHERE " + self.pred(attrs, alias)
+        where = self.pred(attrs, alias) if r.random() < 0.85 else None
+        if cover:
+            for a in attrs:
+                if a.name not in self.used:
+                    atom = self.atom(a, alias)
+                    where = atom if where is None else f"({where}) {r.choice(['AND', 'OR'])} {atom}"
+        if where is not None:
+            sql += " WHERE " + where
         if group:
             if r.random() < 0.4:
                 sql += " GROUP BY " + ", ".join(str(i + 1) for i in range(len(group)))
@@ -200,4 +225,4 @@ class QueryGenerator:
                 sql += f" HAVING count(*) > {r.randint(0, 50)}"
             if r.random() < 0.3:
                 sql += " ORDER BY 1" + r.choice(["", " DESC", " ASC NULLS FIRST"])
-        return Generated(sql=sql, grouped=bool(group))
+        return Generated(sql=sql, grouped=bool(group), attributes=frozenset(self.used))

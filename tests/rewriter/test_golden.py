@@ -1,23 +1,28 @@
 """Golden cases (sql_fixtures/golden): expected classification, IR summary or SQLSTATE.
 
 Accepted cases are also executed on PostgreSQL (the differential oracle): the exact answer as
-the aggregator must equal ``postprocess(plan, W @ x)`` on the exact histogram. Passthrough
-cases are executed as the passthrough role and must succeed (the statistics rewrites are valid
-SQL). Refused cases must never crash the rewriter.
+the aggregator must equal ``postprocess(plan, W @ x)`` on the exact histogram (the marginal the
+plan is over, of one pin of the table). ``view=`` names that marginal: the attributes the
+statement uses, in the table's declaration order, e.g. ``view=(age, sex)`` or ``view=()``.
+Passthrough cases are executed as the passthrough role and must succeed (the statistics
+rewrites are valid SQL). Refused cases must never crash the rewriter.
 """
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from typing import Any
 
-import numpy as np
 import psycopg
 import pytest
 from golden import Case, load_cases
+from pins import exact_answer, pin_table
 
 import rewriter
+from dp.pin import Pin
 from rewriter.plan import KeyRef
+from rewriter.reduce import marginal_name
 
 ADULT = rewriter.load_schema(__file__.rsplit("/tests/", 1)[0] + "/sql_fixtures/adult/lapras.toml")
 CASES = load_cases()
@@ -37,6 +42,12 @@ def _cols(cols: tuple[rewriter.OutputColumn, ...]) -> str:
     return ",".join(f"{c.name}:{c.type_oid}" for c in cols)
 
 
+def _fields(expect: str) -> dict[str, str]:
+    """``key=value`` fields of an expectation; a value may be a parenthesised list with
+    spaces (a marginal's name, ``view=(age, sex)``)."""
+    return dict(re.findall(r"(\w+)=(\([^)]*\)|\S+)", expect))
+
+
 def _plan(st: rewriter.DPStatement, case: Case) -> rewriter.Plan:
     if st.plan is not None:
         return st.plan
@@ -52,13 +63,14 @@ def test_classification(case: Case) -> None:
     if words[0] in ("dp", "probe") and len(words) > 1:
         assert kinds == [words[0]], statements
         st = statements[0]
-        fields = dict(w.split("=", 1) for w in words[1:] if "=" in w)
+        fields = _fields(case.expect)
         if isinstance(st, rewriter.ZeroRowProbe):
             assert _cols(st.columns) == words[1]
         else:
             assert isinstance(st, rewriter.DPStatement)
             plan = _plan(st, case)
             assert plan.view == fields["view"]
+            assert plan.view == marginal_name(plan.batch.domain.names)
             assert plan.batch.num_queries == int(fields["queries"])
             assert _cols(plan.columns) == fields["columns"]
             assert _cols(st.columns) == fields["columns"]
@@ -83,33 +95,35 @@ def test_classification(case: Case) -> None:
 
 
 def _pg_sql(sql: str) -> str:
-    import re
-
     return re.sub(r"\$(\d+)", "%s", sql)
 
 
 @pytest.fixture(scope="module")
-def histograms(pg: Any) -> dict[str, np.ndarray]:
-    out = {}
-    with psycopg.connect(pg.aggregator_dsn, autocommit=True) as conn:
-        for view in ADULT.tables["adult"].views:
-            rows = conn.execute(rewriter.histogram_sql(ADULT, "adult", view.name)).fetchall()
-            out[view.name] = rewriter.histogram_from_rows(ADULT, "adult", view.name, rows)
-    return out
+def adult_pin(pg: Any) -> Pin:
+    return pin_table(pg.aggregator_dsn, ADULT, "adult")
 
 
-# one DP statement with its IR summary (multi-statement cases list kinds as "dp, passthrough")
-DP_CASES = [
-    c for c in CASES if c.expect.split()[0] == "dp" and "view=" in c.expect and ", " not in c.expect
-]
+# one DP statement with its IR summary (multi-statement cases list kinds as "dp, passthrough",
+# whose first word is then "dp,")
+DP_CASES = [c for c in CASES if c.expect.split()[0] == "dp" and "view" in _fields(c.expect)]
+
+
+def test_golden_marginal_names_parse() -> None:
+    assert _fields("dp view=(age, sex) queries=2 columns=sex:25,count:20") == {
+        "view": "(age, sex)",
+        "queries": "2",
+        "columns": "sex:25,count:20",
+    }
+    assert _fields("dp view=() queries=1 columns=count:20")["view"] == "()"
+    assert len(DP_CASES) >= 80  # every accepted golden case is diffed against PostgreSQL
 
 
 @pytest.mark.parametrize("case", DP_CASES, ids=[c.id for c in DP_CASES])
-def test_accepted_cases_are_exact(case: Case, pg: Any, histograms: dict[str, np.ndarray]) -> None:
+def test_accepted_cases_are_exact(case: Case, pg: Any, adult_pin: Pin) -> None:
     [st] = rewriter.classify(case.sql, ADULT)
     assert isinstance(st, rewriter.DPStatement)
     plan = _plan(st, case)
-    ours = rewriter.postprocess(plan, plan.batch.answer(histograms[plan.view]))
+    ours = exact_answer(plan, adult_pin)
     with psycopg.connect(pg.aggregator_dsn, autocommit=True) as conn:
         cur = (
             conn.execute(_pg_sql(case.sql), list(case.params))

@@ -11,7 +11,8 @@ every value the rewriter evaluates over the domain. For each expression,
 - **post-processing** of aggregates (``round``, casts with a type modifier, numeric division,
   window functions) must equal PostgreSQL's to the last digit.
 
-The answers come from ``postprocess(plan, W @ x)`` on the exact histogram (no noise).
+The answers come from ``postprocess(plan, W @ x)`` on the exact histogram (no noise): the
+marginal the plan is over, of one pin of the table.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from pins import exact_answer, pin_table
 
 import rewriter
+from dp.pin import Pin
 from proxy import provision
 from rewriter.schema import Schema
 
@@ -49,9 +52,7 @@ kind = "date"
 min = "2020-02-25"
 max = "2020-03-05"
 nullable = true
-[tables.lapras_eval.views]
-all = ["n", "c", "d"]
-"""
+"""  # no views: each statement is answered over the marginal of the columns it uses
 
 N_VALUES = [*range(-6, 7), None]
 C_VALUES = ["Alpha", "beta", "GAMMA", "d'elta", "épsilon", "a_b%c", "", None]
@@ -117,18 +118,16 @@ def schema(pg: Any) -> Schema:
 
 
 @pytest.fixture(scope="module")
-def histogram(pg: Any, schema: Schema) -> Any:
-    with psycopg.connect(pg.aggregator_dsn, autocommit=True) as conn:
-        rows = conn.execute(rewriter.histogram_sql(schema, "lapras_eval", "all")).fetchall()
-    return rewriter.histogram_from_rows(schema, "lapras_eval", "all", rows)
+def pin(pg: Any, schema: Schema) -> Pin:
+    """The table's pin (its exact data over every declared attribute)."""
+    return pin_table(pg.aggregator_dsn, schema, "lapras_eval")
 
 
-def _ours(sql: str, schema: Schema, histogram: Any) -> tuple[list[tuple[Any, ...]], list[int]]:
+def _ours(sql: str, schema: Schema, pin: Pin) -> tuple[list[tuple[Any, ...]], list[int]]:
     [st] = rewriter.classify(sql, schema)
     assert isinstance(st, rewriter.DPStatement) and st.plan is not None, (sql, st)
     plan = st.plan
-    rows = rewriter.postprocess(plan, plan.batch.answer(histogram))
-    return rows, [c.type_oid for c in plan.columns]
+    return exact_answer(plan, pin), [c.type_oid for c in plan.columns]
 
 
 def _theirs(pg: Any, sql: str) -> tuple[list[tuple[Any, ...]], list[int]]:
@@ -149,9 +148,9 @@ def _same(ours: list[tuple[Any, ...]], theirs: list[tuple[Any, ...]]) -> bool:
 
 
 @pytest.mark.parametrize("expr", KEYS)
-def test_expression_as_a_group_key(expr: str, pg: Any, schema: Schema, histogram: Any) -> None:
+def test_expression_as_a_group_key(expr: str, pg: Any, schema: Schema, pin: Pin) -> None:
     sql = f"SELECT {expr} AS k, count(*) FROM lapras_eval GROUP BY 1"
-    ours, our_types = _ours(sql, schema, histogram)
+    ours, our_types = _ours(sql, schema, pin)
     theirs, types = _theirs(pg, sql)
     assert our_types == types
     ours = [r for r in ours if r[-1] != 0]  # groups the data does not reach
@@ -159,31 +158,29 @@ def test_expression_as_a_group_key(expr: str, pg: Any, schema: Schema, histogram
 
 
 @pytest.mark.parametrize("cond", CONDITIONS)
-def test_expression_as_a_condition(cond: str, pg: Any, schema: Schema, histogram: Any) -> None:
+def test_expression_as_a_condition(cond: str, pg: Any, schema: Schema, pin: Pin) -> None:
     sql = f"SELECT count(*), sum(n) FROM lapras_eval WHERE {cond}"
-    ours, _ = _ours(sql, schema, histogram)
+    ours, _ = _ours(sql, schema, pin)
     assert ours == _theirs(pg, sql)[0]
 
 
 @pytest.mark.parametrize("agg", AGGREGATES)
-def test_aggregates_and_their_post_processing(
-    agg: str, pg: Any, schema: Schema, histogram: Any
-) -> None:
+def test_aggregates_and_their_post_processing(agg: str, pg: Any, schema: Schema, pin: Pin) -> None:
     sql = f"SELECT c, {agg} AS v FROM lapras_eval GROUP BY c"
-    ours, our_types = _ours(sql, schema, histogram)
+    ours, our_types = _ours(sql, schema, pin)
     theirs, types = _theirs(pg, sql)
     assert our_types == types
     assert _same(ours, theirs), (sorted(ours, key=repr), sorted(theirs, key=repr))
 
 
-def test_window_functions_over_the_grouped_result(pg: Any, schema: Schema, histogram: Any) -> None:
+def test_window_functions_over_the_grouped_result(pg: Any, schema: Schema, pin: Pin) -> None:
     sql = (
         "SELECT n % 3 AS r, count(*) AS k, sum(count(*)) OVER () AS total, "
         "count(*) * 100.0 / sum(count(*)) OVER () AS pct, rank() OVER (ORDER BY n % 3 DESC), "
         "avg(count(*)) OVER (), sum(sum(n)) OVER (ORDER BY n % 3) "
         "FROM lapras_eval GROUP BY 1 ORDER BY 1"
     )
-    ours, our_types = _ours(sql, schema, histogram)
+    ours, our_types = _ours(sql, schema, pin)
     theirs, types = _theirs(pg, sql)
     assert our_types == types
     assert ours == theirs

@@ -73,15 +73,16 @@ def test_recurring_predicted_one_off_not() -> None:
     sqls = [q.sql for q in p.queries]
     assert sqls == [DASH]
     (q,) = p.queries
-    assert q.view == "times" and q.probability == 1.0 and q.occurrences == 5
+    assert q.view == "(hour, origin)" and q.probability == 1.0 and q.occurrences == 5
     assert q.reason == "exact"
     # spacing/case variants are the same query (same batch key)
     log2 = [rec(0, DASH), rec(1, DASH.lower().replace("  ", " ") + " ")]
     assert len(predict(log2, SCHEMA, now=T0 + 2 * DAY).queries) == 1
-    # the stacked batch for the engine covers the view's domain
+    # the stacked batch for the engine is over the marginal of the columns used
     (v,) = p.views
     assert v.batch.num_queries == 3 and v.batch.domain == q.batch.domain
-    assert p.batch("flights", "times") is v.batch
+    assert v.batch.domain.names == ("hour", "origin")
+    assert p.batch("flights", "(hour, origin)") is v.batch
     assert "GROUP BY origin;" in p.sql_script()
 
 
@@ -288,12 +289,14 @@ def test_flights_fixture_declaration_and_rows() -> None:
     assert [c for c, _ in t.columns] == list(flights.COLUMNS)
     rows = flights.rows()
     assert len(rows) == flights.ROWS and rows[0][:4] == (dt.date(2001, 1, 1), 0, 66, 1750)
-    # a crossfilter refresh (brush on distance rounded to the 200-mile bins) plans on the view
+    # a crossfilter refresh (brush on distance rounded to the 200-mile bins) plans on the
+    # marginal of the columns it uses
     log = [
         LogRecord(time=T0 + d * DAY, sql="SELECT hour, count(*) FROM flights WHERE delay >= -20 "
                   "AND delay < 0 AND distance >= 1014.3 AND distance < 1190 GROUP BY hour")
         for d in range(2)
     ]  # fmt: skip
     (q,) = predict(log, schema, now=T0 + 2 * DAY).queries
-    assert q.view == "crossfilter" and q.reason == "rounded" and q.batch.num_queries == 24
+    assert q.view == "(hour, delay, distance)" and q.reason == "rounded"
+    assert q.batch.num_queries == 24
     assert q.bindings == (-20, 0, 1000, 1200)

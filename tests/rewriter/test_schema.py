@@ -62,8 +62,8 @@ v = ["a", "b"]
         ),
         (BASE + "\n[tables.t.extra]\n", "tables.t.extra: unknown key"),
         (
-            BASE.replace('[tables.t.views]\nv = ["a", "b"]', "[tables.t.views]"),
-            "declare at least one view",
+            '[tables.t.columns]\na = "integer"\n[tables.t.attributes]\n',
+            "tables.t.attributes: declare at least one attribute",
         ),
     ],
 )
@@ -73,6 +73,22 @@ def test_errors_name_file_key_problem(text: str, fragment: str) -> None:
     assert e.value.message.startswith("my.toml: ")
     assert fragment in e.value.message
     assert e.value.sqlstate == "F0000"
+
+
+def test_views_are_optional() -> None:
+    """A table needs at least one attribute; views are optional (an epoch covers every
+    attribute, and each statement is answered over the marginal of the columns it uses)."""
+    for text in (
+        BASE.replace('[tables.t.views]\nv = ["a", "b"]', ""),
+        BASE.replace('v = ["a", "b"]', ""),
+    ):
+        t = rewriter.parse_schema(text, "my.toml").tables["t"]
+        assert t.views == () and list(t.attributes) == ["a", "b"]
+        assert t.domain.names == ("a", "b") and t.domain.size == 20
+    s = rewriter.parse_schema(BASE.replace('[tables.t.views]\nv = ["a", "b"]', ""), "my.toml")
+    [st] = rewriter.classify("SELECT b, count(*) FROM t WHERE a > 3 GROUP BY b", s)
+    assert isinstance(st, rewriter.DPStatement) and st.plan is not None
+    assert st.plan.view == "(a, b)"
 
 
 def test_view_over_cell_limit() -> None:
