@@ -4,10 +4,11 @@ One ordinary statement (so that a distributed PostgreSQL-compatible engine behin
 Citus, Greenplum, Redshift -- can push it down): the inner ``GROUP BY`` over the raw declared
 columns is the heavy scan, exactly PostgreSQL's own; the outer query maps each distinct value
 combination to its cells (C order per attribute, NULL as the last cell of a nullable
-attribute) and sums the counts. A row with a value outside a declared domain (or NULL in an
-attribute not declared nullable) has no cell there and is left out: the pin is one histogram
-over the whole domain, so that every marginal of it is consistent with every other
-(``dp.pin``). At most one result row per row of the table, usually far fewer.
+attribute; ``-1`` for none) and sums the counts. A row with a value outside a declared domain
+(or NULL in an attribute not declared nullable) has no cell there and is left out when the
+result is read: the pin is one histogram over the whole domain, so that every marginal of it
+is consistent with every other (``dp.pin``). At most one result row per row of the table,
+usually far fewer.
 
 >>> from rewriter.schema import parse_schema
 >>> s = parse_schema('''
@@ -23,7 +24,7 @@ over the whole domain, so that every marginal of it is consistent with every oth
 ... values = ["x", "y"]
 ... ''', "x")
 >>> print(pin_sql(s, "t"))
-SELECT c0::int4, c1::int4, sum(n)::int8 FROM (SELECT (CASE WHEN "a" BETWEEN 0 AND 9 THEN ("a" - 0) END) AS c0, (CASE WHEN "b" = 'x' THEN 0 WHEN "b" = 'y' THEN 1 END) AS c1, n FROM (SELECT "a", "b", count(*) AS n FROM "public"."t" GROUP BY "a", "b") AS g) AS cells WHERE c0 IS NOT NULL AND c1 IS NOT NULL GROUP BY 1, 2
+SELECT coalesce(c0, -1)::int4, coalesce(c1, -1)::int4, sum(n)::int8 FROM (SELECT (CASE WHEN "a" BETWEEN 0 AND 9 THEN ("a" - 0) END) AS c0, (CASE WHEN "b" = 'x' THEN 0 WHEN "b" = 'y' THEN 1 END) AS c1, n FROM (SELECT "a", "b", count(*) AS n FROM "public"."t" GROUP BY "a", "b") AS g) AS cells GROUP BY 1, 2
 """
 
 from __future__ import annotations
@@ -113,14 +114,19 @@ def _attributes(
 
 def pin_sql(schema: Schema, table: str, attributes: Sequence[str] | None = None) -> str:
     """The one statement that pins ``table`` over ``attributes`` (default: every declared
-    attribute); its rows are ``(cell int4, ..., n int8)``, one cell per attribute."""
+    attribute); its rows are ``(cell int4, ..., n int8)``, one cell per attribute, ``-1`` for
+    a value with no cell (:func:`pin_from_copy` and :func:`pin_from_rows` leave those rows out).
+
+    The rows with no cell are dropped after the statement, not by a ``WHERE`` in it: PostgreSQL
+    would push such a condition into the inner ``GROUP BY`` and evaluate every cell expression
+    once per row of the table instead of once per distinct combination (2x the scan's time on
+    10 million rows, ``docs/benchmarks.md``)."""
     sch, name, attrs = _attributes(schema, table, attributes)
     cols = ", ".join(_q(a.name) for a in attrs)
     cells = ", ".join(f"({cell_expr(a)}) AS c{i}" for i, a in enumerate(attrs))
     if not attrs:
         return f"SELECT count(*)::int8 FROM {_q(sch)}.{_q(name)}"
-    outer = ", ".join(f"c{i}::int4" for i in range(len(attrs)))
-    inside = " AND ".join(f"c{i} IS NOT NULL" for i in range(len(attrs)))
+    outer = ", ".join(f"coalesce(c{i}, -1)::int4" for i in range(len(attrs)))
     groups = ", ".join(str(i + 1) for i in range(len(attrs)))
     n = "n"  # the count's name: any name no declared column has
     while n in {a.name for a in attrs}:
@@ -128,7 +134,7 @@ def pin_sql(schema: Schema, table: str, attributes: Sequence[str] | None = None)
     inner = f"SELECT {cols}, count(*) AS {n} FROM {_q(sch)}.{_q(name)} GROUP BY {cols}"
     return (
         f"SELECT {outer}, sum({n})::int8 FROM (SELECT {cells}, {n} FROM ({inner}) AS g) AS cells "
-        f"WHERE {inside} GROUP BY {groups}"
+        f"GROUP BY {groups}"
     )
 
 
@@ -142,6 +148,7 @@ def pin_from_rows(domain: Domain, rows: Iterable[Sequence[int]]) -> Pin:
     """The pin from the statement's rows (cells, then the count)."""
     k = len(domain.attributes)
     arr = np.asarray([tuple(r) for r in rows], dtype=np.int64).reshape(-1, k + 1)
+    arr = arr[np.all(arr[:, :k] >= 0, axis=1)]
     return Pin.of(domain, arr[:, :k], arr[:, k].astype(np.float64))
 
 
@@ -165,5 +172,9 @@ def pin_from_copy(domain: Domain, data: bytes) -> Pin:
     rows = np.frombuffer(body[:-2], dtype=np.dtype(fields))
     if rows.size and (np.any(rows["nf"] != k + 1) or np.any(rows["ln"] != 8)):
         raise ValueError("unexpected tuples in the binary COPY stream")
+    inside = np.ones(rows.shape[0], dtype=bool)
+    for j in range(k):
+        inside &= rows[f"c{j}"] >= 0
+    rows = rows[inside]
     columns = tuple(rows[f"c{j}"].astype(np.int32) for j in range(k))
     return Pin(domain, columns, rows["n"].astype(np.float64))

@@ -184,3 +184,50 @@ def test_statement_list_is_not_trivial() -> None:
     assert used == set(FILTERS)
     assert any(sum(c in sql for c in FILTERS) >= 4 for sql in statements)
     assert all("fnlwgt" not in s for s in statements)
+
+
+OUTSIDE_TOML = """
+[tables.lapras_outside.columns]
+a = "integer"
+b = "text"
+[tables.lapras_outside.attributes.a]
+kind = "integer"
+min = 0
+max = 9
+[tables.lapras_outside.attributes.b]
+kind = "categorical"
+values = ["x", "y"]
+"""
+
+
+def test_the_pin_leaves_out_rows_outside_a_declared_domain(pg: Any) -> None:
+    """The pin is one histogram over the whole domain: a row with a value outside one
+    attribute's domain (or NULL where none is declared) is in no marginal, so every marginal
+    is the sum of every larger one (read through the proxy's own binary COPY path)."""
+    import asyncio
+
+    import rewriter
+    from dp.noise import SeededSampler
+    from proxy.epochs import EpochService
+    from proxy.memledger import MemLedger
+    from proxy.provision import AGGREGATOR
+
+    rows = [(1, "x")] * 5 + [(2, "y")] * 3 + [(42, "x")] * 7 + [(3, "z")] * 2 + [(None, "y")]
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS public.lapras_outside")
+        conn.execute("CREATE TABLE public.lapras_outside (a integer, b text)")
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO public.lapras_outside VALUES (%s, %s)", rows)
+        conn.execute(f"GRANT SELECT ON public.lapras_outside TO {AGGREGATOR}")
+    schema = rewriter.parse_schema(OUTSIDE_TOML, "outside.toml")
+    service = EpochService(
+        schema=schema,
+        ledger=MemLedger(),
+        aggregator_dsn=pg.aggregator_dsn,
+        sampler=lambda: SeededSampler(0),
+    )
+    pin = asyncio.run(service.pin("lapras_outside", None))
+    dom = pin.domain
+    assert pin.total == 8  # the 5 + 3 rows inside both domains
+    assert pin.marginal(dom.marginal(["a"]))[[1, 2]].tolist() == [5.0, 3.0]
+    assert pin.marginal(dom.marginal(["b"])).tolist() == [5.0, 3.0]

@@ -152,6 +152,8 @@ def test_pin_sql_shape() -> None:
     ones = [1] * 14
     pin = rewriter.pin_from_rows(domain, [(*first, 3), (*last, 2), (*ones, 4)])
     assert pin.total == 9
+    # a row with no cell in some attribute (-1: a value outside its domain) is left out
+    assert rewriter.pin_from_rows(domain, [(*first, 3), (*first[:-1], -1, 5)]).total == 3
     assert pin.marginal(Domain(())).tolist() == [9.0]
     income = pin.marginal(domain.marginal(["income"])).tolist()
     assert income == [3.0, 6.0]
