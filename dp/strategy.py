@@ -280,7 +280,12 @@ def _dual_eval(f: FloatArray, d: FloatArray) -> tuple[float, FloatArray, FloatAr
     """For weights ``d``: ``s(d)``, squared column norms ``c`` of the strategy ``A(d)``, and the
     eigenpairs ``(lam, U)`` of ``F D F^T`` (``A(d) = diag(lam)^{-1/4} U^T F``)."""
     k_mat = (f * d) @ f.T
-    lam, u = sla.eigh(k_mat, driver="evr", overwrite_a=True, check_finite=False)
+    try:
+        lam, u = sla.eigh(k_mat, driver="evr", check_finite=False)
+    except np.linalg.LinAlgError:
+        # LAPACK's MRRR (dsyevr) can fail to converge on clustered eigenvalues (seen once on
+        # a 288 x 270 0/1 workload); divide and conquer (dsyevd) is slower but does not.
+        lam, u = sla.eigh(k_mat, driver="evd", check_finite=False)
     lam = np.maximum(lam, np.finfo(np.float64).tiny)  # PD in exact arithmetic
     sq = np.sqrt(lam)
     b = (u / np.sqrt(sq)).T @ f
