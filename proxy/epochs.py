@@ -180,7 +180,7 @@ class EpochService:
             async with cur.copy(f"COPY ({sql}) TO STDOUT (FORMAT binary)") as copy:
                 async for data in copy:
                     buf += data
-        pin = await asyncio.to_thread(rewriter.pin_from_copy, domain, bytes(buf))
+        pin = await asyncio.to_thread(rewriter.pin_from_copy, domain, buf)
         del buf
         return pin
 

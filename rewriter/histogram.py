@@ -155,21 +155,22 @@ def pin_from_rows(domain: Domain, rows: Iterable[Sequence[int]]) -> Pin:
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00"
 
 
-def pin_from_copy(domain: Domain, data: bytes) -> Pin:
+def pin_from_copy(domain: Domain, data: bytes | bytearray) -> Pin:
     """The pin from ``COPY (pin_sql) TO STDOUT (FORMAT binary)``: every field is a non-null
-    int4 (an int8 for the count), so the tuples are fixed-width and parsed in one pass."""
+    int4 (an int8 for the count), so the tuples are fixed-width and parsed in one pass,
+    without copying the stream."""
     k = len(domain.attributes)
-    if not data.startswith(_COPY_HEADER):
+    view = memoryview(data)
+    if bytes(view[: len(_COPY_HEADER)]) != _COPY_HEADER:
         raise ValueError("not a binary COPY stream")
-    ext = int.from_bytes(data[15:19], "big")
-    body = data[19 + ext :]
-    if not body.endswith(b"\xff\xff"):
+    ext = int.from_bytes(view[15:19], "big")
+    if len(view) < 21 + ext or bytes(view[-2:]) != b"\xff\xff":
         raise ValueError("the binary COPY stream is truncated")
     fields = [("nf", ">i2")]
     for j in range(k):
         fields += [(f"l{j}", ">i4"), (f"c{j}", ">i4")]
     fields += [("ln", ">i4"), ("n", ">i8")]
-    rows = np.frombuffer(body[:-2], dtype=np.dtype(fields))
+    rows = np.frombuffer(view[19 + ext : len(view) - 2], dtype=np.dtype(fields))
     if rows.size and (np.any(rows["nf"] != k + 1) or np.any(rows["ln"] != 8)):
         raise ValueError("unexpected tuples in the binary COPY stream")
     inside = np.ones(rows.shape[0], dtype=bool)

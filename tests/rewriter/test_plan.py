@@ -164,3 +164,22 @@ def test_pin_sql_shape() -> None:
     plan = _plan("SELECT income, count(*) FROM adult GROUP BY 1")
     answer = plan.batch.answer(pin.marginal(plan.batch.domain))
     assert rewriter.postprocess(plan, answer) == [("<=50K", 3), (">50K", 6)]
+
+
+def test_pin_from_copy_parses_fixed_width_tuples_and_refuses_a_truncated_stream() -> None:
+    import struct
+
+    domain = Domain.of(("a", 3), ("b", 2))
+    header = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+
+    def row(a: int, b: int, n: int) -> bytes:
+        return struct.pack(">hiiiiiq", 3, 4, a, 4, b, 8, n)
+
+    body = row(0, 1, 5) + row(2, 0, 7) + row(-1, 1, 9) + row(1, -1, 11)
+    stream = header + body + b"\xff\xff"
+    pin = rewriter.pin_from_copy(domain, bytearray(stream))
+    assert pin.total == 12  # the rows with a -1 (no cell) are left out
+    assert pin.marginal(domain).tolist() == [0, 5, 0, 0, 7, 0]
+    for bad in (stream[:-2], stream[:-5], b"COPY" + stream[4:]):
+        with pytest.raises(ValueError):
+            rewriter.pin_from_copy(domain, bad)
