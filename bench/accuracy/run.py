@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.accuracy import compare, statements
+from bench.accuracy import compare
 from dp.baselines import offline_mm, online_independent_noise
 from dp.domain import Domain, FloatArray, QueryBatch
 from dp.engine import EngineConfig
@@ -189,6 +189,8 @@ def plot(
     return True
 
 
+#: A block another benchmark writes into the section (markers included).
+BLOCK = re.compile(r"<!-- (\w+):begin -->.*?<!-- \1:end -->", re.S)
 READING = re.compile(r"<!-- reading:(\w+) -->.*?<!-- /reading -->", re.DOTALL)
 
 
@@ -196,8 +198,10 @@ def write_docs(section: str) -> None:
     """Replace the body of the '## Accuracy' section of docs/benchmarks.md (only that one).
 
     Hand-written readings between ``<!-- reading:NAME -->`` and ``<!-- /reading -->`` in the old
-    section are kept: each replaces the placeholder of the same name in the new text. The block
-    of ``python -m bench.accuracy statements`` (between its markers) is kept as it is.
+    section are kept: each replaces the placeholder of the same name in the new text. The
+    blocks the other accuracy benchmarks write (``python -m bench.accuracy statements``,
+    ``... marginals``: between ``<!-- NAME:begin -->`` and ``<!-- NAME:end -->``) are kept as
+    they are, in their order.
     """
     text = DOCS.read_text()
     head = "## Accuracy (`bench/accuracy`)"
@@ -205,11 +209,12 @@ def write_docs(section: str) -> None:
     nxt = text.find("\n## ", start_i)
     end_i = len(text) if nxt < 0 else nxt + 1
     old = text[start_i:end_i]
-    block = statements.block_of(old)  # python -m bench.accuracy statements writes that part
-    old = old.replace(block, "")
+    blocks = [m.group(0) for m in BLOCK.finditer(old)]
+    for block in blocks:
+        old = old.replace(block, "")
     kept = {m.group(1): m.group(0) for m in READING.finditer(old)}
     section = READING.sub(lambda m: kept.get(m.group(1), m.group(0)), section).strip()
-    if block:
+    for block in blocks:
         section += "\n\n" + block
     DOCS.write_text(text[:start_i] + "\n\n" + section + "\n\n" + text[end_i:])
 
