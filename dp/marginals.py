@@ -43,7 +43,7 @@ import scipy.sparse as sp
 
 from dp.domain import Domain, FloatArray, QueryBatch, lift, projection
 from dp.release import ROW_SPACE_RTOL, NotInRowSpaceError, Release
-from dp.strategy import Strategy, l1_strategy, optimize_strategy
+from dp.strategy import Strategy, l1_strategy, optimize_strategy, splitmix
 
 IntArray = npt.NDArray[np.intp]
 
@@ -123,7 +123,7 @@ def reduction(domain: Domain, workload: sp.csr_array) -> tuple[Reduction, sp.csc
     col_of = np.repeat(np.arange(n), nnz_per)
     bits = (np.asarray(csc.data, dtype=np.float64) + 0.0).view(np.uint64)
     with np.errstate(over="ignore"):
-        h_entry = _mix(bits ^ _mix(csc.indices.astype(np.uint64) + np.uint64(1)))
+        h_entry = splitmix(bits ^ splitmix(csc.indices.astype(np.uint64) + np.uint64(1)))
         h = np.zeros(n, dtype=np.uint64)
         np.add.at(h, col_of, h_entry)
     _, first, inverse = np.unique(h[touched], return_index=True, return_inverse=True)
@@ -139,15 +139,6 @@ def reduction(domain: Domain, workload: sp.csr_array) -> tuple[Reduction, sp.csc
         w_r = sp.csc_array(dense_t[first].T)
     counts = np.bincount(groups[groups >= 0], minlength=w_r.shape[1]).astype(np.float64)
     return Reduction(domain, groups, counts), w_r
-
-
-def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
-    with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        out: npt.NDArray[np.uint64] = x ^ (x >> np.uint64(31))
-    return out
 
 
 def block_domains(predicted: Sequence[QueryBatch]) -> tuple[Domain, ...]:

@@ -155,8 +155,8 @@ def unique_columns(matrix: FloatArray) -> tuple[FloatArray, IntArray]:
     # equals its group's first column; on a (vanishingly unlikely) collision, sort exactly.
     bits = t.view(np.uint64)
     with np.errstate(over="ignore"):
-        salt = _mix(np.arange(t.shape[1], dtype=np.uint64))
-        h = np.sum(_mix(bits ^ salt), axis=1, dtype=np.uint64)
+        salt = splitmix(np.arange(t.shape[1], dtype=np.uint64))
+        h = np.sum(splitmix(bits ^ salt), axis=1, dtype=np.uint64)
     _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1).astype(np.intp)
     if not np.array_equal(bits, bits[first[inverse]]):
@@ -166,7 +166,7 @@ def unique_columns(matrix: FloatArray) -> tuple[FloatArray, IntArray]:
     return t[first], inverse
 
 
-def _mix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+def splitmix(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     """SplitMix64 finaliser, elementwise (wrapping uint64 arithmetic): a fixed hash."""
     with np.errstate(over="ignore"):
         x = x + np.uint64(0x9E3779B97F4A7C15)
@@ -191,7 +191,7 @@ def symmetry_classes(workload: FloatArray) -> tuple[IntArray, int]:
     # hashes are segment sums (uint64 sums wrap, so the hash is order-independent).
     cj, ci = np.nonzero(workload.T)
     ri, rj = np.nonzero(workload)
-    cv, rv = _mix(bits[ci, cj]), _mix(bits[ri, rj])
+    cv, rv = splitmix(bits[ci, cj]), splitmix(bits[ri, rj])
     col_seg = np.flatnonzero(np.concatenate(([True], cj[1:] != cj[:-1])))
     row_seg = np.flatnonzero(np.concatenate(([True], ri[1:] != ri[:-1])))
     col_has, row_has = cj[col_seg], ri[row_seg]
@@ -203,14 +203,14 @@ def symmetry_classes(workload: FloatArray) -> tuple[IntArray, int]:
     for _ in range(_CLASS_ROUNDS):
         with np.errstate(over="ignore"):
             col_sum = np.zeros(n, dtype=np.uint64)
-            col_sum[col_has] = np.add.reduceat(_mix(_mix(row)[ci] ^ cv), col_seg)
-            _, col_inv = np.unique(_mix(col * mult + col_sum), return_inverse=True)
+            col_sum[col_has] = np.add.reduceat(splitmix(splitmix(row)[ci] ^ cv), col_seg)
+            _, col_inv = np.unique(splitmix(col * mult + col_sum), return_inverse=True)
             col_ids = col_inv.reshape(-1).astype(np.intp)
             row_sum = np.zeros(m, dtype=np.uint64)
             row_sum[row_has] = np.add.reduceat(
-                _mix(_mix(col_ids.astype(np.uint64))[rj] ^ rv), row_seg
+                splitmix(splitmix(col_ids.astype(np.uint64))[rj] ^ rv), row_seg
             )
-            _, row_inv = np.unique(_mix(row * mult + row_sum), return_inverse=True)
+            _, row_inv = np.unique(splitmix(row * mult + row_sum), return_inverse=True)
         new_col, new_row = int(np.max(col_ids)) + 1, int(np.max(row_inv)) + 1
         if new_col == n_col and new_row == n_row:
             break

@@ -161,7 +161,7 @@ def test_reduction_falls_back_to_an_exact_merge_on_hash_collisions(
     dom = Domain.of(("a", 4), ("b", 5))
     w = random_workload(rng, dom.size)
     red, w_r = reduction(dom, sp.csr_array(w))
-    monkeypatch.setattr(dp.marginals, "_mix", lambda x: np.zeros_like(x))  # everything collides
+    monkeypatch.setattr(dp.marginals, "splitmix", lambda x: np.zeros_like(x))  # everything collides
     red2, w_r2 = reduction(dom, sp.csr_array(w))
     touched = red.groups >= 0
     assert np.array_equal(red2.groups >= 0, touched)
