@@ -193,6 +193,9 @@ async def running(
             ),
             router,
         )
+        # Every active epoch is loaded before the port accepts anything (the first DP
+        # statement would otherwise replay the ledger while its session waits).
+        await service.warm()
         await server.start()
         try:
             yield App(

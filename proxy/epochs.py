@@ -17,8 +17,12 @@ The flow of one answer (ARCHITECTURE.md §3 steps 4-6):
    noise); apply everything to the state.
 
 Every check that can fail (no epoch, attributes outside a restricted epoch, budget refusals)
-happens before the data is touched. The engine's work runs in the event loop: it is
-milliseconds (a marginal is computed from the pin the first time it is asked, then cached).
+happens before the data is touched. A marginal is computed from the pin the first time it is
+asked, then cached.
+
+A proxy process loads every active epoch before it accepts connections (:meth:`EpochService.warm`:
+the ledger's replay and the pin's parse run in worker threads), and the engine's work for each
+answer runs in a worker thread too, so no session waits on another's mathematics.
 
 A closed epoch stops being answered at once, repeats included (:mod:`proxy.epoch_watch`): with
 a watch, an epoch is loaded into memory only under its shared watch lock and after re-reading
@@ -251,6 +255,24 @@ class EpochService:
         await self._release(self._drop(decl.name))
         return row
 
+    async def warm(self) -> int:
+        """Load every protected table's active epoch (replay its ledger, read its pin) before
+        the proxy accepts traffic, so the first DP statement does not pay for it; returns how
+        many were loaded. A table whose epoch cannot be loaded now is loaded by its first
+        statement, as without warming."""
+        loaded = 0
+        for table in self.schema.tables:
+            try:
+                loaded += await self._handle(table) is not None
+            except (LaprasError, OSError, psycopg.Error) as exc:
+                log.warning("the epoch of table %s was not loaded at start: %s", table, exc)
+        return loaded
+
+    def loaded(self, table: str) -> EpochRow | None:
+        """The epoch of ``table`` this process holds in memory, if any."""
+        handle = self._handles.get(table)
+        return None if handle is None else handle.row
+
     async def status(self, table: str) -> tuple[EpochRow, engine.BudgetStatus] | None:
         handle = await self._handle(self.table(table).name, refresh=True)
         if handle is None:
@@ -339,7 +361,7 @@ class EpochService:
                 if again is None or again.id != row.id:
                     return None
             events = await self.ledger.events(row.id)
-            state = engine.fold(ev for _, ev in events)  # type: ignore[misc]
+            state = await asyncio.to_thread(engine.fold, [ev for _, ev in events])  # type: ignore[misc]
             pin = await self.ledger.pinned(row.id, row.view_name, state.domain)
             if row.id in self._closed_ids or generation != self._generation:
                 return None
@@ -417,23 +439,25 @@ class EpochService:
         )
 
     async def _answer_exclusively(self, handle: EpochHandle, batch: QueryBatch) -> Answer:
+        # The engine's work (folding, deciding, drawing noise, least squares) runs in a worker
+        # thread: the event loop stays free for every other session. The handle's lock, held
+        # by the caller, keeps one answer of this epoch (and one user of its pin) at a time.
         async with self.ledger.exclusive(handle.row.id, handle.seq) as tx:
-            state = handle.state
-            for seq, ev in tx.new_events:
-                state = engine.apply(state, ev)
-                handle.seq = seq
-            handle.state = state
-            decision = engine.decide(state, batch)  # may refuse: nothing written then
+            if tx.new_events:  # appended by another proxy process
+                handle.state = await asyncio.to_thread(
+                    _applied, handle.state, [ev for _, ev in tx.new_events]
+                )
+                handle.seq = tx.new_events[-1][0]
+            # may refuse (a budget limit): nothing is written then
+            decision, state = await asyncio.to_thread(_decided, handle.state, batch)
             fresh = decision.kind is engine.DecisionKind.FRESH
             await tx.append(decision.events, durable=fresh)
-            for ev in decision.events:
-                state = engine.apply(state, ev)
             handle.state, handle.seq = state, tx.seq
             # The charge is committed: only now is the noise drawn.
-            result = engine.release(state, decision, handle.pin, self._sampler())
+            result, state = await asyncio.to_thread(
+                _released, state, decision, handle.pin, self._sampler()
+            )
             await tx.append(result.events)
-            for ev in result.events:
-                state = engine.apply(state, ev)
             handle.state, handle.seq = state, tx.seq
         charge = decision.charge.amount if decision.charge is not None else 0.0
         return Answer(
@@ -443,3 +467,24 @@ class EpochService:
             charge=charge,
             status=handle.status(),
         )
+
+
+def _applied(state: engine.EngineState, events: Sequence[Any]) -> engine.EngineState:
+    for ev in events:
+        state = engine.apply(state, ev)
+    return state
+
+
+def _decided(
+    state: engine.EngineState, batch: QueryBatch
+) -> tuple[engine.Decision, engine.EngineState]:
+    """The decision and the state after its events (applied only once they are persisted)."""
+    decision = engine.decide(state, batch)
+    return decision, _applied(state, decision.events)
+
+
+def _released(
+    state: engine.EngineState, decision: engine.Decision, pin: Pin, sampler: Sampler
+) -> tuple[engine.ReleaseResult, engine.EngineState]:
+    result = engine.release(state, decision, pin, sampler)
+    return result, _applied(state, result.events)

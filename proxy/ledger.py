@@ -269,6 +269,15 @@ def decode(payload: str) -> Any:
     return engine_codec.decode_event(json.loads(payload))
 
 
+#: Ledger rows up to this many bytes of JSON are decoded on the event loop (the common case:
+#: the one or two events another process appended); larger reads go to a worker thread.
+_DECODE_ON_LOOP = 64 * 1024
+
+
+def _decoded(rows: Sequence[Sequence[Any]]) -> list[tuple[int, object]]:
+    return [(int(seq), decode(payload)) for seq, payload in rows]
+
+
 def pin_from_bytes(domain: Domain, cells: bytes) -> Pin:
     """A stored pin (or the dense little-endian float64 histogram an older epoch stored)."""
     if cells.startswith(PIN_MAGIC):
@@ -489,7 +498,7 @@ class PgLedger:
             row = await cur.fetchone()
         if row is None:
             raise LookupError("the epoch has no pinned histogram")
-        return pin_from_bytes(domain, bytes(row[0]))
+        return await asyncio.to_thread(pin_from_bytes, domain, bytes(row[0]))
 
     async def events(self, epoch_id: int, after: int = 0) -> list[tuple[int, object]]:
         async with self._locked():
@@ -500,7 +509,12 @@ class PgLedger:
             "SELECT seq, payload::text FROM lapras.ledger WHERE epoch_id = %s AND seq > %s ORDER BY seq",
             (epoch_id, after),
         )
-        return [(int(seq), decode(payload)) for seq, payload in await cur.fetchall()]
+        rows = await cur.fetchall()
+        if sum(len(payload) for _, payload in rows) > _DECODE_ON_LOOP:
+            # a replay (or a Matrix Mechanism release, whose decoding factorises it): in a
+            # worker thread, so that the other sessions of the process never wait for it
+            return await asyncio.to_thread(_decoded, rows)
+        return _decoded(rows)
 
     @asynccontextmanager
     async def exclusive(self, epoch_id: int, after: int) -> AsyncIterator[_PgTransaction]:

@@ -231,3 +231,16 @@ def test_the_pin_leaves_out_rows_outside_a_declared_domain(pg: Any) -> None:
     assert pin.total == 8  # the 5 + 3 rows inside both domains
     assert pin.marginal(dom.marginal(["a"]))[[1, 2]].tolist() == [5.0, 3.0]
     assert pin.marginal(dom.marginal(["b"])).tolist() == [5.0, 3.0]
+
+
+def test_the_epoch_is_loaded_before_the_port_accepts_connections(config: Config) -> None:
+    """A proxy replays the ledger and reads the pin at start (in worker threads), not when its
+    first DP statement arrives (ARCHITECTURE: the first answer must not stall the others)."""
+    with Proxy(config, seed=21) as proxy:
+        assert proxy.app is not None
+        row = proxy.app.service.loaded("adult")
+        assert row is not None and row.view_name == "*"
+        with client(proxy) as (conn, notices):
+            conn.execute("SELECT count(*) FROM adult WHERE age > 50").fetchall()
+            assert "fresh noise" in notices[-1]
+        assert proxy.app.service.loaded("adult") == row
