@@ -260,6 +260,7 @@ class EpochService:
         the proxy accepts traffic, so the first DP statement does not pay for it; returns how
         many were loaded. A table whose epoch cannot be loaded now is loaded by its first
         statement, as without warming."""
+        await asyncio.to_thread(self._sampler)  # the first one loads its library (~0.15 s)
         loaded = 0
         for table in self.schema.tables:
             try:
