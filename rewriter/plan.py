@@ -264,7 +264,7 @@ class Layout:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
-    """A DP statement reduced to linear queries over one view's histogram.
+    """A DP statement reduced to linear queries over the marginal of the columns it uses.
 
     The batch is group-major: group ``g``'s rows are ``g * row_width`` to ``(g + 1) *
     row_width``; ``layouts`` say where each measure's rows are. ``ranges[g][j]``: the smallest

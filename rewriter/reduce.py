@@ -644,7 +644,7 @@ def reduce(
     Groups: every combination of the grouping expressions' values that some cell selected by
     WHERE takes (public: from the domain and the statement only), in the order of the
     attributes' declared cells. Each measure's rows are divided by the largest absolute
-    weight it has over the view (its *scale*, a public constant), so that every measure of
+    weight it has over the marginal (its *scale*, a public constant), so that every measure of
     a statement is answered at the same relative precision: a count next to a sum is no
     longer measured at the sum's noise scale (``postprocess`` multiplies back).
     """

@@ -3,7 +3,8 @@
 A protected table lists *all* its columns with their PostgreSQL types (so that ``SELECT *``
 probes and unknown names are answered exactly) and, for the columns that queries may use, an
 *attribute* with a public domain. Domains come from the declaration, never from the data.
-Views are sets of attributes whose product is one histogram. See ``docs/configuration.md``.
+An epoch covers every attribute of its table; views (optional) name sets of attributes an
+epoch may be restricted to. See ``docs/configuration.md``.
 
 Reading the file (:func:`load_schema`) is kept apart from parsing it (:func:`parse_schema`):
 
@@ -161,7 +162,7 @@ class AttributeDecl:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ViewDecl:
-    """A set of attributes of one table whose product is one histogram."""
+    """A set of attributes of one table: a declared view, or the marginal a statement uses."""
 
     name: str
     attributes: tuple[AttributeDecl, ...]
