@@ -1064,8 +1064,9 @@ sex`). The data is loaded into the embedded PostgreSQL; the exact answers are Po
 
 A round is the whole set in a seeded random order under one budget (epsilon, delta) = (1, 1e-6)
 for every system; rounds alternate between the systems (the first to go rotates). LAPRAS'
-error is measured **in process**: `rewriter.classify`, the plan lifted to the epoch's view
-`demographics` as the proxy lifts it, `dp.engine` (`start` with no predicted set, so every
+error is measured **in process**: `rewriter.classify`, the plan's batch over its marginal in an
+epoch restricted to the view `demographics` (as these runs were made before epochs covered
+whole tables), `dp.engine` (`start` with no predicted set, so every
 statement is a fresh online release paced by LAPRAS; then `decide` / `apply` / `release` /
 `apply`) and `rewriter.postprocess`: the proxy's mechanism without the wire and the ledger, with
 seeded noise. The configuration is the product default (default mode, matrix-heavy split, static
@@ -1107,7 +1108,7 @@ first run: smartnoise-sql pins opendp < 0.15, tmlt.analytics numpy < 2 and pyspa
 worker process.{_peer_notes(sn_note, tm_note, sn_spent, tm_spent)} Errors are per output cell (group x aggregate),
 over all rounds; relative error = |noisy - exact| / |exact|; a NULL where PostgreSQL has a value
 (an avg whose noisy count is not positive) or a group not returned is counted apart. Latency: the
-statement's wall time as its caller sees it (LAPRAS in process: classify, lift, engine,
+statement's wall time as its caller sees it (LAPRAS in process: classify, engine,
 post-processing; through the proxy: psycopg round trip including the ledger's durable commit;
 SmartNoise: `execute`, its rewriting and PostgreSQL; Tumult: every query of the statement,
 `evaluate` and `toPandas`), on the loaded 2-core machine.
