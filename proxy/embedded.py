@@ -96,10 +96,13 @@ class EmbeddedPostgres:
         port: int | None = None,
         bin_dir: Path | None = None,
         settings: dict[str, str] | None = None,
+        socket_dir: Path | None = None,
     ) -> None:
         """``bin_dir``: another PostgreSQL installation's binaries (default: the pgserver
-        wheel's); ``settings``: extra postgresql.conf lines written at initialisation."""
+        wheel's); ``settings``: extra postgresql.conf lines written at initialisation;
+        ``socket_dir``: also listen on a Unix-domain socket there (default: TCP only)."""
         self._bin = bin_dir
+        self.socket_dir = None if socket_dir is None else Path(socket_dir).resolve()
         self._settings = dict(settings or {})
         self.data_dir = Path(data_dir).resolve()
         self.pgdata = self.data_dir / "pgdata"
@@ -126,6 +129,13 @@ class EmbeddedPostgres:
             log.touch()
         if os.geteuid() == 0:
             shutil.chown(log, _SYSTEM_USER)
+        sockets = "''"
+        if self.socket_dir is not None:
+            self.socket_dir.mkdir(parents=True, exist_ok=True)
+            if os.geteuid() == 0:
+                _open_for_traversal(self.socket_dir)
+                shutil.chown(self.socket_dir, _SYSTEM_USER, _SYSTEM_USER)
+            sockets = str(self.socket_dir)
         self._ctl(
             "-w",
             "-t",
@@ -133,10 +143,34 @@ class EmbeddedPostgres:
             "-l",
             str(log),
             "-o",
-            f"-h {self.host} -p {self.port} -k ''",
+            f"-h {self.host} -p {self.port} -k {sockets}",
             "start",
         )
         return self
+
+    def configure(
+        self,
+        *,
+        settings: dict[str, str] | None = None,
+        hba: str | None = None,
+        files: dict[str, bytes] | None = None,
+    ) -> None:
+        """Change a stopped, initialised server: ``files`` written into its data directory
+        (readable by the server alone, e.g. a TLS certificate and key), ``settings`` appended
+        to postgresql.conf, and ``hba`` replacing pg_hba.conf. Takes effect at the next start."""
+        if self._running_port() is not None:
+            raise RuntimeError("stop the server before changing its configuration")
+        for name, data in (files or {}).items():
+            path = self.pgdata / name
+            path.write_bytes(data)
+            path.chmod(0o600)
+            if os.geteuid() == 0:
+                shutil.chown(path, _SYSTEM_USER, _SYSTEM_USER)
+        with (self.pgdata / "postgresql.conf").open("a") as conf:
+            for key, value in (settings or {}).items():
+                conf.write(f"{key} = {value}\n")
+        if hba is not None:
+            (self.pgdata / "pg_hba.conf").write_text(hba)
 
     def stop(self) -> None:
         """Stop the server (fast shutdown: open sessions are disconnected)."""
