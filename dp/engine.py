@@ -95,7 +95,13 @@ from dp.accountant import (
 )
 from dp.domain import Domain, FloatArray, QueryBatch, lift
 from dp.errors import BudgetExhaustedError, InternalError, PrivacyParameterError
-from dp.marginals import BlockRelease, Reduction, plan_release, release_sensitivity
+from dp.marginals import (
+    BlockRelease,
+    Reduction,
+    joint_release,
+    plan_release,
+    release_sensitivity,
+)
 from dp.noise import Sampler
 from dp.pacing import (
     Allocation,
@@ -428,6 +434,9 @@ class EngineState:
     predicted_rows: frozenset[bytes] = frozenset()
     mm_pending: bool = False
     matrix_blocks: tuple[BlockRelease, ...] = ()
+    #: All blocks as one release over the union of their attributes, when small enough
+    #: (``dp.marginals.joint_release``): least squares over every block at once.
+    matrix_joint: BlockRelease | None = None
     #: Default mode: GLS over every stored release, per marginal of at most REUSE_MAX_CELLS.
     stored: Mapping[Domain, StoredInference] = field(default_factory=dict)
     answers: Mapping[str, StoredAnswer] = field(default_factory=dict)
@@ -572,7 +581,14 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
             if state.config.reuse_releases and block.domain.size <= REUSE_MAX_CELLS:
                 full = _full_strategy(block)
                 stored = _add_stored(state, stored, block.domain, full, rel.y, rel.noise_variance)
-        return replace(state, matrix_blocks=blocks, stored=stored, mm_pending=False, pending=None)
+        return replace(
+            state,
+            matrix_blocks=blocks,
+            matrix_joint=joint_release(blocks),
+            stored=stored,
+            mm_pending=False,
+            pending=None,
+        )
     if isinstance(event, Released):
         p = state.pending
         if p is None or p.key != event.key or p.position != event.position:
@@ -736,7 +752,8 @@ def _best(
     small marginal -- as ``(answers, variances)``; None when no source answers all rows.
     Post-processing of released values only."""
     best: tuple[FloatArray, FloatArray] | None = None
-    for block in state.matrix_blocks:
+    joint = () if state.matrix_joint is None else (state.matrix_joint,)
+    for block in (*state.matrix_blocks, *joint):
         if block.domain.covers(batch.domain):
             ans, var, ok = block.solve(batch)
             if np.all(ok) and (best is None or np.sum(var) < np.sum(best[1])):

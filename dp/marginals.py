@@ -305,3 +305,45 @@ class BlockRelease:
         if not np.all(ok):
             raise NotInRowSpaceError("a query outside the block's row space was asked of it")
         return ans, var
+
+
+#: The joint release over the union of several blocks' attributes is formed up to this many
+#: cells of that union (it holds the stacked strategy densely over them).
+JOINT_MAX_CELLS = 1 << 17
+
+
+def joint_release(blocks: Sequence[BlockRelease]) -> BlockRelease | None:
+    """All blocks as one release over the product of their attributes, when there are several
+    and that product has at most :data:`JOINT_MAX_CELLS` cells (else None).
+
+    Each block's strategy is lifted to the union (a row of the table lands in one cell of the
+    union and in the cell of every block it projects to, so ``A_g M_g`` is the block's
+    measurement of the union's histogram) and the measurements are stacked with their noise
+    variances: its least squares (``dp.release``) is the generalised least squares over *all*
+    the blocks together. A query answered from it uses every block that says anything about it
+    (a count of ``income`` measured in three blocks is their variance-weighted combination), and
+    a query no single block contains may still be in the row space of their union (a sum of
+    queries from different blocks). Post-processing of the blocks' released values only.
+    """
+    if len(blocks) < 2:
+        return None
+    union = Domain(())
+    for b in blocks:
+        union = union.union(b.domain)
+    if union.size > JOINT_MAX_CELLS:
+        return None
+    parts = []
+    for b in blocks:
+        red, rel = b.reduction, b.release
+        full = np.zeros((rel.matrix.shape[0], red.domain.size))
+        keep = red.groups >= 0
+        full[:, keep] = rel.matrix[:, red.groups[keep]]
+        parts.append(full[:, projection(b.domain, union)])
+    return BlockRelease(
+        Reduction.identity(union),
+        Release(
+            matrix=np.vstack(parts),
+            y=np.concatenate([b.release.y for b in blocks]),
+            noise_variance=np.concatenate([b.release.noise_variance for b in blocks]),
+        ),
+    )

@@ -598,7 +598,11 @@ def test_engine_sub_marginal_queries_from_the_blocks() -> None:
         cfg = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=8, split=split)
         state, _ = start(cfg, DOM, P, PIN, SeededSampler(1))
         [block] = [b for b in state.matrix_blocks if b.domain.names == ("a", "b")]
-        stored_var = float(np.sum(block.solve(q)[1]))
+        # the lowest-variance source: the block, or the joint release over all blocks (the
+        # total count, q's first row, is measured by both blocks: combined, it is better)
+        assert state.matrix_joint is not None
+        stored_var = min(float(np.sum(src.solve(q)[1])) for src in (block, state.matrix_joint))
+        assert stored_var < float(np.sum(block.solve(q)[1]))
         fresh = decide(state, probe)
         assert fresh.kind is DecisionKind.FRESH and fresh.charge is not None
         fresh_var = fresh.charge.scale**2 * q.num_queries
@@ -836,3 +840,30 @@ def test_a_predicted_batch_too_large_for_a_block_is_left_to_online_answers(
     assert np.allclose(r_small.answers, exact, atol=0.05)
     _, d_big, _ = answer(state, big, pin, SeededSampler(6))
     assert d_big.kind is DecisionKind.FRESH
+
+
+def test_the_joint_release_is_least_squares_over_every_block() -> None:
+    """joint_release stacks the blocks over the union of their attributes: a query measured by
+    several blocks gets a lower variance than from any one of them, a query made of parts from
+    different blocks (in no single block) is answered, both unbiased."""
+    from dp.marginals import joint_release
+
+    state, _ = start(EngineConfig(**HUGE), DOM, P, PIN, SeededSampler(1))
+    joint = state.matrix_joint
+    assert joint is not None and joint_release(state.matrix_blocks[:1]) is None
+    assert set(joint.domain.names) == {n for b in state.matrix_blocks for n in b.domain.names}
+    total = batch(DOM, (), [[1.0]])
+    singles = [float(b.solve(total)[1][0]) for b in state.matrix_blocks]
+    ans, var, ok = joint.solve(total)
+    assert ok.all() and var[0] < min(singles)
+    assert np.allclose(ans, exact(total), atol=TOL)
+    # a row over {a} plus a row over {c}: each from its block alone, together from the joint
+    ac = DOM.marginal(["a", "c"])
+    rows = np.zeros((1, ac.size))
+    rows[0, :] = np.add.outer(np.array([1.0, 0.0, 0.0]), np.array([0.0, 1.0, 0.0, 0.0])).reshape(-1)
+    mixed = QueryBatch(ac, sp.csr_array(rows))
+    assert not any(b.domain.covers(ac) for b in state.matrix_blocks)
+    ans, var, ok = joint.solve(mixed)
+    assert ok.all() and np.allclose(ans, exact(mixed), atol=TOL)
+    d = decide(state, mixed)
+    assert d.kind is DecisionKind.STORED and np.allclose(d.answers, exact(mixed), atol=TOL)
