@@ -210,6 +210,13 @@ def lift(batch: QueryBatch, target: Domain) -> QueryBatch:
     """
     if batch.domain == target:
         return batch
+    return QueryBatch(target, lifted_matrix(batch, target))
+
+
+def lifted_matrix(batch: QueryBatch, target: Domain) -> sp.csr_array:
+    """The matrix of :func:`lift` (without building, and hashing, a new batch)."""
+    if batch.domain == target:
+        return batch.matrix
     sizes = dict(zip(target.names, target.shape, strict=True))
     source = batch.domain
     kept = [a for a in source.attributes if a.name in sizes]
@@ -226,4 +233,4 @@ def lift(batch: QueryBatch, target: Domain) -> QueryBatch:
                 dense = np.take(dense, 0, axis=axis + 1)
         matrix = sp.csr_array(dense.reshape(batch.num_queries, -1))
     proj = projection(Domain(tuple(kept)), target)
-    return QueryBatch(target, sp.csr_array(matrix[:, proj]))
+    return sp.csr_array(matrix[:, proj])

@@ -119,12 +119,9 @@ def _unrelease(d: dict[str, Any]) -> Release:
 
 def _block(b: BlockRelease) -> dict[str, Any]:
     red = b.reduction
-    identity = red.num_columns == red.domain.size and bool(
-        np.array_equal(red.groups, np.arange(red.domain.size))
-    )
     return {
         "domain": _domain(red.domain),
-        "groups": None if identity else [int(g) for g in red.groups],
+        "groups": None if red.is_identity else [int(g) for g in red.groups],
         **_release(b.release),
     }
 

@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from dp.domain import Domain, FloatArray, QueryBatch, lift, projection
+from dp.domain import Domain, FloatArray, QueryBatch, lift, lifted_matrix, projection
 from dp.release import ROW_SPACE_RTOL, NotInRowSpaceError, Release
 from dp.strategy import Strategy, l1_strategy, optimize_strategy, splitmix
 
@@ -66,10 +66,13 @@ class Reduction:
     domain: Domain
     groups: IntArray
     counts: FloatArray
+    #: Every cell its own column (no cell dropped, none merged).
+    is_identity: bool = False
 
     @staticmethod
     def identity(domain: Domain) -> Reduction:
-        return Reduction(domain, np.arange(domain.size, dtype=np.intp), np.ones(domain.size))
+        n = domain.size
+        return Reduction(domain, np.arange(n, dtype=np.intp), np.ones(n), is_identity=True)
 
     @property
     def num_columns(self) -> int:
@@ -81,11 +84,14 @@ class Reduction:
         out = np.bincount(self.groups[keep], weights=x[keep], minlength=self.num_columns)
         return np.asarray(out, dtype=np.float64)
 
-    def reduce_queries(self, matrix: sp.csr_array) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
-        """Queries over the marginal as queries over the columns (``k x n_r``), and per row
-        whether that is exact: zero on dropped cells, constant within every column's cells."""
+    def reduce_queries(self, matrix: sp.csr_array) -> tuple[sp.csr_array, npt.NDArray[np.bool_]]:
+        """Queries over the marginal as queries over the columns (``k x n_r``, sparse: their
+        size follows the queries' support), and per row whether that is exact: zero on
+        dropped cells, constant within every column's cells."""
         q = sp.csr_array(matrix)
         k = int(q.shape[0])
+        if self.is_identity:
+            return q, np.ones(k, dtype=np.bool_)
         rows = np.repeat(np.arange(k, dtype=np.intp), np.diff(q.indptr))
         cols = q.indices.astype(np.intp)
         vals = np.asarray(q.data, dtype=np.float64)
@@ -105,8 +111,7 @@ class Reduction:
         resid += np.bincount(p_rows, weights=(self.counts[p_col] - hits) * mean**2, minlength=k)
         norm = np.bincount(rows, weights=vals**2, minlength=k) + bad
         ok = bad + resid <= ROW_SPACE_RTOL**2 * norm
-        out = np.zeros((k, n_r))
-        out[p_rows, p_col] = mean
+        out = sp.csr_array((mean, (p_rows, p_col)), shape=(k, n_r))
         return out, np.asarray(ok, dtype=np.bool_)
 
 
@@ -290,8 +295,7 @@ class BlockRelease:
 
     def solve(self, batch: QueryBatch) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
         """Answers, variances and per-row answerability of ``batch`` (over a covered marginal)."""
-        q = lift(batch, self.domain)
-        q_r, ok = self.reduction.reduce_queries(q.matrix)
+        q_r, ok = self.reduction.reduce_queries(lifted_matrix(batch, self.domain))
         var = np.full(batch.num_queries, np.inf)
         ans = np.zeros(batch.num_queries)
         if np.any(ok):
