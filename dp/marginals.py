@@ -42,7 +42,7 @@ import numpy.typing as npt
 import scipy.sparse as sp
 
 from dp.domain import Domain, FloatArray, QueryBatch, lift, lifted_matrix, projection
-from dp.release import ROW_SPACE_RTOL, NotInRowSpaceError, Release
+from dp.release import ROW_SPACE_RTOL, NotInRowSpaceError, Release, group_means
 from dp.strategy import Strategy, l1_strategy, optimize_strategy, splitmix
 
 IntArray = npt.NDArray[np.intp]
@@ -99,19 +99,10 @@ class Reduction:
         dropped = grp < 0
         bad = np.bincount(rows[dropped], weights=vals[dropped] ** 2, minlength=k)
         rows, grp, vals = rows[~dropped], grp[~dropped], vals[~dropped]
-        n_r = self.num_columns
-        pair, inv = np.unique(rows * n_r + grp, return_inverse=True)
-        inv = inv.reshape(-1)
-        sums = np.bincount(inv, weights=vals, minlength=pair.shape[0])
-        hits = np.bincount(inv, minlength=pair.shape[0]).astype(np.float64)
-        p_rows, p_col = pair // n_r, pair % n_r
-        mean = sums / self.counts[p_col]
-        # within-group residual: deviations of the nonzeros, plus the group's zero cells
-        resid = np.bincount(rows, weights=(vals - mean[inv]) ** 2, minlength=k)
-        resid += np.bincount(p_rows, weights=(self.counts[p_col] - hits) * mean**2, minlength=k)
+        p_rows, p_col, mean, resid = group_means(rows, grp, vals, self.counts, k)
         norm = np.bincount(rows, weights=vals**2, minlength=k) + bad
         ok = bad + resid <= ROW_SPACE_RTOL**2 * norm
-        out = sp.csr_array((mean, (p_rows, p_col)), shape=(k, n_r))
+        out = sp.csr_array((mean, (p_rows, p_col)), shape=(k, self.num_columns))
         return out, np.asarray(ok, dtype=np.bool_)
 
 

@@ -227,27 +227,41 @@ def _row_sums(values: FloatArray, rows: npt.NDArray[np.intp], k: int) -> FloatAr
     return np.asarray(out, dtype=np.float64)
 
 
+def group_means(
+    rows: npt.NDArray[np.intp],
+    groups: npt.NDArray[np.intp],
+    vals: FloatArray,
+    counts: FloatArray,
+    k: int,
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], FloatArray, FloatArray]:
+    """Queries given as nonzero triplets (row, group of the cell, weight), over cells merged in
+    groups of ``counts`` cells: for each (row, group) pair met, its row, group and mean weight
+    over the group's cells; and for each of the ``k`` rows its squared within-group residual,
+    exactly, as a sum of nonnegative terms: ``sum_{j in S} (q_j - mean_g)^2 +
+    sum_g (n_g - |S cap g|) mean_g^2`` (zero when the row is constant on every group)."""
+    n_r = counts.shape[0]
+    pair, inv = np.unique(rows * n_r + groups, return_inverse=True)
+    inv = inv.reshape(-1)
+    sums = np.bincount(inv, weights=vals, minlength=pair.shape[0])
+    hits = np.bincount(inv, minlength=pair.shape[0]).astype(np.float64)
+    q_rows, q_idx = pair // n_r, pair % n_r
+    q_val = sums / counts[q_idx]
+    inside = _row_sums((vals - q_val[inv]) ** 2, rows, k)
+    outside = _row_sums((counts[q_idx] - hits) * q_val * q_val, q_rows, k)
+    return q_rows, q_idx, q_val, inside + outside
+
+
 def _solve_large(
     f: _Factor, matrix: Any, n: int
 ) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
     """The support-proportional path (docs/mm.md §4b)."""
     assert f.beta is not None and f.var_map is not None and f.sketch_proj is not None
     k, rows, cols, vals = _as_triplets(matrix, n)
-    n_r = f.counts.shape[0]
     ok = np.ones(k, dtype=bool)
     grp = f.groups[cols]
     if f.merged:
-        # Group means, and the exact within-group residual as a sum of nonnegative terms:
-        # sum_{j in S} (q_j - mean_g)^2 + sum_g (n_g - |S cap g|) mean_g^2.
-        pair, inv = np.unique(rows * n_r + grp, return_inverse=True)
-        inv = inv.reshape(-1)
-        sums = np.bincount(inv, weights=vals, minlength=pair.shape[0])
-        hits = np.bincount(inv, minlength=pair.shape[0]).astype(np.float64)
-        q_rows, q_idx = pair // n_r, pair % n_r
-        q_val = sums / f.counts[q_idx]
-        inside = _row_sums((vals - q_val[inv]) ** 2, rows, k)
-        outside = _row_sums((f.counts[q_idx] - hits) * q_val * q_val, q_rows, k)
-        ok &= inside + outside <= ROW_SPACE_RTOL**2 * _row_sums(vals * vals, rows, k)
+        q_rows, q_idx, q_val, resid = group_means(rows, grp, vals, f.counts, k)
+        ok &= resid <= ROW_SPACE_RTOL**2 * _row_sums(vals * vals, rows, k)
     else:
         q_rows, q_idx, q_val = rows, grp, vals
     r = f.var_map.shape[0]
