@@ -23,28 +23,42 @@ from dp.errors import LaprasError, PrivacyParameterError
 from dp.noise import Sampler, SecureSampler
 from proxy import provision
 from proxy.config import Config
-from proxy.dp_router import DPRouter
+from proxy.dp_router import LOG_DAYS, LOG_ROWS, DPRouter
 from proxy.epoch_watch import EpochWatch
 from proxy.epochs import EpochService
 from proxy.ledger import PgLedger
 from proxy.wire.auth import AuthConfig, AuthMethod, UserCredential
 from proxy.wire.server import ProxyServer, ServerConfig, WorkerSlot
 from proxy.wire.upstream import UpstreamConfig
+from rewriter.errors import ConfigError
 
 log = logging.getLogger("lapras.app")
 
 #: Keys of [privacy] that map onto dp.engine.EngineConfig.
 ENGINE_KEYS = engine_codec.CONFIG_FIELDS
 PRIVACY_DEFAULTS: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-3, "stream_length": 1000}
+#: Keys of [privacy] the proxy itself reads (not an epoch's engine).
+PROXY_KEYS = ("view", "log_sql", "query_log_days", "query_log_rows")
+
+
+def log_retention(privacy: dict[str, Any]) -> tuple[float, int]:
+    """([privacy] query_log_days, query_log_rows), validated (ConfigError names the key)."""
+    days = privacy.get("query_log_days", LOG_DAYS)
+    rows = privacy.get("query_log_rows", LOG_ROWS)
+    if isinstance(days, bool) or not isinstance(days, int | float) or not 0 < days < 1e6:
+        raise ConfigError("privacy.query_log_days: must be a number of days greater than 0")
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1000:
+        raise ConfigError("privacy.query_log_rows: must be an integer of at least 1000")
+    return float(days), rows
 
 
 def engine_config(privacy: dict[str, Any], **overrides: Any) -> engine.EngineConfig:
     """The EngineConfig of a new epoch: [privacy] defaults, then explicit overrides."""
-    unknown = sorted(set(privacy) - set(ENGINE_KEYS) - {"view", "log_sql"})
+    unknown = sorted(set(privacy) - set(ENGINE_KEYS) - set(PROXY_KEYS))
     if unknown:
         raise PrivacyParameterError(
             f"[privacy] has an unknown key {unknown[0]!r}",
-            hint=f"accepted keys: {', '.join(ENGINE_KEYS)}, view, log_sql",
+            hint=f"accepted keys: {', '.join((*ENGINE_KEYS, *PROXY_KEYS))}",
         )
     values = {**PRIVACY_DEFAULTS, **{k: v for k, v in privacy.items() if k in ENGINE_KEYS}}
     values.update({k: v for k, v in overrides.items() if v is not None})
@@ -166,6 +180,7 @@ async def running(
         router = DPRouter(
             service,
             log_sql=bool(config.privacy.get("log_sql", False)),
+            log_retention=log_retention(dict(config.privacy)),
             admins=frozenset(u.name for u in config.users if u.admin),
         )
         s = config.server

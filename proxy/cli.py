@@ -353,7 +353,7 @@ def _worker_main(config_path: str, port: int, slot: Any, ready: Any, verbose: bo
 
 def _config_check(args: argparse.Namespace) -> int:
     from dp.errors import PrivacyParameterError
-    from proxy.app import engine_config
+    from proxy.app import engine_config, log_retention
     from rewriter.errors import ConfigError
 
     config = _load(args)
@@ -379,6 +379,10 @@ def _config_check(args: argparse.Namespace) -> int:
         )
     if not isinstance(config.privacy.get("log_sql", False), bool):
         raise ConfigError(f"{config.source}: privacy.log_sql: must be true or false")
+    try:
+        log_retention(dict(config.privacy))
+    except ConfigError as err:
+        raise ConfigError(f"{config.source}: {err.message}") from None
     tables = ", ".join(
         f"{t} ({_count(len(d.attributes), 'attribute')}, {_count(len(d.views), 'view')})"
         for t, d in config.schema.tables.items()

@@ -30,8 +30,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import math
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -66,6 +68,10 @@ log = logging.getLogger("lapras.router")
 #: the longest statements clients send by themselves (asyncpg's type introspection, 7.6 KiB)
 #: stay below it, cached and relayed from the read callback.
 OFF_LOOP_CHARS = 16 * 1024
+#: The query log's default retention ([privacy] query_log_days, query_log_rows) and how often
+#: it is applied (seconds, at most).
+LOG_DAYS, LOG_ROWS = 90.0, 1_000_000
+PRUNE_INTERVAL = 60.0
 #: The interpreter's switch interval while the worker classifies: how long the event loop may
 #: wait for the worker to hand over the interpreter (Python's default is 5 ms).
 _SWITCH_INTERVAL = 0.001
@@ -157,11 +163,16 @@ class DPRouter:
         admins: frozenset[str] = frozenset(),
         log_interval: float = 0.1,
         off_loop_chars: int = OFF_LOOP_CHARS,
+        log_retention: tuple[float, int] = (LOG_DAYS, LOG_ROWS),
     ) -> None:
         """``log_interval``: seconds the query log gathers records before one write;
-        ``off_loop_chars``: statements longer than this are classified in the worker thread."""
+        ``off_loop_chars``: statements longer than this are classified in the worker thread;
+        ``log_retention``: the query log keeps rows at most this many days, and at most this
+        many rows (pruned at most every :data:`PRUNE_INTERVAL` seconds, after a write)."""
         self.service = service
         self.log_interval = log_interval
+        self.log_retention = log_retention
+        self._pruned_at = -math.inf
         self.log_sql = log_sql
         self.admins = admins
         self._cache: OrderedDict[str, tuple[rewriter.Statement, Route]] = OrderedDict()
@@ -347,6 +358,10 @@ class DPRouter:
             batch, self._pending = self._pending, []
             try:
                 await self.service.ledger.log_queries(batch)
+                if time.monotonic() - self._pruned_at >= PRUNE_INTERVAL:
+                    self._pruned_at = time.monotonic()
+                    days, rows = self.log_retention
+                    await self.service.ledger.prune_log(max_days=days, max_rows=rows)
             except Exception:  # the log must never break an answer
                 log.exception("could not write %d query-log rows", len(batch))
 

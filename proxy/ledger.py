@@ -254,6 +254,8 @@ class Ledger(Protocol):
 
     async def log_queries(self, records: Sequence[dict[str, Any]]) -> None: ...
 
+    async def prune_log(self, *, max_days: float, max_rows: int) -> int: ...
+
     async def history(self, epoch_id: int, limit: int) -> list[LedgerEntry]: ...
 
     async def admin_log(self, limit: int) -> list[AdminEntry]: ...
@@ -348,6 +350,10 @@ class PgLedger:
         self._conn = conn
         self._dsn = dsn
         self._lock = asyncio.Lock()
+        # The query log's writes go through a connection of their own (opened at the first
+        # write), so they never wait for, nor hold up, a charge on the ledger's connection.
+        self._log_conn: psycopg.AsyncConnection[Any] | None = None
+        self._log_lock = asyncio.Lock()
 
     @staticmethod
     async def _open(dsn: str) -> psycopg.AsyncConnection[Any]:
@@ -379,6 +385,20 @@ class PgLedger:
 
     async def close(self) -> None:
         await self._conn.close()
+        if self._log_conn is not None:
+            await self._log_conn.close()
+
+    @asynccontextmanager
+    async def _log_locked(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """The query log's connection, exclusively (the ledger's own without a DSN)."""
+        if self._dsn is None:
+            async with self._locked():
+                yield self._conn
+            return
+        async with self._log_lock:
+            if self._log_conn is None or self._log_conn.closed:
+                self._log_conn = await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+            yield self._log_conn
 
     async def create_epoch(
         self,
@@ -547,9 +567,9 @@ class PgLedger:
             [r[c] for r in rows]
             for c in ("analyst", "table", "view", "template", "bindings", "key", "outcome", "sql")
         ]
-        async with self._locked(), self._conn.transaction():
-            await self._conn.execute("SET LOCAL synchronous_commit = off")
-            await self._conn.execute(
+        async with self._log_locked() as conn, conn.transaction():
+            await conn.execute("SET LOCAL synchronous_commit = off")
+            await conn.execute(
                 "INSERT INTO lapras.query_log"
                 " (analyst, table_name, view_name, template, bindings, query_key, outcome, sql)"
                 " SELECT a, t, v, tp, b::json, k, o, s FROM unnest("
@@ -557,6 +577,23 @@ class PgLedger:
                 + ") AS u(a, t, v, tp, b, k, o, s)",
                 columns,
             )
+
+    async def prune_log(self, *, max_days: float, max_rows: int) -> int:
+        """Retention of the query log: delete the rows older than ``max_days`` days, then all
+        but the newest ``max_rows``; returns how many were deleted (asynchronous commit, on
+        the log's connection)."""
+        async with self._log_locked() as conn, conn.transaction():
+            await conn.execute("SET LOCAL synchronous_commit = off")
+            old = await conn.execute(
+                "DELETE FROM lapras.query_log WHERE logged_at < now() - make_interval(secs => %s)",
+                (float(max_days) * 86400.0,),
+            )
+            extra = await conn.execute(
+                "DELETE FROM lapras.query_log WHERE id <= (SELECT id FROM lapras.query_log"
+                " ORDER BY id DESC OFFSET %s LIMIT 1)",
+                (int(max_rows),),
+            )
+            return max(old.rowcount, 0) + max(extra.rowcount, 0)
 
     async def history(self, epoch_id: int, limit: int) -> list[LedgerEntry]:
         """The epoch's last ``limit`` ledger rows, newest first."""

@@ -277,9 +277,18 @@ class MemLedger:
 
     async def log_queries(self, records: Sequence[dict[str, Any]]) -> None:
         for record in records:
-            self.store.queries.append(
-                {**record, "bindings": json.loads(json.dumps(record["bindings"], default=str))}
-            )
+            bindings = json.loads(json.dumps(record["bindings"], default=str))
+            self.store.queries.append({**record, "bindings": bindings, "logged_at": _now()})
+
+    async def prune_log(self, *, max_days: float, max_rows: int) -> int:
+        before = len(self.store.queries)
+        horizon = datetime.now(UTC).timestamp() - max_days * 86400.0
+        kept = [
+            q for q in self.store.queries
+            if datetime.fromisoformat(q["logged_at"]).timestamp() >= horizon
+        ]  # fmt: skip
+        self.store.queries[:] = kept[-max_rows:] if max_rows > 0 else []
+        return before - len(self.store.queries)
 
     async def history(self, epoch_id: int, limit: int) -> list[LedgerEntry]:
         e = self.store.epochs.get(epoch_id)

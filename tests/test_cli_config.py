@@ -77,6 +77,12 @@ def test_without_privacy_view_epochs_cover_the_whole_table(
         ("privacy", 'accountant = "pure"', "[privacy]: the pure accountant requires delta = 0"),
         ("privacy", 'view = "nope"', "privacy.view: 'nope' is not a view of any protected table"),
         ("privacy", 'log_sql = "yes"', "privacy.log_sql: must be true or false"),
+        ("privacy", "query_log_days = 0", "privacy.query_log_days: must be a number of days"),
+        (
+            "privacy",
+            "query_log_rows = 10",
+            "privacy.query_log_rows: must be an integer of at least",
+        ),
         ("server", "workers = 0", "server.workers: must be between 1 and 64"),
         ("server", "workers = 65", "server.workers: must be between 1 and 64"),
         ("server", 'workers = "2"', "server.workers: must be"),

@@ -274,7 +274,40 @@ class LedgerContract:
         assert again.answers == state.answers[BAD[0].key].answers
 
 
+LOG_RECORD = {
+    "analyst": "ann",
+    "table": "adult",
+    "view": "(age)",
+    "template": "SELECT count(*) FROM adult WHERE age > $1",
+    "bindings": [40],
+    "key": "k",
+    "outcome": "fresh",
+    "sql": None,
+}
+
+
+async def _check_retention(ledger: Any, count: Any) -> None:
+    """The query log keeps at most ``max_rows`` rows (the newest) and none older than
+    ``max_days``; ``count()`` reads how many rows the store holds."""
+    await ledger.log_queries([{**LOG_RECORD, "bindings": [i]} for i in range(30)])
+    assert await count() == 30
+    assert await ledger.prune_log(max_days=1.0, max_rows=1000) == 0  # all recent, few
+    assert await ledger.prune_log(max_days=1.0, max_rows=12) == 18
+    assert await count() == 12
+    await asyncio.sleep(0.05)
+    assert await ledger.prune_log(max_days=0.02 / 86400, max_rows=1000) == 12  # all too old
+    assert await count() == 0
+
+
 class TestMemLedger(LedgerContract):
+    async def test_query_log_retention(self) -> None:
+        ledger = MemLedger()
+
+        async def count() -> int:
+            return len(ledger.store.queries)
+
+        await _check_retention(ledger, count)
+
     @pytest.fixture
     def pair(self) -> tuple[MemLedger, MemLedger]:
         a = MemLedger()
@@ -294,6 +327,19 @@ class TestPgLedger(LedgerContract):
         finally:
             await a.close()
             await b.close()
+
+    async def test_query_log_retention_on_its_own_connection(self, pair: Any, pg: Any) -> None:
+        a, _ = pair
+
+        async def count() -> int:
+            async with await psycopg.AsyncConnection.connect(pg.state_dsn) as conn:
+                cur = await conn.execute("SELECT count(*) FROM lapras.query_log")
+                row = await cur.fetchone()
+                return int(row[0]) if row else -1
+
+        await _check_retention(a, count)
+        # the log's writes did not take the ledger's connection
+        assert a._log_conn is not None and a._log_conn is not a._conn
 
     async def test_charges_commit_synchronously_whatever_the_role_default(self, pg: Any) -> None:
         async with await psycopg.AsyncConnection.connect(pg.admin_dsn, autocommit=True) as admin:
