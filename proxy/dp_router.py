@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import logging
 import math
 import sys
@@ -355,7 +356,7 @@ class DPRouter:
         one round trip per interval, not one per answer)."""
         while self._pending:
             await asyncio.sleep(self.log_interval)
-            batch, self._pending = self._pending, []
+            batch, self._pending = _counted(self._pending), []
             try:
                 await self.service.ledger.log_queries(batch)
                 if time.monotonic() - self._pruned_at >= PRUNE_INTERVAL:
@@ -364,6 +365,19 @@ class DPRouter:
                     await self.service.ledger.prune_log(max_days=days, max_rows=rows)
             except Exception:  # the log must never break an answer
                 log.exception("could not write %d query-log rows", len(batch))
+
+
+def _counted(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Identical records of one batch as one, with their number of ``calls`` (a dashboard
+    refreshed by many clients at once, repeats of a stored answer), in first-seen order."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in records:
+        key = json.dumps(r, sort_keys=True, default=str)
+        if key in out:
+            out[key]["calls"] += 1
+        else:
+            out[key] = {**r, "calls": 1}
+    return list(out.values())
 
 
 def _off_loop(classify: Callable[[str], _T], sql: str) -> _T:

@@ -117,6 +117,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE lapras.histograms ALTER COLUMN cells SET STORAGE EXTERNAL;
     """,
+    # Identical statements logged together are one row with their number of calls.
+    """
+    ALTER TABLE lapras.query_log ADD COLUMN calls integer NOT NULL DEFAULT 1;
+    """,
 )
 
 
@@ -561,21 +565,25 @@ class PgLedger:
         that it holds the ledger connection for a round trip, not for an fsync."""
         if not records:
             return
-        rows = [{**r, "bindings": json.dumps(r["bindings"], default=str)} for r in records]
+        rows = [
+            {**r, "bindings": json.dumps(r["bindings"], default=str), "calls": r.get("calls", 1)}
+            for r in records
+        ]
         # One statement for the whole batch (a column array each), not one per row.
         columns = [
             [r[c] for r in rows]
             for c in ("analyst", "table", "view", "template", "bindings", "key", "outcome", "sql")
         ]
+        calls = [int(r["calls"]) for r in rows]
         async with self._log_locked() as conn, conn.transaction():
             await conn.execute("SET LOCAL synchronous_commit = off")
             await conn.execute(
                 "INSERT INTO lapras.query_log"
-                " (analyst, table_name, view_name, template, bindings, query_key, outcome, sql)"
-                " SELECT a, t, v, tp, b::json, k, o, s FROM unnest("
+                " (analyst, table_name, view_name, template, bindings, query_key, outcome, sql, calls)"
+                " SELECT a, t, v, tp, b::json, k, o, s, c FROM unnest("
                 + ", ".join(["%s::text[]"] * 8)
-                + ") AS u(a, t, v, tp, b, k, o, s)",
-                columns,
+                + ", %s::int4[]) AS u(a, t, v, tp, b, k, o, s, c)",
+                [*columns, calls],
             )
 
     async def prune_log(self, *, max_days: float, max_rows: int) -> int:

@@ -53,7 +53,8 @@ async def log_records(dsn: str, table: str, *, since: dt.datetime | None = None)
     """The proxy's query log for ``table`` (templates and bindings; raw SQL when it was kept)."""
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
         cur = await conn.execute(
-            "SELECT logged_at, analyst, template, bindings::text, query_key, view_name, table_name, outcome, sql"
+            "SELECT logged_at, analyst, template, bindings::text, query_key, view_name, table_name,"
+            " outcome, sql, calls"
             " FROM lapras.query_log WHERE table_name = %s AND (%s::timestamptz IS NULL OR logged_at >= %s)"
             " ORDER BY logged_at",
             (table, since, since),
@@ -70,8 +71,9 @@ async def log_records(dsn: str, table: str, *, since: dt.datetime | None = None)
             view=view,
             table=tbl,
             outcome=outcome,
+            calls=calls,
         )
-        for at, analyst, template, bindings, key, view, tbl, outcome, sql in rows
+        for at, analyst, template, bindings, key, view, tbl, outcome, sql, calls in rows
     ]
 
 

@@ -286,6 +286,14 @@ LOG_RECORD = {
 }
 
 
+def test_identical_log_records_of_a_batch_are_one_row_with_their_calls() -> None:
+    from proxy.dp_router import _counted
+
+    a, b = LOG_RECORD, {**LOG_RECORD, "bindings": [41]}
+    assert _counted([a, b, a, a, b]) == [{**a, "calls": 3}, {**b, "calls": 2}]
+    assert _counted([]) == []
+
+
 async def _check_retention(ledger: Any, count: Any) -> None:
     """The query log keeps at most ``max_rows`` rows (the newest) and none older than
     ``max_days``; ``count()`` reads how many rows the store holds."""
@@ -382,15 +390,15 @@ class TestPgLedger(LedgerContract):
             "sql": None,
         }
         other = {**record, "bindings": ["Male", 1.5], "sql": "SELECT 1", "view": None}
-        await a.log_queries([record, other, record])
+        await a.log_queries([record, other, {**record, "calls": 3}])
         async with await psycopg.AsyncConnection.connect(pg.state_dsn) as conn:
             cur = await conn.execute(
-                "SELECT analyst, template, bindings::text, outcome, sql, view_name"
+                "SELECT analyst, template, bindings::text, outcome, sql, view_name, calls"
                 " FROM lapras.query_log ORDER BY id"
             )
             row = ("ann", record["template"], "[40]", "fresh", None, "v")
             assert await cur.fetchall() == [
-                row,
-                ("ann", record["template"], '["Male", 1.5]', "fresh", "SELECT 1", None),
-                row,
+                (*row, 1),
+                ("ann", record["template"], '["Male", 1.5]', "fresh", "SELECT 1", None, 1),
+                (*row, 3),
             ]
