@@ -520,30 +520,24 @@ def _with_answer(state: EngineState, key: str, ans: StoredAnswer) -> Mapping[str
     return MappingProxyType(d)
 
 
+def _infers(state: EngineState, domain: Domain) -> bool:
+    """Whether releases over ``domain`` join stored-release inference (default mode, small
+    marginals only)."""
+    return state.config.reuse_releases and domain.size <= REUSE_MAX_CELLS
+
+
 def _add_stored(
-    state: EngineState,
     stored: Mapping[Domain, StoredInference],
     domain: Domain,
     a: FloatArray,
     y: FloatArray,
     var: FloatArray,
 ) -> Mapping[Domain, StoredInference]:
-    """``stored`` with a release over ``domain`` added (default mode, small marginals only)."""
-    if not (state.config.reuse_releases and domain.size <= REUSE_MAX_CELLS):
-        return stored
+    """``stored`` with a release over ``domain`` added."""
     d = dict(stored)
     prior = d.get(domain)
     d[domain] = StoredInference.of(a, y, var) if prior is None else prior.add(a, y, var)
     return MappingProxyType(d)
-
-
-def _full_strategy(block: BlockRelease) -> FloatArray:
-    """A block's strategy over its marginal's cells (zero on dropped cells)."""
-    red = block.reduction
-    out = np.zeros((block.release.matrix.shape[0], red.domain.size))
-    keep = red.groups >= 0
-    out[:, keep] = block.release.matrix[:, red.groups[keep]]
-    return out
 
 
 def apply(state: EngineState | None, event: Event) -> EngineState:
@@ -578,9 +572,9 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
             if not state.domain.covers(block.domain):
                 raise InternalError("a released block is outside the epoch's domain")
             rel = block.release
-            if state.config.reuse_releases and block.domain.size <= REUSE_MAX_CELLS:
-                full = _full_strategy(block)
-                stored = _add_stored(state, stored, block.domain, full, rel.y, rel.noise_variance)
+            if _infers(state, block.domain):
+                full = block.full_strategy()
+                stored = _add_stored(stored, block.domain, full, rel.y, rel.noise_variance)
         return replace(
             state,
             matrix_blocks=blocks,
@@ -594,9 +588,8 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
         if p is None or p.key != event.key or p.position != event.position:
             raise InternalError("a release must follow its charge")
         stored = state.stored
-        if state.config.reuse_releases and event.batch is not None:
+        if event.batch is not None and _infers(state, event.batch.domain):
             stored = _add_stored(
-                state,
                 stored,
                 event.batch.domain,
                 event.batch.dense(),

@@ -34,7 +34,7 @@ Everything it answers is post-processing of the release.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +44,7 @@ import scipy.sparse as sp
 from dp.domain import Domain, FloatArray, QueryBatch, lift, lifted_matrix, projection
 from dp.release import ROW_SPACE_RTOL, NotInRowSpaceError, Release, group_means
 from dp.strategy import Strategy, l1_strategy, optimize_strategy, splitmix
+from dp.strategy import lift as lift_columns
 
 IntArray = npt.NDArray[np.intp]
 
@@ -77,6 +78,11 @@ class Reduction:
     @property
     def num_columns(self) -> int:
         return int(self.counts.shape[0])
+
+    def expand(self, reduced: FloatArray) -> FloatArray:
+        """Rows over the columns as rows over the marginal's cells: a cell takes its column's
+        value, a dropped cell zero (``dp.strategy.lift``)."""
+        return lift_columns(np.atleast_2d(reduced), self.groups)
 
     def reduce_data(self, x: FloatArray) -> FloatArray:
         """The reduced histogram: each column's cells summed."""
@@ -157,10 +163,17 @@ def _home(batch: QueryBatch, blocks: Sequence[Domain]) -> int:
 
 def assign(predicted: Sequence[QueryBatch], blocks: Sequence[Domain]) -> list[list[QueryBatch]]:
     """Each batch of P lifted into the smallest block that covers it."""
-    out: list[list[QueryBatch]] = [[] for _ in blocks]
-    for b in predicted:
-        home = _home(b, blocks)
-        out[home].append(lift(b, blocks[home]))
+    return [
+        [lift(predicted[j], blocks[i]) for j in members]
+        for i, members in enumerate(_homes(predicted, blocks))
+    ]
+
+
+def _homes(predicted: Sequence[QueryBatch], blocks: Sequence[Domain]) -> list[list[int]]:
+    """For each block, the indices (in P's order) of the batches it is the home of."""
+    out: list[list[int]] = [[] for _ in blocks]
+    for j, b in enumerate(predicted):
+        out[_home(b, blocks)].append(j)
     return out
 
 
@@ -183,17 +196,14 @@ def plan_release(
     block whose reduced workload would exceed :data:`MAX_BLOCK_ENTRIES` keeps, in P's order,
     the batches that fit; the others are left out of the release."""
     blocks = block_domains(predicted)
-    members = assign(predicted, blocks)
     reduced: list[tuple[Reduction, FloatArray]] = []
     kept: list[tuple[QueryBatch, ...]] = []
-    for i, (dom, batches) in enumerate(zip(blocks, members, strict=True)):
-        fitted = _fit(dom, batches)
+    for dom, members in zip(blocks, _homes(predicted, blocks), strict=True):
+        fitted = _fit(dom, [lift(predicted[j], dom) for j in members])
         if fitted is not None:
-            reduced.append((fitted[0], np.asarray(fitted[1].toarray(), dtype=np.float64)))
-            originals = [b for b in predicted if _home(b, blocks) == i]
-            kept.append(
-                tuple(b for b, lb in zip(originals, batches, strict=True) if lb in fitted[2])
-            )
+            red, w, chosen = fitted
+            reduced.append((red, np.asarray(w.toarray(), dtype=np.float64)))
+            kept.append(tuple(predicted[members[k]] for k in chosen))
     total = sum(w.size for _, w in reduced) or 1
     plans: list[tuple[Reduction, Strategy]] = []
     for red, w in reduced:
@@ -223,25 +233,34 @@ def plan_release(
 
 def _fit(
     dom: Domain, batches: Sequence[QueryBatch]
-) -> tuple[Reduction, sp.csc_array, tuple[QueryBatch, ...]] | None:
+) -> tuple[Reduction, sp.csc_array, tuple[int, ...]] | None:
     """The reduction of a block's batches, or, when that exceeds MAX_BLOCK_ENTRIES, of those
     that fit taken in order (a batch that would make it too large is left out); with the
-    batches kept. None when not one fits."""
+    indices of the batches kept. None when not one fits."""
 
-    def reduce(items: Sequence[QueryBatch]) -> tuple[Reduction, sp.csc_array]:
-        return reduction(dom, sp.vstack([b.matrix for b in items], format="csr"))
+    def reduce(items: Sequence[int]) -> tuple[Reduction, sp.csc_array]:
+        return reduction(dom, sp.vstack([batches[i].matrix for i in items], format="csr"))
 
-    red, w = reduce(batches)
+    every = tuple(range(len(batches)))
+    red, w = reduce(every)
     if w.shape[0] * w.shape[1] <= MAX_BLOCK_ENTRIES:
-        return red, w, tuple(batches)
-    chosen: list[QueryBatch] = []
-    best: tuple[Reduction, sp.csc_array, tuple[QueryBatch, ...]] | None = None
-    for b in batches:
-        red, w = reduce([*chosen, b])
+        return red, w, every
+    chosen: tuple[int, ...] = ()
+    best: tuple[Reduction, sp.csc_array, tuple[int, ...]] | None = None
+    for i in every:
+        red, w = reduce((*chosen, i))
         if w.shape[0] * w.shape[1] <= MAX_BLOCK_ENTRIES:
-            chosen.append(b)
-            best = (red, w, tuple(chosen))
+            chosen = (*chosen, i)
+            best = (red, w, chosen)
     return best
+
+
+def _union(domains: Iterable[Domain]) -> Domain:
+    """The product of every attribute of ``domains`` (in order of first appearance)."""
+    out = Domain(())
+    for d in domains:
+        out = out.union(d)
+    return out
 
 
 def release_sensitivity(blocks: Sequence[tuple[Reduction, FloatArray]]) -> tuple[float, float]:
@@ -249,16 +268,9 @@ def release_sensitivity(blocks: Sequence[tuple[Reduction, FloatArray]]) -> tuple
     strategy over its columns), recomputed from the matrices (see the module doc)."""
     per_l2, per_l1 = [], []
     for red, a in blocks:
-        col2 = np.einsum("ij,ij->j", a, a)
-        col1 = np.sum(np.abs(a), axis=0)
-        keep = red.groups >= 0
-        cell2, cell1 = np.zeros(red.domain.size), np.zeros(red.domain.size)
-        cell2[keep], cell1[keep] = col2[red.groups[keep]], col1[red.groups[keep]]
-        per_l2.append((red.domain, cell2))
-        per_l1.append((red.domain, cell1))
-    union = Domain(())
-    for red, _ in blocks:
-        union = union.union(red.domain)
+        per_l2.append((red.domain, red.expand(np.einsum("ij,ij->j", a, a))[0]))
+        per_l1.append((red.domain, red.expand(np.sum(np.abs(a), axis=0))[0]))
+    union = _union(red.domain for red, _ in blocks)
     if union.size <= EXACT_SENSITIVITY_CELLS:
         tot2, tot1 = np.zeros(union.size), np.zeros(union.size)
         for (dom, c2), (_, c1) in zip(per_l2, per_l1, strict=True):
@@ -283,6 +295,10 @@ class BlockRelease:
     @property
     def domain(self) -> Domain:
         return self.reduction.domain
+
+    def full_strategy(self) -> FloatArray:
+        """The block's strategy over its marginal's cells (zero on dropped cells)."""
+        return self.reduction.expand(self.release.matrix)
 
     def solve(self, batch: QueryBatch) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
         """Answers, variances and per-row answerability of ``batch`` (over a covered marginal)."""
@@ -322,18 +338,10 @@ def joint_release(blocks: Sequence[BlockRelease]) -> BlockRelease | None:
     """
     if len(blocks) < 2:
         return None
-    union = Domain(())
-    for b in blocks:
-        union = union.union(b.domain)
+    union = _union(b.domain for b in blocks)
     if union.size > JOINT_MAX_CELLS:
         return None
-    parts = []
-    for b in blocks:
-        red, rel = b.reduction, b.release
-        full = np.zeros((rel.matrix.shape[0], red.domain.size))
-        keep = red.groups >= 0
-        full[:, keep] = rel.matrix[:, red.groups[keep]]
-        parts.append(full[:, projection(b.domain, union)])
+    parts = [b.full_strategy()[:, projection(b.domain, union)] for b in blocks]
     return BlockRelease(
         Reduction.identity(union),
         Release(

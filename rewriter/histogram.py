@@ -33,6 +33,7 @@ import datetime as dt
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from dp.domain import Domain
 from dp.pin import Pin
@@ -148,8 +149,17 @@ def pin_from_rows(domain: Domain, rows: Iterable[Sequence[int]]) -> Pin:
     """The pin from the statement's rows (cells, then the count)."""
     k = len(domain.attributes)
     arr = np.asarray([tuple(r) for r in rows], dtype=np.int64).reshape(-1, k + 1)
-    arr = arr[np.all(arr[:, :k] >= 0, axis=1)]
-    return Pin.of(domain, arr[:, :k], arr[:, k].astype(np.float64))
+    return _pinned(domain, [arr[:, j] for j in range(k)], arr[:, k])
+
+
+def _pinned(domain: Domain, columns: Sequence[npt.ArrayLike], counts: npt.ArrayLike) -> Pin:
+    """The pin of the statement's result, its rows with a ``-1`` (no cell) left out."""
+    cols = [np.asarray(c) for c in columns]
+    inside = np.ones(np.asarray(counts).shape[0], dtype=bool)
+    for c in cols:
+        inside &= c >= 0
+    kept = tuple(c[inside].astype(np.int32) for c in cols)
+    return Pin(domain, kept, np.asarray(counts, dtype=np.float64)[inside])
 
 
 _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00"
@@ -173,9 +183,4 @@ def pin_from_copy(domain: Domain, data: bytes | bytearray) -> Pin:
     rows = np.frombuffer(view[19 + ext : len(view) - 2], dtype=np.dtype(fields))
     if rows.size and (np.any(rows["nf"] != k + 1) or np.any(rows["ln"] != 8)):
         raise ValueError("unexpected tuples in the binary COPY stream")
-    inside = np.ones(rows.shape[0], dtype=bool)
-    for j in range(k):
-        inside &= rows[f"c{j}"] >= 0
-    rows = rows[inside]
-    columns = tuple(rows[f"c{j}"].astype(np.int32) for j in range(k))
-    return Pin(domain, columns, rows["n"].astype(np.float64))
+    return _pinned(domain, [rows[f"c{j}"] for j in range(k)], rows["n"])
