@@ -93,7 +93,7 @@ from dp.accountant import (
     make_accountant,
     noise_variance,
 )
-from dp.domain import Domain, FloatArray, QueryBatch, lift
+from dp.domain import Domain, FloatArray, QueryBatch, lifted_matrix
 from dp.errors import BudgetExhaustedError, InternalError, PrivacyParameterError
 from dp.marginals import (
     BlockRelease,
@@ -754,7 +754,7 @@ def _best(
     if stored:
         for dom, inf in state.stored.items():
             if dom.covers(batch.domain):
-                q = lift(batch, dom).dense()
+                q = lifted_matrix(batch, dom).toarray()
                 if np.all(inf.can_answer(q)):
                     ans, var = inf.estimate(q)
                     if best is None or np.sum(var) < np.sum(best[1]):
