@@ -93,9 +93,11 @@ from dp.accountant import (
     make_accountant,
     noise_variance,
 )
+from dp.calibration import gdp_epsilon
 from dp.domain import Domain, FloatArray, QueryBatch, lifted_matrix
 from dp.errors import BudgetExhaustedError, InternalError, PrivacyParameterError
 from dp.marginals import (
+    ROW_LEVEL,
     BlockRelease,
     Reduction,
     joint_release,
@@ -116,6 +118,7 @@ from dp.pacing import (
 from dp.pin import Pin
 from dp.release import ROW_SPACE_RTOL, Release
 from dp.strategy import Strategy
+from dp.units import Contribution
 
 AnyAccountant = BasicAccountant | GdpAccountant | PureAccountant
 
@@ -179,6 +182,8 @@ class EngineConfig:
     eps_min: float | None = None
     reuse: bool | None = None
     reallocate: bool | None = None
+    #: The privacy unit's bound (``dp.units``): row-level unless the table declares a unit.
+    contribution: Contribution = ROW_LEVEL
 
     fractions: tuple[float, float, float, float] = field(init=False)
     accountant_kind: AccountantKind = field(init=False)
@@ -241,6 +246,7 @@ class EngineConfig:
             isinstance(eps_min, int | float) and math.isfinite(eps_min) and 0 < eps_min <= eps,
             "eps_min must be a number greater than 0 and at most epsilon",
         )
+        _param(isinstance(self.contribution, Contribution), "contribution must be a bound")
         for flag in (self.reuse, self.reallocate):
             _param(
                 flag is None or isinstance(flag, bool), "reuse and reallocate must be true or false"
@@ -696,7 +702,7 @@ def start(
         return state, tuple(events)
     pin = as_pin(domain, data)
     acct = state.accountant
-    l2, l1 = release_sensitivity(plans)
+    l2, l1 = release_sensitivity(plans, config.contribution, domain)
     sens = acct.sensitivity_of(l2, l1)
     amount = min(config.fractions[0] * acct.total, acct.remaining())
     scale = acct.noise_scale(amount, sens)
@@ -888,7 +894,7 @@ def _plan_charge(state: EngineState, batch: QueryBatch) -> Charged:
             hint="repeats and queries answerable from stored releases are still served; "
             "start a new epoch for new queries",
         )
-    sens = acct.sensitivity_of(batch.sensitivity_l2, batch.sensitivity_l1)
+    sens = acct.sensitivity_of(*batch_sensitivity(batch, cfg.contribution, state.domain))
     return Charged(
         position=n,
         b=b,
@@ -900,6 +906,17 @@ def _plan_charge(state: EngineState, batch: QueryBatch) -> Charged:
         sensitivity=sens,
         pacing=step.after,
     )
+
+
+def batch_sensitivity(
+    batch: QueryBatch, contribution: Contribution, domain: Domain
+) -> tuple[float, float]:
+    """The (L2, L1) sensitivity of ``batch`` (over a marginal of the epoch's ``domain``) for
+    the epoch's neighbours: the batch's largest column norms for row-level privacy, else the
+    bounds of ``dp.units`` with each marginal cell aggregating ``|domain| / |marginal|`` cells."""
+    if contribution.row_level:
+        return batch.sensitivity_l2, batch.sensitivity_l1
+    return contribution.sensitivities(batch.matrix, domain.size // batch.domain.size)
 
 
 def release(
@@ -974,6 +991,9 @@ class BudgetStatus:
     unit: str
     total: float
     spent: float
+    #: ``spent`` as epsilon at the epoch's delta (the same value for the basic and pure
+    #: accountants; from mu-GDP for gdp, Dong et al. 2022 Cor. 2.13).
+    spent_epsilon: float
     online_releases: int
     stream_length: int
     position: int
@@ -987,6 +1007,11 @@ def status(state: EngineState) -> BudgetStatus:
         unit="mu^2" if acct.kind is AccountantKind.GDP else "epsilon",
         total=acct.total,
         spent=acct.spent,
+        spent_epsilon=(
+            gdp_epsilon(math.sqrt(acct.spent), state.config.delta)
+            if acct.kind is AccountantKind.GDP and acct.spent > 0
+            else acct.spent
+        ),
         online_releases=state.fresh,
         stream_length=state.config.stream_length,
         position=state.position,

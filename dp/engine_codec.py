@@ -37,6 +37,7 @@ from dp.errors import InternalError
 from dp.marginals import BlockRelease, Reduction
 from dp.pacing import Pacing, Pool
 from dp.release import Release
+from dp.units import Contribution
 
 #: The options of an epoch's configuration (EngineConfig's init fields), in order.
 CONFIG_FIELDS = (
@@ -147,6 +148,7 @@ def _config(c: EngineConfig) -> dict[str, Any]:
     out = {f: getattr(c, f) for f in CONFIG_FIELDS}
     if not isinstance(out["split"], str):
         out["split"] = list(out["split"])
+    out["contribution"] = [c.contribution.rows, c.contribution.per_cell]
     return out
 
 
@@ -213,6 +215,8 @@ def decode_event(d: dict[str, Any]) -> Event:
         cfg = dict(d["config"])
         if not isinstance(cfg["split"], str):
             cfg["split"] = tuple(float(f) for f in cfg["split"])
+        rows, per_cell = cfg.get("contribution", (1, 1))  # older ledgers: row level
+        cfg["contribution"] = Contribution(int(rows), int(per_cell))
         return EpochStarted(
             config=EngineConfig(**cfg),
             domain=Domain.of(*((str(n), int(s)) for n, s in d["domain"])),

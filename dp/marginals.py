@@ -45,6 +45,9 @@ from dp.domain import Domain, FloatArray, QueryBatch, lift, lifted_matrix, proje
 from dp.release import ROW_SPACE_RTOL, NotInRowSpaceError, Release, group_means
 from dp.strategy import Strategy, l1_strategy, optimize_strategy, splitmix
 from dp.strategy import lift as lift_columns
+from dp.units import Contribution
+
+ROW_LEVEL = Contribution()
 
 IntArray = npt.NDArray[np.intp]
 
@@ -263,9 +266,30 @@ def _union(domains: Iterable[Domain]) -> Domain:
     return out
 
 
-def release_sensitivity(blocks: Sequence[tuple[Reduction, FloatArray]]) -> tuple[float, float]:
+def release_sensitivity(
+    blocks: Sequence[tuple[Reduction, FloatArray]],
+    contribution: Contribution = ROW_LEVEL,
+    domain: Domain | None = None,
+) -> tuple[float, float]:
     """The L2 and L1 sensitivities of the joint release of ``blocks`` (reduction, scaled
-    strategy over its columns), recomputed from the matrices (see the module doc)."""
+    strategy over its columns), recomputed from the matrices (see the module doc).
+
+    With a privacy unit (``contribution``, over the epoch's ``domain``): the smaller of two
+    upper bounds, ``rows`` times the row-level sensitivity (the triangle inequality over the
+    unit's rows), and ``sqrt(sum_g L2_g^2)`` (``sum_g L1_g``) over the blocks' own unit-level
+    bounds (``dp.units``; a block's column aggregates ``counts_j * |domain| / |marginal|``
+    cells of the domain)."""
+    if not contribution.row_level:
+        if domain is None:
+            raise ValueError("a unit-level sensitivity needs the epoch's domain")
+        r2, r1 = release_sensitivity(blocks)
+        per = [
+            contribution.sensitivities(a, red.counts * (domain.size // red.domain.size))
+            for red, a in blocks
+        ]
+        u2 = math.sqrt(sum(l2 * l2 for l2, _ in per))
+        u1 = sum(l1 for _, l1 in per)
+        return min(contribution.rows * r2, u2), min(contribution.rows * r1, u1)
     per_l2, per_l1 = [], []
     for red, a in blocks:
         per_l2.append((red.domain, red.expand(np.einsum("ij,ij->j", a, a))[0]))

@@ -38,7 +38,7 @@ log = logging.getLogger("lapras.app")
 ENGINE_KEYS = engine_codec.CONFIG_FIELDS
 PRIVACY_DEFAULTS: dict[str, Any] = {"epsilon": 1.0, "delta": 1e-3, "stream_length": 1000}
 #: Keys of [privacy] the proxy itself reads (not an epoch's engine).
-PROXY_KEYS = ("view", "log_sql", "query_log_days", "query_log_rows")
+PROXY_KEYS = ("view", "log_sql", "query_log_days", "query_log_rows", "reveal_sources")
 
 
 def log_retention(privacy: dict[str, Any]) -> tuple[float, int]:
@@ -181,6 +181,7 @@ async def running(
             service,
             log_sql=bool(config.privacy.get("log_sql", False)),
             log_retention=log_retention(dict(config.privacy)),
+            reveal_sources=bool(config.privacy.get("reveal_sources", False)),
             admins=frozenset(u.name for u in config.users if u.admin),
         )
         s = config.server

@@ -41,6 +41,10 @@ EXAMPLES = (
         "SELECT count(*) FROM adult WHERE age BETWEEN 30 AND 39 AND sex = 'Female';",
     ),
     ("refused: row-level access to a protected table", "SELECT * FROM adult LIMIT 5;"),
+    (
+        "user-level privacy: each user's check-ins count at most 50 times, noise scaled to that",
+        "SELECT hour, count(*) FROM checkins GROUP BY hour ORDER BY hour;",
+    ),
 )
 
 
@@ -77,12 +81,17 @@ async def _progress(label: str, work: Awaitable[_T], every: float = 5.0) -> _T:
 def _demo_config(pg: Any, data_dir: Path, port: int) -> Path:
     """Write the demo's lapras.toml (a real configuration file the user can read and reuse)."""
     import sql_fixtures.adult as adult
+    import sql_fixtures.gowalla as gowalla
     from proxy import provision
 
     text = (
         "# The demo's configuration, written by `lapras demo`. `lapras serve --config` reads the same format.\n"
-        "# The protected table's declaration (sql_fixtures/adult/lapras.toml) comes first: its top-level\n"
-        "# keys must precede every [section].\n\n" + adult.DECLARATION.read_text() + "\n[server]\n"
+        "# The protected tables' declarations (sql_fixtures/adult/lapras.toml, sql_fixtures/gowalla/lapras.toml)\n"
+        "# come first: their top-level keys must precede every [section].\n\n"
+        + adult.DECLARATION.read_text()
+        + "\n"
+        + gowalla.DECLARATION.read_text()
+        + "\n[server]\n"
         f'listen = "127.0.0.1:{port}"\n'
         'auth = "scram-sha-256"\n\n'
         "[backend]\n"
@@ -115,8 +124,9 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         asyncio.run(
             _progress(
-                "[2/5] Loading UCI Adult (32,561 rows) and provisioning the backend (roles, "
-                "state database, catalogue lockdown)",
+                "[2/5] Loading UCI Adult (32,561 rows) and the Gowalla check-ins (157,251 rows "
+                "of 1,000 users) and provisioning the backend (roles, state database, "
+                "catalogue lockdown)",
                 asyncio.to_thread(provision_adult, pg, DEMO_DATABASE, (DEMO_USER,)),
             )
         )
@@ -207,6 +217,22 @@ async def _demo_async(args: argparse.Namespace, config: Any) -> None:
                 flush=True,
             )
             print("[4/5] Epoch kept.", flush=True)
+        if await service.status("checkins") is None:
+            # delta well below 1 / (number of users), and within the table's lifetime_delta
+            cfg = engine_config(
+                config.privacy,
+                epsilon=args.epsilon,
+                delta=min(args.delta, 1e-5),
+                stream_length=args.stream_length,
+            )
+            bound = service.table("checkins").contribution.rows
+            await _progress(
+                f"      and a user-level epoch on checkins (epsilon={cfg.epsilon}, delta={cfg.delta} for each user, "
+                f"at most {bound} check-ins of each counted)",
+                service.start_epoch(
+                    table="checkins", config=cfg, actor="lapras demo", reason="demo"
+                ),
+            )
     async with running(config) as app:
         port = app.server.port
         print(f"[5/5] LAPRAS proxy listening on 127.0.0.1:{port}\n")
@@ -377,8 +403,9 @@ def _config_check(args: argparse.Namespace) -> int:
             hint=f"declared views: {', '.join(sorted(views)) or 'none'}; without privacy.view "
             "an epoch covers the whole table",
         )
-    if not isinstance(config.privacy.get("log_sql", False), bool):
-        raise ConfigError(f"{config.source}: privacy.log_sql: must be true or false")
+    for flag in ("log_sql", "reveal_sources"):
+        if not isinstance(config.privacy.get(flag, False), bool):
+            raise ConfigError(f"{config.source}: privacy.{flag}: must be true or false")
     try:
         log_retention(dict(config.privacy))
     except ConfigError as err:
@@ -587,28 +614,39 @@ def _budget(args: argparse.Namespace) -> int:
         out = []
         async with admin_service(config) as service:
             for table in tables:
-                st = await service.status(table)
-                if st is None:
-                    out.append({"table": table, "epoch": None})
-                    continue
-                row, status = st
-                out.append(
-                    {
-                        "table": table,
-                        "epoch": row.id,
-                        "view": row.view_name,
-                        "started_at": row.started_at,
-                        "started_by": row.started_by,
-                        "unit": status.unit,
-                        "total": status.total,
-                        "spent": status.spent,
-                        "online_releases": status.online_releases,
-                        "stream_length": status.stream_length,
-                        "position": status.position,
-                        "b_est": status.b_est,
-                        "reserve": status.reserve,
+                entry: dict[str, Any] = {"table": table, "epoch": None}
+                cap = service.lifetime(table)
+                if cap is not None:
+                    known = await service.ledger.lifetime(cap)
+                    entry["lifetime"] = {
+                        "group": known.group,
+                        "epochs": known.epochs,
+                        "committed_epsilon": known.committed_epsilon,
+                        "committed_delta": known.committed_delta,
+                        "epsilon": known.epsilon,
+                        "delta": known.delta,
                     }
-                )
+                st = await service.status(table)
+                if st is not None:
+                    row, status = st
+                    entry.update(
+                        {
+                            "epoch": row.id,
+                            "view": row.view_name,
+                            "started_at": row.started_at,
+                            "started_by": row.started_by,
+                            "unit": status.unit,
+                            "total": status.total,
+                            "spent": status.spent,
+                            "spent_epsilon": status.spent_epsilon,
+                            "online_releases": status.online_releases,
+                            "stream_length": status.stream_length,
+                            "position": status.position,
+                            "b_est": status.b_est,
+                            "reserve": status.reserve,
+                        }
+                    )
+                out.append(entry)
         return out
 
     rows = asyncio.run(show())
@@ -618,18 +656,30 @@ def _budget(args: argparse.Namespace) -> int:
     for r in rows:
         if r["epoch"] is None:
             print(f"{r['table']}: no active epoch")
-            continue
-        pct = 100 * r["spent"] / r["total"] if r["total"] else 0.0
-        print(
-            f"{r['table']}: epoch {r['epoch']} ({coverage(r['view'])}, started {r['started_at']} by {r['started_by']})"
-        )
-        print(
-            f"  spent {r['spent']:.6g} of {r['total']:.6g} {r['unit']} ({pct:.1f}%), reserve {r['reserve']:.4g}"
-        )
-        print(
-            f"  online releases {r['online_releases']} of {r['stream_length']}, stream position {r['position']}, "
-            f"B_est {'-' if r['b_est'] is None else format(r['b_est'], '.1f')}"
-        )
+        else:
+            pct = 100 * r["spent"] / r["total"] if r["total"] else 0.0
+            print(
+                f"{r['table']}: epoch {r['epoch']} ({coverage(r['view'])}, started {r['started_at']} by {r['started_by']})"
+            )
+            in_eps = (
+                ""
+                if r["unit"] == "epsilon"
+                else f" = epsilon {r['spent_epsilon']:.4g} at the epoch's delta"
+            )
+            print(
+                f"  spent {r['spent']:.6g} of {r['total']:.6g} {r['unit']} ({pct:.1f}%){in_eps}, reserve {r['reserve']:.4g}"
+            )
+            print(
+                f"  online releases {r['online_releases']} of {r['stream_length']}, stream position {r['position']}, "
+                f"B_est {'-' if r['b_est'] is None else format(r['b_est'], '.1f')}"
+            )
+        life = r.get("lifetime")
+        if life is not None:
+            print(
+                f"  lifetime budget of {life['group']}: {life['epochs']} epoch(s) committed epsilon "
+                f"{life['committed_epsilon']:.6g} of {life['epsilon']:.6g}, delta "
+                f"{life['committed_delta']:.3g} of {life['delta']:.3g}"
+            )
     return 0
 
 
@@ -942,7 +992,11 @@ def _parser() -> argparse.ArgumentParser:
         help="the proxy's own database (default: state_dsn's, else <database>_lapras)",
     )
     prov.add_argument(
-        "--load", action="append", default=[], choices=("adult",), help="load a shipped dataset"
+        "--load",
+        action="append",
+        default=[],
+        choices=("adult", "gowalla"),
+        help="load a shipped dataset",
     )
     prov.add_argument(
         "--protected", action="append", help="schema.table to protect (default: public.adult)"

@@ -85,12 +85,19 @@ _HOW = {
     engine.DecisionKind.STORED: "answered from earlier releases (no budget spent)",
     engine.DecisionKind.FRESH: "answered online with fresh noise",
 }
+#: What every answer that spent nothing says when the sources are not revealed: whether a
+#: statement was predicted, or asked before, is then not told ([privacy] reveal_sources).
+_EARLIER = "answered from earlier releases (no budget spent)"
 
 
-def describe_answer(answer: Answer, plan: rewriter.Plan | None = None) -> Notice:
+def describe_answer(
+    answer: Answer, plan: rewriter.Plan | None = None, *, reveal: bool = False
+) -> Notice:
     """The NOTICE sent with a DP answer: how it was made, what it cost, and the standard
     error of each aggregate of the select list (from public noise scales and the noisy
-    answers only)."""
+    answers only). Unless ``reveal``, an answer that spent nothing says only that it came
+    from earlier releases: not whether the statement was predicted (asked in the log the
+    prediction read) or is a repeat (asked before in this epoch, perhaps by a colleague)."""
     st = answer.status
     per: list[str] = []
     if plan is not None and answer.std_errors:
@@ -108,7 +115,8 @@ def describe_answer(answer: Answer, plan: rewriter.Plan | None = None) -> Notice
     spent = ""
     if answer.charge > 0:
         spent = f"; spent {answer.charge:.4g} {st.unit}"
-    message = f"LAPRAS: {_HOW[answer.kind]}{spent}; {se}."
+    how = _HOW[answer.kind] if reveal or answer.kind is engine.DecisionKind.FRESH else _EARLIER
+    message = f"LAPRAS: {how}{spent}; {se}."
     detail = (
         f"Budget spent {st.spent:.4g} of {st.total:.4g} {st.unit} "
         f"({100 * st.spent / st.total:.1f}%); online releases {st.online_releases} of {st.stream_length}; "
@@ -165,12 +173,16 @@ class DPRouter:
         log_interval: float = 0.1,
         off_loop_chars: int = OFF_LOOP_CHARS,
         log_retention: tuple[float, int] = (LOG_DAYS, LOG_ROWS),
+        reveal_sources: bool = False,
     ) -> None:
         """``log_interval``: seconds the query log gathers records before one write;
         ``off_loop_chars``: statements longer than this are classified in the worker thread;
         ``log_retention``: the query log keeps rows at most this many days, and at most this
-        many rows (pruned at most every :data:`PRUNE_INTERVAL` seconds, after a write)."""
+        many rows (pruned at most every :data:`PRUNE_INTERVAL` seconds, after a write);
+        ``reveal_sources``: NOTICEs say whether an answer came from the predicted release or
+        is a repeat (:func:`describe_answer`)."""
         self.service = service
+        self.reveal_sources = reveal_sources
         self.log_interval = log_interval
         self.log_retention = log_retention
         self._pruned_at = -math.inf
@@ -305,7 +317,8 @@ class DPRouter:
         )
         self._log(execution.statement, (st, plan, execution.params), answer.kind.value)
         return LocalResult(
-            rows=tuple(tuple(r) for r in rows), notices=(describe_answer(answer, plan),)
+            rows=tuple(tuple(r) for r in rows),
+            notices=(describe_answer(answer, plan, reveal=self.reveal_sources),),
         )
 
     def _public(

@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
+import sql_fixtures
 from proxy import provision
 
 SUPERUSER = "postgres"
@@ -298,11 +299,15 @@ def wait_until_ready(dsn: str, timeout: float = 30.0) -> None:
 
 
 def provision_adult(
-    pg: EmbeddedPostgres, database: str, users: tuple[str, ...] = ()
+    pg: EmbeddedPostgres,
+    database: str,
+    users: tuple[str, ...] = (),
+    datasets: tuple[str, ...] = ("adult", "gowalla"),
 ) -> provision.Plan:
-    """Create ``database`` on ``pg``, load Adult into it, and provision it for LAPRAS: the
-    aggregator and passthrough roles, one backend role per proxy user in ``users``, the state
-    database ``<database>_lapras`` and the catalogue lockdown (:func:`proxy.provision.provision`).
+    """Create ``database`` on ``pg``, load the shipped ``datasets`` into it (Adult and the
+    Gowalla check-ins), and provision it for LAPRAS, their tables protected: the aggregator
+    and passthrough roles, one backend role per proxy user in ``users``, the state database
+    ``<database>_lapras`` and the catalogue lockdown (:func:`proxy.provision.provision`).
 
     Idempotent: a second call reuses the loaded table and the roles' passwords.
     """
@@ -315,12 +320,12 @@ def provision_adult(
             pg.set_password(role, passwords[role])
     plan = provision.Plan(
         database=database,
-        protected=("public.adult",),
+        protected=tuple(sql_fixtures.dataset(d).TABLE for d in datasets),
         aggregator_password=passwords[provision.AGGREGATOR],
         passthrough_password=passwords[provision.PASSTHROUGH],
         analysts=tuple((u, provision.analyst_role(u)) for u in users),
     )
-    left = provision.provision(pg.dsn(database="postgres"), plan, load=("adult",))
+    left = provision.provision(pg.dsn(database="postgres"), plan, load=datasets)
     if left:  # the embedded server's superuser owns the catalogue: this cannot happen
         raise RuntimeError(f"the catalogue lockdown is incomplete: {', '.join(left)}")
     return plan

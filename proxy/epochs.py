@@ -36,7 +36,9 @@ epoch is noticed at the next charge or reload only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +52,14 @@ from dp.errors import LaprasError
 from dp.noise import Sampler
 from dp.pin import Pin
 from proxy.epoch_watch import CLOSE_WAIT, Watch, WatchUnavailableError
-from proxy.ledger import ClosedEpoch, EpochLockedError, EpochRow, Ledger, conflict_error
+from proxy.ledger import (
+    ClosedEpoch,
+    EpochLockedError,
+    EpochRow,
+    Ledger,
+    Lifetime,
+    conflict_error,
+)
 
 log = logging.getLogger("lapras.epochs")
 
@@ -62,6 +71,30 @@ class NoActiveEpochError(LaprasError):
     """55000 object_not_in_prerequisite_state: no epoch is running for the table."""
 
     sqlstate = "55000"
+
+
+class BaseTableBudgetError(LaprasError):
+    """55000 object_not_in_prerequisite_state: the table is a view of a protected table
+    that spends another budget."""
+
+    sqlstate = "55000"
+
+
+#: The relations a relation reads through its rewrite rules (a view's), transitively.
+_BASES = """
+WITH RECURSIVE deps(oid) AS (
+    SELECT to_regclass(%s)::oid
+  UNION
+    SELECT d.refobjid FROM deps
+    JOIN pg_catalog.pg_rewrite r ON r.ev_class = deps.oid
+    JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::regclass
+        AND d.objid = r.oid AND d.refclassid = 'pg_catalog.pg_class'::regclass
+    WHERE d.refobjid <> deps.oid
+)
+SELECT n.nspname, c.relname FROM deps
+JOIN pg_catalog.pg_class c ON c.oid = deps.oid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+"""
 
 
 class OutsideEpochViewError(LaprasError):
@@ -172,12 +205,17 @@ class EpochService:
         names: tuple[str, ...] = views[view].names
         return names
 
-    async def pin(self, table: str, attributes: Sequence[str] | None) -> Pin:
+    async def pin(
+        self, table: str, attributes: Sequence[str] | None, *, seed: str | None = None
+    ) -> Pin:
         """Pin the table's data: one statement on the backend (the aggregator role), read
-        with a binary COPY (fixed-width tuples, parsed in one pass)."""
+        with a binary COPY (fixed-width tuples, parsed in one pass). A table with a privacy
+        unit is pinned with each unit's rows bounded, by a fresh secret seed (never stored:
+        the pin is; ``seed`` is for tests that recompute the bounding by hand)."""
         decl = self.table(table)
         domain = rewriter.pin_domain(self.schema, decl.name, attributes)
-        sql = rewriter.pin_sql(self.schema, decl.name, attributes)
+        seed = secrets.token_hex(16) if seed is None else seed
+        sql = rewriter.pin_sql(self.schema, decl.name, attributes, seed=seed)
         buf = bytearray()
         async with await psycopg.AsyncConnection.connect(self.aggregator_dsn) as conn:
             cur = conn.cursor()
@@ -220,11 +258,22 @@ class EpochService:
         reason: str = "",
     ) -> int:
         """Start an epoch over the whole table (or one declared view): pin the data, release
-        P through the Matrix Mechanism, persist."""
+        P through the Matrix Mechanism, persist. The epoch's neighbours are the table's
+        (its privacy unit's bound replaces whatever ``config`` says); it is refused when it
+        would take the table's budget group past its lifetime cap (checked first here, and
+        again atomically when the epoch is created), or when the table is a view of a
+        protected table of another budget group."""
         decl = self.table(table)
         attributes = self.attributes(decl.name, view)
+        config = dataclasses.replace(config, contribution=decl.contribution)
         if await self.ledger.active_epoch(decl.name) is not None:
             raise conflict_error(decl.name)
+        lifetime = self.lifetime(decl.name)
+        if lifetime is not None:
+            known = await self.ledger.lifetime(lifetime)
+            if not known.admits(config):
+                raise known.refusal(config)
+        await self._check_bases(decl)
         domain = rewriter.pin_domain(self.schema, decl.name, attributes)
         batches = self.predicted_batches(decl.name, domain, predicted)
         pin = await self.pin(decl.name, attributes)
@@ -239,7 +288,35 @@ class EpochService:
             events=events,
             actor=actor,
             reason=reason,
+            lifetime=lifetime,
+            group=decl.group,
         )
+
+    def lifetime(self, table: str) -> Lifetime | None:
+        """The lifetime cap of ``table``'s budget group (None: uncapped)."""
+        decl = self.table(table)
+        cap = self.schema.lifetimes.get(decl.group)
+        if cap is None:
+            return None
+        tables = tuple(sorted(t.name for t in self.schema.tables.values() if t.group == decl.group))
+        return Lifetime(group=decl.group, tables=tables, epsilon=cap.epsilon, delta=cap.delta)
+
+    async def _check_bases(self, decl: Any) -> None:
+        """Refuse an epoch on a view (or a view of views) that reads a protected table of
+        another budget group: it would spend a second budget on the same people. Read from
+        the backend's own catalogue (pg_rewrite's dependencies), not from any text."""
+        async with await psycopg.AsyncConnection.connect(self.aggregator_dsn) as conn:
+            cur = await conn.execute(_BASES, (f'"{decl.schema}"."{decl.name}"',))
+            bases = await cur.fetchall()
+        for sch, name in bases:
+            base = self.schema.protected(name, sch)
+            if base is not None and base.name != decl.name and base.group != decl.group:
+                raise BaseTableBudgetError(
+                    f"table {decl.name} reads protected table {base.name}, which spends the "
+                    f"budget of {base.group}",
+                    hint=f'declare budget_group = "{base.group}" for {decl.name} (a protected '
+                    "view shares its base table's budget), or protect only the base table",
+                )
 
     async def close_epoch(
         self, table: str, *, actor: str, reason: str = "", wait: float = CLOSE_WAIT

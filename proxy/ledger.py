@@ -45,7 +45,7 @@ import psycopg
 from dp import engine_codec
 from dp.domain import Domain
 from dp.engine import EngineConfig
-from dp.errors import LaprasError
+from dp.errors import BudgetExhaustedError, LaprasError
 from dp.pin import MAGIC as PIN_MAGIC
 from dp.pin import Pin
 from proxy.epoch_watch import CHANNEL, CLOSE_WAIT, EpochWatch, Watch, confirm_close, holders
@@ -121,7 +121,55 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE lapras.query_log ADD COLUMN calls integer NOT NULL DEFAULT 1;
     """,
+    # The budget group an epoch spends from (NULL in older rows: its table's name).
+    """
+    ALTER TABLE lapras.epochs ADD COLUMN budget_group text;
+    """,
 )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lifetime:
+    """A budget group's cap across epochs and what its epochs have committed.
+
+    Composition: every epoch is ``(epsilon_i, delta_i)``-DP for its units (its accountant
+    admits nothing beyond its configured budget), so all the epochs of a group together are
+    ``(sum epsilon_i, sum delta_i)``-DP by basic composition (Dwork & Roth 2014, Thm 3.16),
+    whatever each epoch's accountant. An epoch's whole budget counts from its start, spent or
+    not (a closed epoch's unspent budget is not returned): the cap is checked, with the
+    group's lock held, before the epoch exists -- the filter of ARCHITECTURE.md §4 one level
+    up. ``tables``: the group's tables; an epoch counts when it was started in the group or
+    on one of its tables.
+    """
+
+    group: str
+    tables: tuple[str, ...]
+    epsilon: float
+    delta: float
+    committed_epsilon: float = 0.0
+    committed_delta: float = 0.0
+    epochs: int = 0
+
+    def admits(self, config: EngineConfig) -> bool:
+        slack = 1e-12
+        return (
+            self.committed_epsilon + config.epsilon <= self.epsilon * (1 + slack)
+            and self.committed_delta + config.delta <= self.delta * (1 + slack) + 1e-300
+        )
+
+    def refusal(self, config: EngineConfig) -> LifetimeBudgetExhaustedError:
+        return LifetimeBudgetExhaustedError(
+            f"the lifetime budget of {self.group} does not admit this epoch: its {self.epochs}"
+            f" epoch(s) have committed epsilon {self.committed_epsilon:.6g}, delta"
+            f" {self.committed_delta:.3g} of epsilon {self.epsilon:.6g}, delta {self.delta:.3g},"
+            f" and this one asks for epsilon {config.epsilon:.6g}, delta {config.delta:.3g}",
+            hint="start it with a smaller --epsilon / --delta; a higher lifetime_epsilon is a "
+            "decision for whoever answers for the people in the data",
+        )
+
+
+class LifetimeBudgetExhaustedError(BudgetExhaustedError):
+    """A new epoch would take its budget group past its lifetime cap."""
 
 
 _MIGRATE_LOCK = "SELECT pg_advisory_xact_lock(hashtext('lapras.migrate'))"
@@ -236,7 +284,13 @@ class Ledger(Protocol):
         events: Sequence[object],
         actor: str,
         reason: str,
+        lifetime: Lifetime | None = None,
+        group: str | None = None,
     ) -> int: ...
+
+    async def lifetime(self, cap: Lifetime) -> Lifetime:
+        """``cap`` with what its group's epochs have committed."""
+        ...
 
     async def active_epoch(self, table: str) -> EpochRow | None: ...
 
@@ -307,6 +361,8 @@ def _row(r: Sequence[Any]) -> EpochRow:
 #: First key of the two-key advisory locks on epochs ("LAPR"), so that they never collide with
 #: one-key advisory locks other software takes in the same database.
 _LOCK_SPACE = 0x4C415052
+#: First key of the budget groups' locks ("LAPL").
+_LIFETIME_SPACE = 0x4C41504C
 
 _EPOCH_COLUMNS = "id, table_name, view_name, status, started_by, reason, started_at, closed_at"
 
@@ -414,14 +470,28 @@ class PgLedger:
         events: Sequence[object],
         actor: str,
         reason: str,
+        lifetime: Lifetime | None = None,
+        group: str | None = None,
     ) -> int:
+        """Create the epoch, its pin and its first events in one transaction; with a
+        ``lifetime`` cap, only when the group admits it (checked under the group's lock).
+        ``group``: the budget group recorded with the epoch (default: the table's name)."""
         config_json = json.dumps(engine_codec.encode_config(config), allow_nan=False)
+        group = lifetime.group if lifetime is not None else (group or table)
         async with self._locked(), self._conn.transaction():
+            if lifetime is not None:
+                await self._conn.execute(
+                    "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LIFETIME_SPACE, group)
+                )
+                known = await self._committed(lifetime)
+                if not known.admits(config):
+                    raise known.refusal(config)
             try:
                 cur = await self._conn.execute(
-                    "INSERT INTO lapras.epochs (table_name, view_name, status, config, started_by, reason)"
-                    " VALUES (%s, %s, 'active', %s, %s, %s) RETURNING id",
-                    (table, view, config_json, actor, reason),
+                    "INSERT INTO lapras.epochs"
+                    " (table_name, view_name, status, config, started_by, reason, budget_group)"
+                    " VALUES (%s, %s, 'active', %s, %s, %s, %s) RETURNING id",
+                    (table, view, config_json, actor, reason, group),
                 )
             except psycopg.errors.UniqueViolation:
                 raise conflict_error(table) from None
@@ -440,6 +510,23 @@ class PgLedger:
                 {"epoch": epoch_id, "table": table, "view": view, "reason": reason},
             )
         return epoch_id
+
+    async def lifetime(self, cap: Lifetime) -> Lifetime:
+        async with self._locked():
+            return await self._committed(cap)
+
+    async def _committed(self, cap: Lifetime) -> Lifetime:
+        cur = await self._conn.execute(
+            "SELECT coalesce(sum((config->>'epsilon')::float8), 0),"
+            " coalesce(sum((config->>'delta')::float8), 0), count(*) FROM lapras.epochs"
+            " WHERE coalesce(budget_group, table_name) = %s OR table_name = ANY(%s)",
+            (cap.group, list(cap.tables)),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        return dataclasses.replace(
+            cap, committed_epsilon=float(row[0]), committed_delta=float(row[1]), epochs=int(row[2])
+        )
 
     async def _admin(self, actor: str, action: str, details: dict[str, Any]) -> None:
         await self._conn.execute(

@@ -17,7 +17,9 @@ Nothing here is durable: a process that dies loses it all. Never use it in produ
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import math
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from proxy.ledger import (
     EpochLockedError,
     EpochRow,
     LedgerEntry,
+    Lifetime,
     conflict_error,
     decode,
     encode,
@@ -52,6 +55,7 @@ class _Epoch:
     config: str
     histograms: dict[str, bytes]
     rows: list[tuple[int, str, str, str]]  # seq, kind, payload (JSON text), committed at
+    group: str = ""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -170,10 +174,17 @@ class MemLedger:
         events: Sequence[object],
         actor: str,
         reason: str,
+        lifetime: Lifetime | None = None,
+        group: str | None = None,
     ) -> int:
         config_json = json.dumps(engine_codec.encode_config(config), allow_nan=False)
         encoded = [encode(ev) for ev in events]  # fail before anything is written
         cells = pin.to_bytes()
+        if lifetime is not None:  # no await between the check and the insert: atomic here
+            known = self._committed(lifetime)
+            if not known.admits(config):
+                raise known.refusal(config)
+            group = lifetime.group
         if self._active(table) is not None:
             raise conflict_error(table)
         epoch_id = self.store.next_id
@@ -191,7 +202,11 @@ class MemLedger:
         )
         rows = [(i, kind, payload, at) for i, (kind, payload) in enumerate(encoded, start=1)]
         self.store.epochs[epoch_id] = _Epoch(
-            row=row, config=config_json, histograms={view: cells}, rows=rows
+            row=row,
+            config=config_json,
+            histograms={view: cells},
+            rows=rows,
+            group=group or table,
         )
         self.store.admin.append(
             AdminEntry(
@@ -202,6 +217,22 @@ class MemLedger:
             )
         )
         return epoch_id
+
+    async def lifetime(self, cap: Lifetime) -> Lifetime:
+        return self._committed(cap)
+
+    def _committed(self, cap: Lifetime) -> Lifetime:
+        mine = [
+            json.loads(e.config)
+            for e in self.store.epochs.values()
+            if e.group == cap.group or e.row.table_name in cap.tables
+        ]
+        return dataclasses.replace(
+            cap,
+            committed_epsilon=math.fsum(float(c["epsilon"]) for c in mine),
+            committed_delta=math.fsum(float(c["delta"]) for c in mine),
+            epochs=len(mine),
+        )
 
     async def active_epoch(self, table: str) -> EpochRow | None:
         e = self._active(table)

@@ -335,11 +335,11 @@ def provision(admin_dsn: str, plan: Plan, *, load: Sequence[str] = ()) -> list[s
             _grant_membership(admin, role)
         _secure_state(admin, plan.state)
     with psycopg.connect(make_conninfo(admin_dsn, dbname=plan.database), autocommit=True) as conn:
-        if "adult" in load:
-            import sql_fixtures.adult as adult
+        for name in load:
+            import sql_fixtures
 
             with psycopg.connect(make_conninfo(admin_dsn, dbname=plan.database)) as loader:
-                adult.load(loader)
+                sql_fixtures.dataset(name).load(loader)
         with conn.transaction():
             grant_privileges(conn, plan.database, plan.protected)
         failed = lock_down(conn)

@@ -39,7 +39,7 @@ from dp.domain import Domain
 from dp.pin import Pin
 
 from .errors import UndefinedTableError, UnsupportedError
-from .schema import AttributeDecl, DateUnit, Kind, Schema
+from .schema import AttributeDecl, DateUnit, Kind, Schema, TableDecl
 
 
 def _q(name: str) -> str:
@@ -113,7 +113,9 @@ def _attributes(
     return t.schema, t.name, tuple(t.attributes[n] for n in names)
 
 
-def pin_sql(schema: Schema, table: str, attributes: Sequence[str] | None = None) -> str:
+def pin_sql(
+    schema: Schema, table: str, attributes: Sequence[str] | None = None, *, seed: str = ""
+) -> str:
     """The one statement that pins ``table`` over ``attributes`` (default: every declared
     attribute); its rows are ``(cell int4, ..., n int8)``, one cell per attribute, ``-1`` for
     a value with no cell (:func:`pin_from_copy` and :func:`pin_from_rows` leave those rows out).
@@ -121,21 +123,85 @@ def pin_sql(schema: Schema, table: str, attributes: Sequence[str] | None = None)
     The rows with no cell are dropped after the statement, not by a ``WHERE`` in it: PostgreSQL
     would push such a condition into the inner ``GROUP BY`` and evaluate every cell expression
     once per row of the table instead of once per distinct combination (2x the scan's time on
-    10 million rows, ``docs/benchmarks.md``)."""
+    10 million rows, ``docs/benchmarks.md``).
+
+    A table with a privacy unit is pinned by :func:`_bounded_sql` (``seed``: a secret)."""
     sch, name, attrs = _attributes(schema, table, attributes)
+    decl = schema.tables[table]
+    if decl.unit is not None:
+        return _bounded_sql(decl, attrs, seed)
     cols = ", ".join(_q(a.name) for a in attrs)
     cells = ", ".join(f"({cell_expr(a)}) AS c{i}" for i, a in enumerate(attrs))
     if not attrs:
         return f"SELECT count(*)::int8 FROM {_q(sch)}.{_q(name)}"
     outer = ", ".join(f"coalesce(c{i}, -1)::int4" for i in range(len(attrs)))
     groups = ", ".join(str(i + 1) for i in range(len(attrs)))
-    n = "n"  # the count's name: any name no declared column has
-    while n in {a.name for a in attrs}:
-        n += "_"
+    n = _fresh("n", attrs)
     inner = f"SELECT {cols}, count(*) AS {n} FROM {_q(sch)}.{_q(name)} GROUP BY {cols}"
     return (
         f"SELECT {outer}, sum({n})::int8 FROM (SELECT {cells}, {n} FROM ({inner}) AS g) AS cells "
         f"GROUP BY {groups}"
+    )
+
+
+def _fresh(name: str, attrs: Sequence[AttributeDecl]) -> str:
+    """``name``, lengthened until no declared attribute has it."""
+    while name in {a.name for a in attrs}:
+        name += "_"
+    return name
+
+
+def _bounded_sql(decl: TableDecl, attrs: Sequence[AttributeDecl], seed: str) -> str:
+    """The pin of a table with a privacy unit: each unit's rows bounded on the backend.
+
+    Mechanism (``dp.units``): rows whose unit is NULL, or that have no cell in the domain, are
+    not counted. Of each unit's rows, at most ``per_cell`` in one cell are kept, then at most
+    ``rows`` in all: the unit's cells are taken in the order of ``md5(seed, unit, cell)`` and
+    each gives as many rows as are left. Which rows are kept depends only on that unit's own
+    rows and on the secret ``seed`` (so adding or removing a unit changes no other unit's
+    rows, and no analyst can aim a unit's rows at the kept ones). A unit reached through a key
+    (``[tables.T] privacy_unit = {column, table, key, unit}``) is the smallest ``unit`` of the
+    key's rows (one unit per key, whatever the other table holds; no match: not counted).
+    """
+    unit = decl.unit
+    if unit is None:
+        raise ValueError("the table has no privacy unit")
+    if len(seed) < 16:
+        raise ValueError("a bounded pin needs a secret seed")
+    bound = unit.contribution
+    cols = ", ".join(f"t.{_q(a.name)}" for a in attrs)
+    u, n = _fresh("u", attrs), _fresh("n", attrs)
+    source = f"{_q(decl.schema)}.{_q(decl.name)} AS t"
+    if unit.table is None:
+        unit_expr = f"t.{_q(unit.column)}"
+    else:
+        sch, tab = unit.table.split(".")
+        source += (
+            f" JOIN (SELECT {_q(str(unit.key))} AS k, min({_q(str(unit.unit))}) AS v"
+            f" FROM {_q(sch)}.{_q(tab)} GROUP BY 1) AS ref ON ref.k = t.{_q(unit.column)}"
+        )
+        unit_expr = "ref.v"
+    inner = (
+        f"SELECT {cols + ', ' if cols else ''}{unit_expr} AS {u}, count(*) AS {n} FROM {source}"
+        f" WHERE {unit_expr} IS NOT NULL GROUP BY {cols + ', ' if cols else ''}{unit_expr}"
+    )
+    cells = "".join(f"({cell_expr(a)}) AS c{i}, " for i, a in enumerate(attrs))
+    names = [f"c{i}" for i in range(len(attrs))]
+    inside = "".join(f" AND {c} IS NOT NULL" for c in names)
+    by_cell = ", ".join([u, *names])
+    key = " || ',' || ".join([f"{u}::text", *(f"{c}::text" for c in names)])
+    order = ", ".join([f"md5({_lit(seed)} || {key})", *names])
+    out = ", ".join(f"{c}::int4" for c in names)
+    groups = ", ".join(names)
+    return (
+        f"SELECT {out + ', ' if out else ''}sum(kept)::int8 FROM ("
+        f"SELECT {groups + ', ' if groups else ''}"
+        f"greatest(0, least(m, {bound.rows} - (sum(m) OVER w - m))) AS kept FROM ("
+        f"SELECT {by_cell}, least(sum({n}), {bound.per_cell}) AS m FROM ("
+        f"SELECT {cells}{u}, {n} FROM ({inner}) AS g) AS cells WHERE true{inside}"
+        f" GROUP BY {by_cell}) AS per_cell"
+        f" WINDOW w AS (PARTITION BY {u} ORDER BY {order} ROWS UNBOUNDED PRECEDING)) AS bounded"
+        f" WHERE kept > 0{' GROUP BY ' + groups if groups else ''}"
     )
 
 

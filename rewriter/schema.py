@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from dp.domain import Domain
+from dp.units import Contribution
 
 from .errors import ConfigError, DomainTooLargeError
 
@@ -184,8 +185,30 @@ class ViewDecl:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class UnitDecl:
+    """A table's privacy unit: the column ``column`` of the table itself, or (``table`` set)
+    the column ``unit`` of the row of ``table`` whose ``key`` equals ``column``; and the bound
+    on each unit's rows (``dp.units.Contribution``)."""
+
+    column: str
+    contribution: Contribution
+    table: str | None = None  # schema.table
+    key: str | None = None
+    unit: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Lifetime:
+    """The cap across epochs of a budget group: every epoch of its tables, composed."""
+
+    epsilon: float
+    delta: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TableDecl:
-    """A protected table: all its columns (name -> canonical type), attributes, views."""
+    """A protected table: all its columns (name -> canonical type), attributes, views, its
+    privacy unit (None: every row is its own unit) and the budget group it spends from."""
 
     name: str
     schema: str
@@ -193,6 +216,16 @@ class TableDecl:
     attributes: Mapping[str, AttributeDecl] = field(repr=False)
     views: tuple[ViewDecl, ...] = field(repr=False)
     cell_limit: int = DEFAULT_CELL_LIMIT  # the largest domain an expression may span
+    unit: UnitDecl | None = None
+    budget_group: str = ""  # "": the table's own name
+
+    @property
+    def contribution(self) -> Contribution:
+        return Contribution() if self.unit is None else self.unit.contribution
+
+    @property
+    def group(self) -> str:
+        return self.budget_group or self.name
 
     @property
     def qualified(self) -> str:
@@ -224,6 +257,8 @@ class Schema:
     passthrough_tables: frozenset[str] | None
     cell_limit: int
     source: str
+    #: Budget group -> its lifetime cap (groups without one are uncapped).
+    lifetimes: Mapping[str, Lifetime] = field(default_factory=dict)
 
     def protected(self, name: str, schema: str | None) -> TableDecl | None:
         t = self.tables.get(name)
@@ -410,7 +445,23 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
     key = f"tables.{name}"
     if not isinstance(raw, dict):
         raise _err(source, key, "must be a table")
-    _check_keys(source, key, raw, {"schema", "columns", "attributes", "views"})
+    _check_keys(
+        source,
+        key,
+        raw,
+        {
+            "schema",
+            "columns",
+            "attributes",
+            "views",
+            "privacy_unit",
+            "max_rows_per_unit",
+            "max_rows_per_unit_per_cell",
+            "budget_group",
+            "lifetime_epsilon",
+            "lifetime_delta",
+        },
+    )
     schema = _ident(source, f"{key}.schema", raw.get("schema", "public"))
     cols_raw = _get(source, key, raw, "columns", dict)
     if not cols_raw:
@@ -449,6 +500,7 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
         views.append(view)
     if not attrs:
         raise _err(source, f"{key}.attributes", "declare at least one attribute")
+    group = _ident(source, f"{key}.budget_group", raw.get("budget_group", name))
     return TableDecl(
         name=name,
         schema=schema,
@@ -456,7 +508,102 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
         attributes=attrs,
         views=tuple(views),
         cell_limit=cell_limit,
+        unit=_unit(source, key, raw, types),
+        budget_group="" if group == name else group,
     )
+
+
+def _count(source: str, key: str, raw: object) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        raise _err(source, key, "must be an integer of at least 1")
+    return raw
+
+
+def _unit(
+    source: str, key: str, raw: Mapping[str, Any], types: Mapping[str, str]
+) -> UnitDecl | None:
+    bounds = ("max_rows_per_unit", "max_rows_per_unit_per_cell")
+    if "privacy_unit" not in raw:
+        for b in bounds:
+            if b in raw:
+                raise _err(source, f"{key}.{b}", "needs privacy_unit")
+        return None
+    if "max_rows_per_unit" not in raw:
+        raise _err(
+            source,
+            f"{key}.max_rows_per_unit",
+            "is required with privacy_unit (the most rows of one unit an epoch counts)",
+        )
+    rows = _count(source, f"{key}.max_rows_per_unit", raw["max_rows_per_unit"])
+    per_cell = 0
+    if bounds[1] in raw:
+        per_cell = _count(source, f"{key}.{bounds[1]}", raw[bounds[1]])
+        if per_cell > rows:
+            raise _err(source, f"{key}.{bounds[1]}", "must not exceed max_rows_per_unit")
+    bound = Contribution(rows, per_cell)
+    ukey = f"{key}.privacy_unit"
+    spec = raw["privacy_unit"]
+    if isinstance(spec, str):
+        if _ident(source, ukey, spec) not in types:
+            raise _err(source, ukey, "is not a declared column of the table")
+        return UnitDecl(column=spec, contribution=bound)
+    if not isinstance(spec, dict):
+        raise _err(source, ukey, "must be a column name or {column, table, key, unit}")
+    _check_keys(source, ukey, spec, {"column", "table", "key", "unit"})
+    column = _ident(source, f"{ukey}.column", _get(source, ukey, spec, "column", str))
+    if column not in types:
+        raise _err(source, f"{ukey}.column", "is not a declared column of the table")
+    table = _get(source, ukey, spec, "table", str).lower()
+    parts = table.split(".")
+    if len(parts) != 2:
+        raise _err(source, f"{ukey}.table", "must be schema.table")
+    for part in parts:
+        _ident(source, f"{ukey}.table", part)
+    return UnitDecl(
+        column=column,
+        contribution=bound,
+        table=table,
+        key=_ident(source, f"{ukey}.key", _get(source, ukey, spec, "key", str)),
+        unit=_ident(source, f"{ukey}.unit", _get(source, ukey, spec, "unit", str)),
+    )
+
+
+def _lifetimes(
+    source: str, raw: Mapping[str, Any], tables: Mapping[str, TableDecl]
+) -> dict[str, Lifetime]:
+    """Each budget group's cap, from the tables that declare one (they must agree). The
+    tables of a group count the same people: all have a privacy unit, or none has (a
+    row-level epoch over rows of people with many rows would spend more than its budget for
+    each of them)."""
+    out: dict[str, Lifetime] = {}
+    for name, t in tables.items():
+        mixed = [u.name for u in tables.values() if u.group == t.group and (u.unit is None)]
+        if t.unit is not None and mixed:
+            raise _err(
+                source,
+                f"tables.{mixed[0]}.privacy_unit",
+                f"is required: table {name} of the same budget group {t.group} has one",
+            )
+        traw = raw[name]
+        key = f"tables.{name}"
+        if "lifetime_epsilon" not in traw:
+            if "lifetime_delta" in traw:
+                raise _err(source, f"{key}.lifetime_delta", "needs lifetime_epsilon")
+            continue
+        eps = traw["lifetime_epsilon"]
+        if isinstance(eps, bool) or not isinstance(eps, int | float) or not 0 < eps < float("inf"):
+            raise _err(source, f"{key}.lifetime_epsilon", "must be a number greater than 0")
+        delta = traw.get("lifetime_delta", 0.0)
+        if isinstance(delta, bool) or not isinstance(delta, int | float) or not 0 <= delta < 1:
+            raise _err(source, f"{key}.lifetime_delta", "must be a number from 0 to below 1")
+        cap = Lifetime(float(eps), float(delta))
+        if out.setdefault(t.group, cap) != cap:
+            raise _err(
+                source,
+                f"{key}.lifetime_epsilon",
+                f"budget group {t.group} is given two different lifetime budgets",
+            )
+    return out
 
 
 def parse_schema(text: str, source_name: str) -> Schema:
@@ -494,7 +641,11 @@ def schema_from_mapping(raw: Mapping[str, Any], source_name: str) -> Schema:
             names.append(t.lower())
         passthrough = frozenset(names)
     return Schema(
-        tables=tables, passthrough_tables=passthrough, cell_limit=limit, source=source_name
+        tables=tables,
+        passthrough_tables=passthrough,
+        cell_limit=limit,
+        source=source_name,
+        lifetimes=_lifetimes(source_name, tables_raw, tables),
     )
 
 

@@ -7,16 +7,27 @@ and load with ``COPY`` (never row by row). The folder path of a dataset is
 
 from __future__ import annotations
 
+import importlib
 import io
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).parent
+#: The datasets that can be loaded by name (``lapras provision --load``), each a package here
+#: with ``TABLE``, ``DECLARATION`` and ``load(conn)``.
+DATASETS = ("adult", "gowalla")
 
 
 def path(name: str) -> Path:
     """The folder of a shipped dataset (for example ``path("adult") / "lapras.toml"``)."""
     return ROOT / name
+
+
+def dataset(name: str) -> Any:
+    """The module of a shipped dataset (one of :data:`DATASETS`)."""
+    if name not in DATASETS:
+        raise ValueError(f"no shipped dataset {name!r} (shipped: {', '.join(DATASETS)})")
+    return importlib.import_module(f"sql_fixtures.{name}")
 
 
 def copy_load(conn: Any, *, ddl: str, table: str, csv_text: str) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -35,8 +35,9 @@ def _toml(v: Any) -> str:
     return repr(v)
 
 
-def config_text(pg: Any, **privacy: Any) -> str:
-    """A whole lapras.toml for the test backend: Adult protected, an analyst and an admin."""
+def config_text(pg: Any, *, declaration: str | None = None, **privacy: Any) -> str:
+    """A whole lapras.toml for the test backend: Adult protected (or the tables of
+    ``declaration``), an analyst and an admin."""
     settings = {
         "epsilon": 1.0,
         "delta": 1e-3,
@@ -45,7 +46,7 @@ def config_text(pg: Any, **privacy: Any) -> str:
     }
     lines = "\n".join(f"{k} = {_toml(v)}" for k, v in settings.items())
     return (
-        adult.DECLARATION.read_text()
+        (adult.DECLARATION.read_text() if declaration is None else declaration)
         + f"""
 [server]
 listen = "127.0.0.1:0"
@@ -82,14 +83,15 @@ def start_epoch(
     seed: int = 1,
     *,
     view: str | None = None,
+    table: str = "adult",
     **overrides: Any,
 ) -> int:
-    """Start an epoch on adult, over the whole table (or restricted to ``view``)."""
+    """Start an epoch on ``table``, over the whole table (or restricted to ``view``)."""
 
     async def go() -> int:
         async with admin_service(config, sampler=lambda: SeededSampler(seed)) as service:
             return await service.start_epoch(
-                table="adult",
+                table=table,
                 view=view,
                 config=engine_config(config.privacy, **overrides),
                 predicted=predicted,
@@ -102,11 +104,14 @@ def start_epoch(
 
 class Proxy:
     """The whole proxy (``proxy.app.running``) on its own event loop in a thread. ``seed``:
-    a seeded sampler (each draw its own seed); None: the production sampler."""
+    a seeded sampler (each draw its own seed); None: the production sampler, or ``sampler``."""
 
-    def __init__(self, config: Config, seed: int | None = None) -> None:
+    def __init__(
+        self, config: Config, seed: int | None = None, sampler: Callable[[], Any] | None = None
+    ) -> None:
         self.config = config
         self.seed = seed
+        self.sampler = sampler
         self.loop = asyncio.new_event_loop()
         self.app: App | None = None
         self._stop: asyncio.Event | None = None
@@ -121,6 +126,8 @@ class Proxy:
         if self.seed is not None:
             counter, seed = itertools.count(), self.seed
             extra["sampler"] = lambda: SeededSampler(seed * 1000 + next(counter))
+        elif self.sampler is not None:
+            extra["sampler"] = self.sampler
         async with running(self.config, **extra) as app:
             self.app = app
             self._ready.set()

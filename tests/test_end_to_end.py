@@ -50,18 +50,34 @@ def test_predicted_fresh_repeat_and_refused(config: Config, pg: Any) -> None:
         assert [r[0] for r in rows] == ["Female", "Male"]
         assert [d.type_code for d in cur.description] == [25, 20]  # text, int8: as PostgreSQL
         assert abs(rows[0][1] - true_female) < 300  # sigma ~ 26 here: 10+ sigma margin
-        assert "Matrix Mechanism" in notices[-1] and "no budget spent" in notices[-1]
+        # by default an answer that spent nothing does not say whether it was predicted
+        assert "earlier releases (no budget spent)" in notices[-1], notices[-1]
+        assert "predicted" not in notices[-1] and "Matrix" not in notices[-1]
 
         fresh = conn.execute("SELECT count(*) FROM adult WHERE age BETWEEN 20 AND 29").fetchone()
         assert "fresh noise" in notices[-1]
         again = conn.execute("select COUNT(*) from ADULT where AGE between 20 and 29").fetchone()
         assert again == fresh  # a repeat returns the stored answer: no new noise
-        assert "repeat" in notices[-1]
+        # ... nor that it is a repeat (a colleague may have asked it)
+        assert "earlier releases (no budget spent)" in notices[-1], notices[-1]
+        assert "repeat" not in notices[-1]
 
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT age FROM adult LIMIT 3")
         probe = conn.execute("SELECT * FROM adult WHERE 1 = 0")
         assert probe.fetchall() == [] and len(probe.description) == 15
+
+
+def test_reveal_sources_tells_predicted_answers_and_repeats_apart(pg: Any) -> None:
+    reset_ledger(pg)
+    config = make_config(pg, reveal_sources=True)
+    start_epoch(config, DASHBOARD)
+    with Proxy(config, seed=2) as proxy, client(proxy) as (conn, notices):
+        conn.execute("SELECT sex, count(*) FROM adult GROUP BY sex").fetchall()
+        assert "Matrix Mechanism release of the predicted queries" in notices[-1], notices[-1]
+        conn.execute("SELECT count(*) FROM adult WHERE age BETWEEN 20 AND 29").fetchone()
+        conn.execute("SELECT count(*) FROM adult WHERE age BETWEEN 20 AND 29").fetchone()
+        assert "a repeat of an earlier answer" in notices[-1], notices[-1]
 
 
 def test_budget_and_stream_length_are_enforced(config: Config) -> None:

@@ -54,7 +54,7 @@ PREDICTED = [
 @pytest.fixture
 def config(pg: Any) -> Config:
     reset_ledger(pg)
-    cfg = parse_config(config_text(pg, stream_length=400), "test.toml")
+    cfg = parse_config(config_text(pg, stream_length=400, reveal_sources=True), "test.toml")
     start_epoch(cfg, PREDICTED)
     return cfg
 

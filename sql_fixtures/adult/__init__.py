@@ -13,6 +13,7 @@ DATA = FOLDER / "adult.data.gz"
 SCHEMA = FOLDER / "schema.sql"
 DECLARATION = FOLDER / "lapras.toml"
 ROWS = 32_561
+TABLE = "public.adult"
 
 
 def csv_text() -> str:

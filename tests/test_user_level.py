@@ -1,0 +1,240 @@
+"""User-level privacy and lifetime budgets through the real parts: the Gowalla check-ins
+(sql_fixtures/gowalla: 1,000 users, 15 to 1,624 check-ins each) declared with
+``privacy_unit = "user_id"`` and ``max_rows_per_unit = 50``, on the embedded PostgreSQL.
+
+Checked: the pin keeps exactly the rows a hand-computed bounding keeps (each user's cells in
+the order of the keyed hash, at most 50 rows, at most ``per_cell`` in one cell); through the
+wire, with the noise off, a count is the bounded count (a user with more rows than the bound
+counts exactly the bound), and with the noise on its standard error is the bound times that of
+the same table declared row-level; the lifetime cap of a budget group refuses an epoch past it,
+also when two admins start epochs in the group at once; a view of a protected table is refused
+unless it spends its base table's budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import re
+from collections import Counter, defaultdict
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from epoch_helpers import Proxy, client, config_text, reset_ledger, start_epoch
+
+import sql_fixtures.gowalla as gowalla
+from dp.errors import BudgetExhaustedError
+from dp.noise import SeededSampler
+from proxy.app import admin_service, engine_config
+from proxy.config import Config, parse_config
+from proxy.epochs import BaseTableBudgetError
+from proxy.ledger import LifetimeBudgetExhaustedError, decode
+
+GOWALLA = gowalla.DECLARATION.read_text()
+#: The same table declared without a unit: every check-in its own unit.
+ROW_LEVEL = re.sub(r"(?m)^(privacy_unit|max_rows_per_unit|lifetime_\w+) = .*$", "", GOWALLA)
+BOUND = 50
+SEED = "f00dfeedcafebeef0123456789abcdef"
+
+
+class ZeroSampler:
+    """No noise at all: the exact answers of the bounded data (tests only)."""
+
+    def gaussian(self, scale: float, size: int) -> np.ndarray:
+        return np.zeros(size)
+
+    def laplace(self, scale: float, size: int) -> np.ndarray:
+        return np.zeros(size)
+
+
+def _config(pg: Any, declaration: str = GOWALLA, **privacy: Any) -> Config:
+    return parse_config(
+        config_text(pg, declaration=declaration, stream_length=20, delta=1e-5, **privacy), "test.toml"
+    )
+
+
+def _cell(row: gowalla.Row) -> tuple[int, int, int, int]:
+    """The declared cell of a check-in (lat, lon in 10-degree bands, month, hour)."""
+    _, _, lat, lon, day, hour = row
+    month = day.year * 12 + day.month - (2009 * 12 + 2)
+    return int((lat + 90) // 10), int((lon + 180) // 10), month, hour
+
+
+def _bounded(rows: list[gowalla.Row], seed: str, rows_per_unit: int, per_cell: int) -> Counter:
+    """The bounding of rewriter.histogram, recomputed: per user, the cells in the order of
+    md5(seed, user, cell), each giving min(its rows, per_cell) while the bound lasts."""
+    per: dict[int, Counter] = defaultdict(Counter)
+    for r in rows:
+        assert -90 <= r[2] < 90 and -180 <= r[3] < 180
+        assert dt.date(2009, 2, 1) <= r[4] <= dt.date(2010, 10, 31)
+        per[r[0]][_cell(r)] += 1
+    out: Counter = Counter()
+    for user, cells in per.items():
+        left = rows_per_unit
+        key = lambda c: (  # noqa: E731
+            hashlib.md5((seed + ",".join(map(str, (user, *c)))).encode()).hexdigest(),
+            c,
+        )
+        for c in sorted(cells, key=key):
+            take = min(cells[c], per_cell, left)
+            out[c] += take
+            left -= take
+    return out
+
+
+def _pin(config: Config) -> Any:
+    async def go() -> Any:
+        async with admin_service(config) as service:
+            return await service.pin("checkins", None, seed=SEED)
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("per_cell", [None, 3])
+def test_the_pin_bounds_each_user_as_recomputed_by_hand(pg: Any, per_cell: int | None) -> None:
+    text = GOWALLA
+    if per_cell is not None:
+        text = text.replace(
+            "max_rows_per_unit = 50",
+            f"max_rows_per_unit = 50\nmax_rows_per_unit_per_cell = {per_cell}",
+        )
+    pin = _pin(_config(pg, text))
+    want = _bounded(gowalla.rows(), SEED, BOUND, per_cell or BOUND)
+    got = Counter()
+    for *cell, n in zip(*pin.columns, pin.counts, strict=True):
+        if n:
+            got[tuple(int(c) for c in cell)] += int(n)
+    assert got == want
+    users = Counter(r[0] for r in gowalla.rows())
+    assert max(users.values()) > BOUND  # the data has users above the bound
+    if per_cell is None:  # every user counts min(their rows, the bound)
+        assert sum(want.values()) == sum(min(n, BOUND) for n in users.values())
+
+
+def test_through_the_wire_a_count_is_the_bounded_count_and_its_noise_follows_the_bound(
+    pg: Any,
+) -> None:
+    users = Counter(r[0] for r in gowalla.rows())
+    bounded_total = sum(min(n, BOUND) for n in users.values())
+    sql = "SELECT hour, count(*) FROM checkins GROUP BY hour ORDER BY hour"
+
+    reset_ledger(pg)
+    config = _config(pg)
+    start_epoch(config, [], table="checkins")
+    with Proxy(config, sampler=ZeroSampler) as proxy, client(proxy) as (conn, _):
+        [(total,)] = conn.execute("SELECT count(*) FROM checkins").fetchall()
+        assert total == bounded_total < gowalla.ROWS  # each user counts at most 50 rows
+        by_hour = conn.execute(sql).fetchall()
+        assert [h for h, _ in by_hour] == list(range(24))
+        assert sum(n for _, n in by_hour) == bounded_total
+
+    def first_answer(declaration: str) -> tuple[float, Any]:
+        reset_ledger(pg)
+        cfg = _config(pg, declaration)
+        start_epoch(cfg, [], table="checkins")
+        with Proxy(cfg, seed=3) as proxy, client(proxy) as (conn, notices):
+            conn.execute(sql).fetchall()
+            [se] = re.findall(r"standard error count ([0-9.e+]+?)\.?$", notices[-1])
+        with psycopg.connect(pg.state_dsn) as st:
+            [(payload,)] = st.execute(
+                "SELECT payload::text FROM lapras.ledger WHERE kind = 'Charged'"
+            ).fetchall()
+        return float(se), decode(payload)
+
+    # the first fresh answer of an epoch is charged the same in both: only the sensitivity
+    # differs, 50 (a user's 50 rows in one hour) against 1
+    unit_se, unit_charge = first_answer(GOWALLA)
+    row_se, row_charge = first_answer(ROW_LEVEL)
+    assert (unit_charge.sensitivity, row_charge.sensitivity) == (BOUND, 1.0)
+    assert unit_charge.amount == row_charge.amount
+    assert unit_charge.scale / row_charge.scale == pytest.approx(BOUND, rel=1e-12)
+    assert unit_se / row_se == pytest.approx(BOUND, rel=1e-3)  # the NOTICE has 4 digits
+
+
+async def _start(config: Config, table: str, epsilon: float) -> int:
+    async with admin_service(config, sampler=lambda: SeededSampler(1)) as service:
+        return await service.start_epoch(
+            table=table,
+            config=engine_config(config.privacy, epsilon=epsilon),
+            actor="pytest",
+            reason="lifetime",
+        )
+
+
+async def _close(config: Config, table: str) -> None:
+    async with admin_service(config) as service:
+        await service.close_epoch(table, actor="pytest", wait=0)
+
+
+def test_the_lifetime_budget_refuses_an_epoch_past_its_cap(pg: Any) -> None:
+    reset_ledger(pg)
+    config = _config(pg)  # lifetime_epsilon = 4, lifetime_delta = 1e-4
+    asyncio.run(_start(config, "checkins", 3.0))
+    asyncio.run(_close(config, "checkins"))
+    with pytest.raises(LifetimeBudgetExhaustedError) as info:
+        asyncio.run(_start(config, "checkins", 1.5))
+    assert isinstance(info.value, BudgetExhaustedError) and info.value.sqlstate == "42Q01"
+    assert "lifetime budget of checkins" in info.value.message
+    assert "committed epsilon 3" in info.value.message
+    asyncio.run(_start(config, "checkins", 1.0))  # exactly the cap: admitted
+
+    async def committed() -> tuple[float, int]:
+        async with admin_service(config) as service:
+            cap = service.lifetime("checkins")
+            assert cap is not None
+            known = await service.ledger.lifetime(cap)
+            return known.committed_epsilon, known.epochs
+
+    assert asyncio.run(committed()) == (4.0, 2)
+
+
+VIEW = "CREATE VIEW public.checkins_2010 AS SELECT * FROM public.checkins WHERE checkin_date >= '2010-01-01'"
+
+
+def _with_view(group: str | None) -> str:
+    decl = GOWALLA.replace("[tables.checkins", "[tables.checkins_2010")
+    if group is not None:
+        decl = decl.replace('schema = "public"', f'schema = "public"\nbudget_group = "{group}"', 1)
+    return GOWALLA + "\n" + decl
+
+
+@pytest.fixture
+def view(pg: Any) -> Any:
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as conn:
+        conn.execute("DROP VIEW IF EXISTS public.checkins_2010")
+        conn.execute(VIEW)
+        conn.execute("GRANT SELECT ON public.checkins_2010 TO lapras_aggregator")
+        conn.execute("REVOKE ALL ON public.checkins_2010 FROM PUBLIC")
+    yield
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as conn:
+        conn.execute("DROP VIEW IF EXISTS public.checkins_2010")
+
+
+def test_a_view_of_a_protected_table_must_spend_its_budget(pg: Any, view: Any) -> None:
+    reset_ledger(pg)
+    with pytest.raises(BaseTableBudgetError) as info:
+        asyncio.run(_start(_config(pg, _with_view(None)), "checkins_2010", 1.0))
+    assert info.value.sqlstate == "55000"
+    assert 'budget_group = "checkins"' in (info.value.hint or "")
+    asyncio.run(_start(_config(pg, _with_view("checkins")), "checkins_2010", 1.0))
+
+
+def test_two_admins_at_once_never_take_a_group_past_its_cap(pg: Any, view: Any) -> None:
+    """Two epochs of 3 in a group capped at 4, started at once by two services (two ledger
+    connections): exactly one is admitted, whichever it is."""
+    reset_ledger(pg)
+    config = _config(pg, _with_view("checkins"))
+
+    async def both() -> list[Any]:
+        return await asyncio.gather(
+            _start(config, "checkins", 3.0),
+            _start(config, "checkins_2010", 3.0),
+            return_exceptions=True,
+        )
+
+    results = asyncio.run(both())
+    refused = [r for r in results if isinstance(r, BaseException)]
+    assert len(refused) == 1 and isinstance(refused[0], LifetimeBudgetExhaustedError), results
