@@ -7,7 +7,9 @@ positions, charges, noise scales and standard errors, who did what and when. No 
 histogram, and no answer value either (an admin view is not a way around the query path).
 
 - ``SHOW LAPRAS BUDGET``: per protected table, its active epoch's budget (unit, total, spent,
-  remaining, online releases of S, stream position, reserve), as ``lapras budget``.
+  remaining, online releases of S, stream position, reserve, the spend as epsilon at the
+  epoch's delta) and, for a table with a lifetime cap, its budget group's committed epsilon of
+  the cap, as ``lapras budget``.
 - ``SHOW LAPRAS EPOCHS``: every epoch, active and closed, with who started it and why.
 - ``SHOW LAPRAS RELEASES``: the most recent releases of the active epochs, newest first: the
   Matrix Mechanism release, fresh online releases (with their charge) and answers served from
@@ -64,9 +66,14 @@ def _cols(*spec: tuple[str, int]) -> tuple[Column, ...]:
 async def _budget(service: EpochService) -> list[Row]:
     rows: list[Row] = []
     for table in sorted(service.schema.tables):
+        cap = service.lifetime(table)
+        life: Row = (None, None, None)
+        if cap is not None:
+            known = await service.ledger.lifetime(cap)
+            life = (known.group, known.committed_epsilon, known.epsilon)
         st = await service.status(table)
         if st is None:
-            rows.append((table, None, None, None, None, None, None, None, None, None, None, None))
+            rows.append((table, *(None,) * 12, *life))
             continue
         epoch, s = st
         rows.append(
@@ -83,6 +90,8 @@ async def _budget(service: EpochService) -> list[Row]:
                 s.position,
                 s.reserve,
                 epoch.started_at,
+                s.spent_epsilon,
+                *life,
             )
         )
     return rows
@@ -191,6 +200,10 @@ COMMANDS: Mapping[str, AdminCommand] = MappingProxyType(
                 ("position", INT8),
                 ("reserve", FLOAT8),
                 ("started_at", TEXT),
+                ("spent_epsilon", FLOAT8),
+                ("budget_group", TEXT),
+                ("lifetime_committed_epsilon", FLOAT8),
+                ("lifetime_epsilon", FLOAT8),
             ),
             _budget,
         ),

@@ -42,9 +42,11 @@ def config_text(pg: Any, *, declaration: str | None = None, **privacy: Any) -> s
         "epsilon": 1.0,
         "delta": 1e-3,
         "stream_length": 50,
+        # the tests read from the NOTICE how each answer was made (None: the product default)
+        "reveal_sources": True,
         **privacy,
     }
-    lines = "\n".join(f"{k} = {_toml(v)}" for k, v in settings.items())
+    lines = "\n".join(f"{k} = {_toml(v)}" for k, v in settings.items() if v is not None)
     return (
         (adult.DECLARATION.read_text() if declaration is None else declaration)
         + f"""

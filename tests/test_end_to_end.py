@@ -50,17 +50,13 @@ def test_predicted_fresh_repeat_and_refused(config: Config, pg: Any) -> None:
         assert [r[0] for r in rows] == ["Female", "Male"]
         assert [d.type_code for d in cur.description] == [25, 20]  # text, int8: as PostgreSQL
         assert abs(rows[0][1] - true_female) < 300  # sigma ~ 26 here: 10+ sigma margin
-        # by default an answer that spent nothing does not say whether it was predicted
-        assert "earlier releases (no budget spent)" in notices[-1], notices[-1]
-        assert "predicted" not in notices[-1] and "Matrix" not in notices[-1]
+        assert "Matrix Mechanism" in notices[-1] and "no budget spent" in notices[-1]
 
         fresh = conn.execute("SELECT count(*) FROM adult WHERE age BETWEEN 20 AND 29").fetchone()
         assert "fresh noise" in notices[-1]
         again = conn.execute("select COUNT(*) from ADULT where AGE between 20 and 29").fetchone()
         assert again == fresh  # a repeat returns the stored answer: no new noise
-        # ... nor that it is a repeat (a colleague may have asked it)
-        assert "earlier releases (no budget spent)" in notices[-1], notices[-1]
-        assert "repeat" not in notices[-1]
+        assert "repeat" in notices[-1]
 
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("SELECT age FROM adult LIMIT 3")
@@ -68,16 +64,25 @@ def test_predicted_fresh_repeat_and_refused(config: Config, pg: Any) -> None:
         assert probe.fetchall() == [] and len(probe.description) == 15
 
 
-def test_reveal_sources_tells_predicted_answers_and_repeats_apart(pg: Any) -> None:
+def test_by_default_an_answer_does_not_tell_whether_it_was_predicted_or_a_repeat(
+    pg: Any,
+) -> None:
+    """An analyst must not learn from a NOTICE that colleagues asked a statement before (in
+    the log the prediction read, or earlier in the epoch): [privacy] reveal_sources is off
+    unless set."""
     reset_ledger(pg)
-    config = make_config(pg, reveal_sources=True)
+    config = make_config(pg, reveal_sources=None)  # the product's default
     start_epoch(config, DASHBOARD)
     with Proxy(config, seed=2) as proxy, client(proxy) as (conn, notices):
         conn.execute("SELECT sex, count(*) FROM adult GROUP BY sex").fetchall()
-        assert "Matrix Mechanism release of the predicted queries" in notices[-1], notices[-1]
+        predicted = notices[-1]
         conn.execute("SELECT count(*) FROM adult WHERE age BETWEEN 20 AND 29").fetchone()
+        assert "fresh noise" in notices[-1]
         conn.execute("SELECT count(*) FROM adult WHERE age BETWEEN 20 AND 29").fetchone()
-        assert "a repeat of an earlier answer" in notices[-1], notices[-1]
+        repeat = notices[-1]
+    for notice in (predicted, repeat):
+        assert notice.startswith("LAPRAS: answered from earlier releases (no budget spent);")
+        assert "predicted" not in notice and "Matrix" not in notice and "repeat" not in notice
 
 
 def test_budget_and_stream_length_are_enforced(config: Config) -> None:

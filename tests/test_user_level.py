@@ -28,6 +28,7 @@ from epoch_helpers import Proxy, client, config_text, reset_ledger, start_epoch
 import sql_fixtures.gowalla as gowalla
 from dp.errors import BudgetExhaustedError
 from dp.noise import SeededSampler
+from proxy import provision
 from proxy.app import admin_service, engine_config
 from proxy.config import Config, parse_config
 from proxy.epochs import BaseTableBudgetError
@@ -38,6 +39,14 @@ GOWALLA = gowalla.DECLARATION.read_text()
 ROW_LEVEL = re.sub(r"(?m)^(privacy_unit|max_rows_per_unit|lifetime_\w+) = .*$", "", GOWALLA)
 BOUND = 50
 SEED = "f00dfeedcafebeef0123456789abcdef"
+
+
+@pytest.fixture(autouse=True)
+def _protected(pg: Any) -> None:
+    """Other tests re-provision the backend for Adult alone, which grants SELECT on every
+    other table of public (checkins among them): protect both again, as provisioning does."""
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as conn, conn.transaction():
+        provision.grant_privileges(conn, pg.database, ("public.adult", gowalla.TABLE))
 
 
 class ZeroSampler:
@@ -52,7 +61,8 @@ class ZeroSampler:
 
 def _config(pg: Any, declaration: str = GOWALLA, **privacy: Any) -> Config:
     return parse_config(
-        config_text(pg, declaration=declaration, stream_length=20, delta=1e-5, **privacy), "test.toml"
+        config_text(pg, declaration=declaration, stream_length=20, delta=1e-5, **privacy),
+        "test.toml",
     )
 
 
@@ -74,11 +84,14 @@ def _bounded(rows: list[gowalla.Row], seed: str, rows_per_unit: int, per_cell: i
     out: Counter = Counter()
     for user, cells in per.items():
         left = rows_per_unit
-        key = lambda c: (  # noqa: E731
-            hashlib.md5((seed + ",".join(map(str, (user, *c)))).encode()).hexdigest(),
-            c,
+        order = sorted(
+            cells,
+            key=lambda c, u=user: (
+                hashlib.md5((seed + ",".join(map(str, (u, *c)))).encode()).hexdigest(),
+                c,
+            ),
         )
-        for c in sorted(cells, key=key):
+        for c in order:
             take = min(cells[c], per_cell, left)
             out[c] += take
             left -= take
