@@ -103,6 +103,9 @@ def _demo_config(pg: Any, data_dir: Path, port: int) -> Path:
         f'password = "{DEMO_PASSWORD}"\n\n'
         "[privacy]\n"
         "epsilon = 1.0\ndelta = 1e-3\nstream_length = 1000\n"
+        "# The demo has one analyst: its NOTICEs say which answers came from the predicted release\n"
+        "# and which are repeats. Off by default, so that analysts do not learn what colleagues asked.\n"
+        "reveal_sources = true\n"
     )
     path = data_dir / "lapras.toml"
     path.write_text(text)
