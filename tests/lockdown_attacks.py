@@ -172,12 +172,24 @@ def facts(admin_dsn: str) -> dict[str, int]:
         row = conn.execute(
             "SELECT (SELECT count(*) FROM public.adult), reltuples::bigint,"
             " pg_relation_size(c.oid), pg_table_size(c.oid), pg_total_relation_size(c.oid),"
-            " pg_relation_size(reltoastrelid), pg_database_size(current_database())"
+            " pg_relation_size(reltoastrelid), pg_database_size(current_database()),"
+            # the proxy's state database (its size grows with the query log and the ledger)
+            " (SELECT pg_database_size(datname) FROM pg_database"
+            "  WHERE datname = current_database() || '_lapras')"
             " FROM pg_class c WHERE c.oid = 'public.adult'::regclass"
         ).fetchone()
         assert row is not None
-    names = ("rows", "reltuples", "size", "table size", "total size", "TOAST size", "database size")
-    return {n: int(v) for n, v in zip(names, row, strict=True) if int(v) >= 1000}
+    names = (
+        "rows",
+        "reltuples",
+        "size",
+        "table size",
+        "total size",
+        "TOAST size",
+        "database size",
+        "state database size",
+    )
+    return {n: int(v) for n, v in zip(names, row, strict=True) if v is not None and int(v) >= 1000}
 
 
 def run(conn: psycopg.Connection[Any], statements: list[str], *, prepare: bool) -> str:

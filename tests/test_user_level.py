@@ -23,30 +23,23 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
-from epoch_helpers import Proxy, client, config_text, reset_ledger, start_epoch
+from epoch_helpers import Proxy, client, reset_ledger, start_epoch
+from unit_helpers import BOUND, GOWALLA, ROW_LEVEL, close, protect, start
+from unit_helpers import config as make_config
 
 import sql_fixtures.gowalla as gowalla
 from dp.errors import BudgetExhaustedError
-from dp.noise import SeededSampler
-from proxy import provision
-from proxy.app import admin_service, engine_config
-from proxy.config import Config, parse_config
+from proxy.app import admin_service
+from proxy.config import Config
 from proxy.epochs import BaseTableBudgetError
 from proxy.ledger import LifetimeBudgetExhaustedError, decode
 
-GOWALLA = gowalla.DECLARATION.read_text()
-#: The same table declared without a unit: every check-in its own unit.
-ROW_LEVEL = re.sub(r"(?m)^(privacy_unit|max_rows_per_unit|lifetime_\w+) = .*$", "", GOWALLA)
-BOUND = 50
 SEED = "f00dfeedcafebeef0123456789abcdef"
 
 
 @pytest.fixture(autouse=True)
 def _protected(pg: Any) -> None:
-    """Other tests re-provision the backend for Adult alone, which grants SELECT on every
-    other table of public (checkins among them): protect both again, as provisioning does."""
-    with psycopg.connect(pg.admin_dsn, autocommit=True) as conn, conn.transaction():
-        provision.grant_privileges(conn, pg.database, ("public.adult", gowalla.TABLE))
+    protect(pg)
 
 
 class ZeroSampler:
@@ -57,13 +50,6 @@ class ZeroSampler:
 
     def laplace(self, scale: float, size: int) -> np.ndarray:
         return np.zeros(size)
-
-
-def _config(pg: Any, declaration: str = GOWALLA, **privacy: Any) -> Config:
-    return parse_config(
-        config_text(pg, declaration=declaration, stream_length=20, delta=1e-5, **privacy),
-        "test.toml",
-    )
 
 
 def _cell(row: gowalla.Row) -> tuple[int, int, int, int]:
@@ -98,6 +84,15 @@ def _bounded(rows: list[gowalla.Row], seed: str, rows_per_unit: int, per_cell: i
     return out
 
 
+def _counts(pin: Any) -> Counter:
+    """The pin's nonzero entries, cell -> count."""
+    out: Counter = Counter()
+    for *cell, n in zip(*pin.columns, pin.counts, strict=True):
+        if n:
+            out[tuple(int(c) for c in cell)] += int(n)
+    return out
+
+
 def _pin(config: Config) -> Any:
     async def go() -> Any:
         async with admin_service(config) as service:
@@ -114,17 +109,38 @@ def test_the_pin_bounds_each_user_as_recomputed_by_hand(pg: Any, per_cell: int |
             "max_rows_per_unit = 50",
             f"max_rows_per_unit = 50\nmax_rows_per_unit_per_cell = {per_cell}",
         )
-    pin = _pin(_config(pg, text))
+    pin = _pin(make_config(pg, text))
     want = _bounded(gowalla.rows(), SEED, BOUND, per_cell or BOUND)
-    got = Counter()
-    for *cell, n in zip(*pin.columns, pin.counts, strict=True):
-        if n:
-            got[tuple(int(c) for c in cell)] += int(n)
-    assert got == want
+    assert _counts(pin) == want
     users = Counter(r[0] for r in gowalla.rows())
     assert max(users.values()) > BOUND  # the data has users above the bound
     if per_cell is None:  # every user counts min(their rows, the bound)
         assert sum(want.values()) == sum(min(n, BOUND) for n in users.values())
+
+
+def test_a_unit_reached_through_a_key_to_another_table(pg: Any) -> None:
+    """privacy_unit = {column, table, key, unit}: every four Gowalla users are one person's
+    accounts; the person is the unit, bounded to 50 rows over all of their accounts."""
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS public.accounts")
+        conn.execute("CREATE TABLE public.accounts (id integer PRIMARY KEY, person integer)")
+        conn.execute("INSERT INTO public.accounts SELECT i, i / 4 FROM generate_series(0, 999) i")
+        conn.execute("GRANT SELECT ON public.accounts TO lapras_aggregator")
+    try:
+        text = GOWALLA.replace(
+            'privacy_unit = "user_id"',
+            'privacy_unit = { column = "user_id", table = "public.accounts", key = "id",'
+            ' unit = "person" }',
+        )
+        pin = _pin(make_config(pg, text))
+    finally:
+        with psycopg.connect(pg.admin_dsn, autocommit=True) as conn:
+            conn.execute("DROP TABLE public.accounts")
+    people = [(r[0] // 4, *r[1:]) for r in gowalla.rows()]
+    want = _bounded(people, SEED, BOUND, BOUND)  # type: ignore[arg-type]
+    assert _counts(pin) == want
+    per_person = Counter(p[0] for p in people)
+    assert sum(want.values()) == sum(min(n, BOUND) for n in per_person.values())
 
 
 def test_through_the_wire_a_count_is_the_bounded_count_and_its_noise_follows_the_bound(
@@ -135,7 +151,7 @@ def test_through_the_wire_a_count_is_the_bounded_count_and_its_noise_follows_the
     sql = "SELECT hour, count(*) FROM checkins GROUP BY hour ORDER BY hour"
 
     reset_ledger(pg)
-    config = _config(pg)
+    config = make_config(pg)
     start_epoch(config, [], table="checkins")
     with Proxy(config, sampler=ZeroSampler) as proxy, client(proxy) as (conn, _):
         [(total,)] = conn.execute("SELECT count(*) FROM checkins").fetchall()
@@ -146,7 +162,7 @@ def test_through_the_wire_a_count_is_the_bounded_count_and_its_noise_follows_the
 
     def first_answer(declaration: str) -> tuple[float, Any]:
         reset_ledger(pg)
-        cfg = _config(pg, declaration)
+        cfg = make_config(pg, declaration)
         start_epoch(cfg, [], table="checkins")
         with Proxy(cfg, seed=3) as proxy, client(proxy) as (conn, notices):
             conn.execute(sql).fetchall()
@@ -167,32 +183,17 @@ def test_through_the_wire_a_count_is_the_bounded_count_and_its_noise_follows_the
     assert unit_se / row_se == pytest.approx(BOUND, rel=1e-3)  # the NOTICE has 4 digits
 
 
-async def _start(config: Config, table: str, epsilon: float) -> int:
-    async with admin_service(config, sampler=lambda: SeededSampler(1)) as service:
-        return await service.start_epoch(
-            table=table,
-            config=engine_config(config.privacy, epsilon=epsilon),
-            actor="pytest",
-            reason="lifetime",
-        )
-
-
-async def _close(config: Config, table: str) -> None:
-    async with admin_service(config) as service:
-        await service.close_epoch(table, actor="pytest", wait=0)
-
-
 def test_the_lifetime_budget_refuses_an_epoch_past_its_cap(pg: Any) -> None:
     reset_ledger(pg)
-    config = _config(pg)  # lifetime_epsilon = 4, lifetime_delta = 1e-4
-    asyncio.run(_start(config, "checkins", 3.0))
-    asyncio.run(_close(config, "checkins"))
+    config = make_config(pg)  # lifetime_epsilon = 4, lifetime_delta = 1e-4
+    asyncio.run(start(config, "checkins", 3.0))
+    asyncio.run(close(config, "checkins"))
     with pytest.raises(LifetimeBudgetExhaustedError) as info:
-        asyncio.run(_start(config, "checkins", 1.5))
+        asyncio.run(start(config, "checkins", 1.5))
     assert isinstance(info.value, BudgetExhaustedError) and info.value.sqlstate == "42Q01"
     assert "lifetime budget of checkins" in info.value.message
     assert "committed epsilon 3" in info.value.message
-    asyncio.run(_start(config, "checkins", 1.0))  # exactly the cap: admitted
+    asyncio.run(start(config, "checkins", 1.0))  # exactly the cap: admitted
 
     async def committed() -> tuple[float, int]:
         async with admin_service(config) as service:
@@ -229,22 +230,22 @@ def view(pg: Any) -> Any:
 def test_a_view_of_a_protected_table_must_spend_its_budget(pg: Any, view: Any) -> None:
     reset_ledger(pg)
     with pytest.raises(BaseTableBudgetError) as info:
-        asyncio.run(_start(_config(pg, _with_view(None)), "checkins_2010", 1.0))
+        asyncio.run(start(make_config(pg, _with_view(None)), "checkins_2010", 1.0))
     assert info.value.sqlstate == "55000"
     assert 'budget_group = "checkins"' in (info.value.hint or "")
-    asyncio.run(_start(_config(pg, _with_view("checkins")), "checkins_2010", 1.0))
+    asyncio.run(start(make_config(pg, _with_view("checkins")), "checkins_2010", 1.0))
 
 
 def test_two_admins_at_once_never_take_a_group_past_its_cap(pg: Any, view: Any) -> None:
     """Two epochs of 3 in a group capped at 4, started at once by two services (two ledger
     connections): exactly one is admitted, whichever it is."""
     reset_ledger(pg)
-    config = _config(pg, _with_view("checkins"))
+    config = make_config(pg, _with_view("checkins"))
 
     async def both() -> list[Any]:
         return await asyncio.gather(
-            _start(config, "checkins", 3.0),
-            _start(config, "checkins_2010", 3.0),
+            start(config, "checkins", 3.0),
+            start(config, "checkins_2010", 3.0),
             return_exceptions=True,
         )
 
