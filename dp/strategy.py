@@ -59,6 +59,9 @@ _CLASS_ROUNDS = 32  # at most this many colour-refinement rounds
 # at most this many p * eps of it (else the exact QR route).
 _GRAM_KEEP = 1e-8
 _GRAM_NOISE = 1e3
+#: A :class:`Strategy`'s given sensitivity may be below the one recomputed from its matrix by
+#: at most this relative amount (rounding of the same norms computed another way).
+SENSITIVITY_RTOL = 1e-9
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,8 +69,11 @@ class Strategy:
     """A measurement strategy over the full domain and what is known about it.
 
     ``matrix`` is ``p x n`` (read-only). ``sensitivity_l2`` / ``sensitivity_l1`` are the largest
-    column L2 / L1 norms of ``matrix``, always recomputed from it (add/remove-one-row
-    neighbours change one cell of the histogram by one). ``expected_error`` is the total squared
+    column L2 / L1 norms of ``matrix`` (add/remove-one-row neighbours change one cell of the
+    histogram by one): every constructor here computes them from the matrix, and construction
+    checks any given value against the matrix, refusing (``ValueError``) one below the
+    recomputed norm by more than the relative :data:`SENSITIVITY_RTOL` (an over-estimate is
+    sound: noise calibrated to it is at least as private). ``expected_error`` is the total squared
     error over the workload rows for unit noise per unit of L2 sensitivity,
     ``Delta2(A)^2 ||W A^+||_F^2``. ``gap`` is the certified relative gap
     ``expected_error / lower_bound - 1`` to the optimum of the L2 program (``inf`` when no
@@ -86,6 +92,17 @@ class Strategy:
             raise ValueError("a strategy matrix must be two-dimensional")
         m.flags.writeable = False
         object.__setattr__(self, "matrix", m)
+        l2, l1 = sensitivities(m)
+        for name, given, actual in (
+            ("sensitivity_l2", self.sensitivity_l2, l2),
+            ("sensitivity_l1", self.sensitivity_l1, l1),
+        ):
+            # "not >=" also refuses NaN
+            if not float(given) >= actual * (1.0 - SENSITIVITY_RTOL):
+                raise ValueError(
+                    f"{name} = {given!r} is below the strategy matrix's own ({actual!r}): "
+                    "noise calibrated to it would not be private"
+                )
 
     @property
     def lower_bound(self) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -167,6 +168,27 @@ def test_strategy_is_frozen_and_read_only() -> None:
         s.gap = 0.0  # type: ignore[misc]
     with pytest.raises(ValueError):
         s.matrix[0, 0] = 5.0
+
+
+def test_an_understated_sensitivity_is_refused() -> None:
+    """A caller-supplied sensitivity below the matrix's own (largest column L2 / L1 norm) would
+    calibrate too little noise: construction refuses it; an over-estimate is sound and kept."""
+    a = 10.0 * np.eye(3)
+    common = {"gap": math.inf, "expected_error": 3.0}
+    with pytest.raises(ValueError, match="sensitivity_l2"):
+        Strategy(matrix=a, sensitivity_l2=1.0, sensitivity_l1=10.0, **common)
+    with pytest.raises(ValueError, match="sensitivity_l1"):
+        Strategy(matrix=a, sensitivity_l2=10.0, sensitivity_l1=1.0, **common)
+    with pytest.raises(ValueError):
+        Strategy(matrix=a, sensitivity_l2=float("nan"), sensitivity_l1=10.0, **common)
+    # the first column has L2 norm 5 and L1 norm 7
+    b = np.array([[3.0, 1.0], [4.0, 0.0]])
+    with pytest.raises(ValueError):
+        Strategy(matrix=b, sensitivity_l2=5.0 * (1 - 1e-6), sensitivity_l1=7.0, **common)
+    exact = Strategy(matrix=b, sensitivity_l2=5.0 * (1 - 1e-12), sensitivity_l1=7.0, **common)
+    assert exact.sensitivity_l2 == pytest.approx(5.0)  # rounding is tolerated
+    over = Strategy(matrix=a, sensitivity_l2=20.0, sensitivity_l1=30.0, **common)
+    assert (over.sensitivity_l2, over.sensitivity_l1) == (20.0, 30.0)
 
 
 def test_identity_strategy() -> None:
