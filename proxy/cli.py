@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from dp.errors import LaprasError
 
@@ -464,12 +464,22 @@ def _epoch_start(args: argparse.Namespace) -> int:
         if args.predicted:
             raise SystemExit("lapras: give either --predicted or --from-prediction, not both")
         try:
-            pid, predicted = asyncio.run(
+            stored = asyncio.run(
                 predicting.load(config.backend.ledger_dsn, args.table, args.from_prediction)
             )
         except LookupError as exc:
             raise SystemExit(f"lapras: {exc}") from None
-        args.reason = args.reason or f"from prediction {pid}"
+        predicted = stored.statements
+        args.reason = args.reason or f"from prediction {stored.id}"
+        # what the prediction's cap chose, unless set on the command line or in [privacy]
+        if args.split is None and "split" not in config.privacy and stored.split is not None:
+            args.split = stored.split
+        if (
+            args.stream_length is None
+            and "stream_length" not in config.privacy
+            and stored.stream_length is not None
+        ):
+            args.stream_length = stored.stream_length
     cfg = engine_config(
         config.privacy,
         epsilon=args.epsilon,
@@ -513,6 +523,15 @@ def _predict(args: argparse.Namespace) -> int:
     config = _load(args)
     _table(config, args.table)
     cfg = engine_config(config.privacy, epsilon=args.epsilon, delta=args.delta)
+    # the cap prices P as the next epoch will spend: its accountant, and its split when one
+    # is configured (else the cap chooses it); S from the log unless configured
+    kinds: dict[str, Literal["basic", "gdp", "pure"]] = {
+        "basic": "basic",
+        "gdp": "gdp",
+        "pure": "pure",
+    }
+    accounting = kinds[cfg.accountant_kind.value]
+    split = config.privacy.get("split")
     now = (
         datetime.datetime.fromisoformat(args.now)
         if args.now
@@ -534,7 +553,9 @@ def _predict(args: argparse.Namespace) -> int:
             now=now,
             epsilon=cfg.epsilon,
             delta=cfg.delta,
-            stream_length=cfg.stream_length,
+            accounting=accounting,
+            split=tuple(split) if isinstance(split, list) else split,
+            stream_length=config.privacy.get("stream_length"),
             error_cap=not args.no_error_cap,
             horizon_days=args.horizon_days,
             store=not args.dry_run,
@@ -546,10 +567,34 @@ def _predict(args: argparse.Namespace) -> int:
         f"{result.records} log record(s) read from {args.source}; {p.unresolved} could not be planned"
     )
     print(f"predicted set P for {args.table}: {len(p.queries)} statement(s)")
+    rec = p.recurrence
+    if rec is not None:
+        learned = (
+            f"learned from {rec.origins} earlier window(s) of the log: a statement seen before "
+            f"was asked again in {rec.rate:.0%} of the cases"
+            if rec.origins
+            else "the log has one window: nothing is known of recurrence (probability 1/2 each)"
+        )
+        print(f"  recurrence {learned}")
+    if p.split is not None:
+        mae = "-" if p.expected_mae is None else f"{p.expected_mae:.3g}"
+        only = "-" if p.online_only_mae is None else f"{p.online_only_mae:.3g}"
+        print(
+            f"  for the next epoch: S = {p.stream_length} statements expected per window, split "
+            f"{', '.join(f'{f:.3g}' for f in p.split)} (release, warm-up, online, reserve); "
+            f"expected MAE {mae} with P, {only} with everything online"
+        )
     for v in p.views:
         print(
-            f"  view {v.view}: {len(v.queries)} statement(s), {v.batch.num_queries if v.batch else 0} linear queries"
+            f"  view {v.view}: {len(v.queries)} statement(s), {v.batch.num_queries} linear queries"
         )
+    for q in p.queries[:20]:
+        print(
+            f"    p={q.probability:.2f}  seen in {q.windows} window(s) by {q.analysts} analyst(s), "
+            f"{q.batch.num_queries} row(s): {q.sql}"
+        )
+    if len(p.queries) > 20:
+        print(f"    ... and {len(p.queries) - 20} more (--out writes them all)")
     for u in p.unbound[:10]:
         print(f"  seen without bindings (not in P): {u.template}  [{u.calls} calls]")
     if result.report is not None:

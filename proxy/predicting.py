@@ -107,6 +107,11 @@ async def save(
     summary: dict[str, Any] = {
         "text": report.text() if report else None,
         "statements": len(statements),
+        # what the cap chose for the epoch: `lapras epoch start --from-prediction` uses them
+        "split": list(prediction.split) if prediction.split is not None else None,
+        "stream_length": prediction.stream_length,
+        "expected_mae": prediction.expected_mae,
+        "online_only_mae": prediction.online_only_mae,
     }
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
         cur = await conn.execute(
@@ -119,17 +124,29 @@ async def save(
     return int(row[0])
 
 
-async def load(dsn: str, table: str, which: str) -> tuple[int, list[str]]:
-    """The statements of a stored prediction: ``which`` is an id or ``latest``."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stored:
+    """A stored prediction: its statements and what its cap chose for the epoch."""
+
+    id: int
+    statements: list[str]
+    split: tuple[float, float, float, float] | None
+    stream_length: int | None
+
+
+async def load(dsn: str, table: str, which: str) -> Stored:
+    """A stored prediction: ``which`` is an id or ``latest``."""
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
         if which == "latest":
             cur = await conn.execute(
-                "SELECT id, statements::text FROM lapras.predictions WHERE table_name = %s ORDER BY id DESC LIMIT 1",
+                "SELECT id, statements::text, report::text FROM lapras.predictions"
+                " WHERE table_name = %s ORDER BY id DESC LIMIT 1",
                 (table,),
             )
         else:
             cur = await conn.execute(
-                "SELECT id, statements::text FROM lapras.predictions WHERE table_name = %s AND id = %s",
+                "SELECT id, statements::text, report::text FROM lapras.predictions"
+                " WHERE table_name = %s AND id = %s",
                 (table, int(which)),
             )
         row = await cur.fetchone()
@@ -137,7 +154,14 @@ async def load(dsn: str, table: str, which: str) -> tuple[int, list[str]]:
         raise LookupError(
             f"no stored prediction {which} for table {table} (run lapras predict first)"
         )
-    return int(row[0]), list(json.loads(row[1]))
+    report = json.loads(row[2]) or {}
+    split = report.get("split")
+    return Stored(
+        id=int(row[0]),
+        statements=list(json.loads(row[1])),
+        split=(split[0], split[1], split[2], split[3]) if split else None,
+        stream_length=report.get("stream_length"),
+    )
 
 
 async def run(
@@ -151,6 +175,8 @@ async def run(
     now: dt.datetime,
     epsilon: float,
     delta: float,
+    accounting: Literal["basic", "gdp", "pure"] = "gdp",
+    split: str | tuple[float, float, float, float] | None = None,
     horizon_days: float = 1.0,
     stream_length: int | None = None,
     error_cap: bool = True,
@@ -160,8 +186,13 @@ async def run(
 
     ``dsn``: the state database (the query log, stored predictions); ``stats_dsn``: the data
     database, where pg_stat_statements counts the statements (default ``dsn``).
-    ``error_cap``: keep, per view, only the prefix of candidates that lowers the expected error
-    of the next epoch (rewriter.predict.choose_cap); without it P is every recurring query.
+    ``accounting``/``split``: the next epoch's, so that the cap prices P as the epoch will
+    spend (``split`` None: the cap chooses it, and the stored prediction carries it);
+    ``stream_length``: S, None to take it from the log.
+    ``error_cap``: keep only the prefix of candidates that lowers the expected error of the
+    next epoch (rewriter.predict.choose_cap); without it P is every candidate.
+    The backtest learns before the latest window and checks on it; a file of statements has
+    no time, so none is made for ``sql`` (it would test the file on itself).
     """
     if source == "log":
         records: Sequence[LogRecord] = await log_records(dsn, table)
@@ -177,17 +208,19 @@ async def run(
         delta=delta if error_cap else None,
         horizon=horizon_days * DAY,
         stream_length=stream_length,
+        accounting=accounting,
+        split=split,
     )
     prediction = predict(records, schema, now=now.timestamp(), config=config)
     prediction = _only_table(prediction, table)
     report = None
     times = [r.time for r in records]
-    if times and source != "pg_stat_statements":
-        split = now.timestamp() - horizon_days * DAY
-        if any(_seconds(t) < split for t in times) and any(_seconds(t) >= split for t in times):
+    if times and source in ("log", "csvlog"):
+        cut = now.timestamp() - horizon_days * DAY
+        if any(_seconds(t) < cut for t in times) and any(_seconds(t) >= cut for t in times):
             report = backtest(
                 records,
-                split,
+                cut,
                 schema,
                 epsilon=epsilon,
                 delta=delta,

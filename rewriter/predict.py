@@ -9,32 +9,35 @@ other sources into records: :func:`parse_sql_file` (a file of SQL statements),
 :func:`parse_csvlog` (PostgreSQL's csvlog, ``statement: ...`` messages).
 
 Method (:func:`predict`). Each record is resolved through the rewriter (``classify`` ->
-``fingerprint`` -> plan) to its template, bindings, view and batch key; a statement refused
-because a literal cuts a declared bin is *rounded outwards* to the bin edges (the smallest
-bin-aligned range covering the one asked; :func:`round_binding`) and counted as that query.
-Candidates:
+``fingerprint`` -> plan) to its template, bindings, view and batch; statements are identified
+by the *set* of their linear queries (:func:`canonical_key`: ``GROUP BY b, a`` is
+``GROUP BY a, b``). A statement refused because a literal cuts a declared bin is *rounded
+outwards* to the bin edges (the smallest bin-aligned range covering the one asked;
+:func:`round_binding`) and counted as that query. Candidates:
 
-* **exact** queries (same view, same batch key) asked at least ``min_occurrences`` times;
+* **exact** queries asked at least ``min_occurrences`` times (default once: every distinct
+  earlier statement is a candidate, as in the literal-repeat baseline);
 * **sliding** windows: a template whose date bindings stand at a constant offset from the
-  day the query was asked (``date >= today - 7``), seen at least ``min_occurrences`` times, is
-  predicted with its dates shifted to the day(s) of the next window ``[now, now + horizon)``.
+  day the query was asked (``date >= today - 7``), seen on two days or more, is predicted
+  with its dates shifted to the day(s) of the next window ``[now, now + horizon)``.
 
-Scores (documented in docs and used for ranking):
+Probability (:func:`recurrence`): how likely a candidate is to be asked in the next window
+(``period``, one day by default) is *learned from the log itself* by a rolling-origin
+backtest: at the start of every earlier window, each statement seen before is classed by in
+how many windows and by how many analysts it was asked and whether it was asked in the window
+just before, and each class's rate of being asked again is counted. So a dashboard asked
+daily gets its class's rate (near 1), and a question many users repeat across their sessions
+gets the rate such questions had in this log -- whatever the log's rhythm. Candidates are
+ranked by probability, then by a recency-decayed frequency ``score = sum_i calls_i *
+2 ** (-(now - t_i) / half_life)``.
 
-* ``score = sum_i calls_i * 2 ** (-(now - t_i) / half_life)`` (recency-decayed frequency);
-* ``probability`` of recurring in the next window: with ``period`` set (default one day),
-  ``active / spanned`` where ``active`` counts the periods in which the query was asked and
-  ``spanned`` the periods from its first occurrence up to ``now``: a daily dashboard seen
-  every day has probability 1; a query seen on 2 of the last 20 days 0.1. Without a period,
-  ``min(1, score / min_occurrences)``. Candidates are ranked by ``probability``, then ``score``.
-
-Cap on ``|P|`` (:func:`choose_cap`): ``max_statements`` / ``max_rows`` always; with
-``epsilon``/``delta`` given, per view the prefix of the ranked candidates minimising the
-*expected total squared error of the epoch* (the model of :func:`expected_epoch_error`: good
-statements answered from the Matrix Mechanism at the error of ``optimize_strategy(W_P)``,
-the others online at the expected pacing) is kept -- adding a query stops paying when its
-probability-weighted gain no longer covers the extra Matrix Mechanism error on every other
-predicted query.
+Cap (:func:`choose_cap`): ``max_statements`` / ``max_rows`` always; with ``epsilon``/``delta``
+given, per *table* (one epoch covers the table), the prefix of the ranked candidates and the
+budget split that minimise the expected total squared error of the next window (S from the
+log, :func:`stream_estimate`): P's release priced as the engine plans it
+(``dp.marginals.plan_release``), the other statements online at the expected pacing; the
+Matrix Mechanism's share follows the coverage P is expected to have, and P is empty when no
+prefix is expected to beat answering everything online.
 
 Templates with unknown bindings (``pg_stat_statements`` normalises every constant to ``$n``):
 a template without placeholders *is* a query and is predicted like one; a template with
@@ -43,14 +46,16 @@ the attributes its placeholders constrain) -- which ranges or values it was call
 in ``pg_stat_statements``.
 
 Backtest (:func:`backtest`): learn on the records before ``split_time``, compare with the
-records after it: overlap ``rho``, false positives, and the expected MAE of the resulting
-epoch vs answering everything online (:func:`expected_epoch_error`).
+records after it (held out: nothing after ``split_time`` is learned from): overlap ``rho``,
+false positives, and the expected MAE of the resulting epoch vs answering everything online
+(:func:`expected_epoch_error`, per table).
 """
 
 from __future__ import annotations
 
 import csv
 import datetime as dt
+import hashlib
 import io
 import math
 import re
@@ -65,7 +70,7 @@ import scipy.sparse as sp
 
 from dp.calibration import agm_sigma, gdp_mu
 from dp.domain import Domain, QueryBatch
-from dp.strategy import optimize_strategy
+from dp.marginals import plan_release
 
 from .classify import DPStatement, Refused, bind, classify
 from .normalise import Param
@@ -144,13 +149,28 @@ class Resolved:
     bindings: tuple[object, ...] | None
     plan: Plan | None
     rounded: bool = False
+    #: :func:`canonical_key` of the plan's batch ("" without a plan).
+    key: str = ""
 
     @property
     def ident(self) -> tuple[str, str, str] | None:
-        """(table, view, batch key): what the engine matches P against."""
+        """(table, view, canonical key): the same question whatever the order of its groups
+        or the spelling of its conditions (what the engine matches P against: its rows)."""
         if self.plan is None:
             return None
-        return (self.plan.table, self.plan.view, self.plan.batch.key)
+        return (self.plan.table, self.plan.view, self.key)
+
+
+def canonical_key(batch: QueryBatch) -> str:
+    """A key of the *set* of a batch's rows: equal for statements that ask the same linear
+    queries in another order (``GROUP BY b, a`` and ``GROUP BY a, b``) or with equivalent
+    conditions (``age > 29`` and ``age >= 30`` give the same rows). The engine treats a batch
+    as predicted when each of its rows is one of P's, so this is the key P is deduplicated by."""
+    h = hashlib.sha256(repr(batch.domain).encode())
+    for row in sorted(set(batch.row_keys())):
+        h.update(len(row).to_bytes(8, "little"))
+        h.update(row)
+    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------------------------
@@ -350,6 +370,7 @@ class Resolver:
     def __init__(self, schema: Schema) -> None:
         self.schema = schema
         self._cache: dict[str, tuple[str, tuple[object, ...] | None, Plan | None, bool] | None] = {}
+        self._keys: dict[str, str] = {}  # batch key -> canonical key
 
     def statement(
         self, sql: str
@@ -406,6 +427,10 @@ class Resolver:
         if got is None:
             return None
         template, bindings, plan, rounded = got
+        key = ""
+        if plan is not None:
+            key = self._keys.get(plan.batch.key) or canonical_key(plan.batch)
+            self._keys[plan.batch.key] = key
         return Resolved(
             time=seconds(rec.time),
             calls=max(1, int(rec.calls)),
@@ -416,6 +441,7 @@ class Resolver:
             bindings=bindings,
             plan=plan,
             rounded=rounded,
+            key=key,
         )
 
 
@@ -427,26 +453,29 @@ class Resolver:
 class PredictConfig:
     """Parameters of :func:`predict` (all public; stored with the prediction).
 
-    ``half_life``/``period``/``horizon`` in seconds (``period`` None: no periodicity).
-    ``epsilon``/``delta`` enable the error-aware cap (:func:`choose_cap`); ``stream_length``
-    is the expected number of distinct statements per view in the next window (None: the mean
-    per active period in the log).
+    ``half_life``/``period``/``horizon`` in seconds (``period``: the window the recurrence of
+    statements is measured in and predicted for; None: one day). ``min_occurrences``: calls a
+    statement needs to be a candidate at all. ``epsilon``/``delta`` enable the error-aware cap
+    (:func:`choose_cap`), priced with the epoch's ``accounting`` and, when ``split`` is given,
+    that split (None: the cap chooses the Matrix Mechanism's share too); ``stream_length`` is
+    the expected number of distinct statements of the table in the next window (None: from
+    the log, :func:`stream_estimate`).
     """
 
     half_life: float = 7 * DAY
     period: float | None = DAY
     horizon: float = DAY
-    min_occurrences: int = 2
+    min_occurrences: int = 1
     min_probability: float = 0.0
     round_to_bins: bool = True
     slide_dates: bool = True
-    max_statements: int = 512
-    max_rows: int = 8192
+    max_statements: int = 2048
+    max_rows: int = 32768
     epsilon: float | None = None
     delta: float | None = None
     stream_length: int | None = None
-    split: str = "matrix-heavy"
-    accounting: Literal["basic", "gdp"] = "gdp"
+    split: str | tuple[float, float, float, float] | None = None
+    accounting: Literal["basic", "gdp", "pure"] = "gdp"
     strategy_time_limit: float = 2.0
 
 
@@ -465,6 +494,8 @@ class PredictedQuery:
     probability: float
     occurrences: int
     reason: str  # exact | rounded | sliding
+    windows: int = 0  # windows (days) in which it was asked
+    analysts: int = 0  # distinct analysts who asked it
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -490,12 +521,21 @@ class UnboundTemplate:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Prediction:
+    """P, per view (marginal), and what the cap chose for the epoch: ``split`` (MM, badInit,
+    bad, reserve; None without the error-aware cap), the predicted ``stream_length`` S,
+    the expected MAE with P and with everything online, and how recurrence was learned."""
+
     now: float
     config: PredictConfig
     views: tuple[ViewPrediction, ...]
     unbound: tuple[UnboundTemplate, ...] = ()
     candidates: int = 0
     unresolved: int = 0
+    split: tuple[float, float, float, float] | None = None
+    stream_length: int | None = None
+    expected_mae: float | None = None
+    online_only_mae: float | None = None
+    recurrence: Recurrence | None = None
 
     @property
     def queries(self) -> tuple[PredictedQuery, ...]:
@@ -531,6 +571,74 @@ class _Group:
     bindings: tuple[object, ...]
     times: list[tuple[float, int]]
     reason: str
+    analysts: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class Recurrence:
+    """How the statements of this log recur, learned from the log itself by a rolling-origin
+    backtest (no formula tuned to dashboards).
+
+    A statement's features at the start of a window: in how many earlier windows it was asked
+    (1, 2, 3, 4 or more), by how many analysts (1, 2, 3 or more), and whether it was asked in
+    the latest active window before (1/0). Every active window of the log with history before
+    it is an *origin*: each statement asked before it counts once in its feature class, and
+    is a *hit* when it is asked again in that window. ``probability(features)`` is then
+    ``(hits + 2 rate) / (seen + 2)``: the class's rate, shrunk towards the log's overall rate
+    ``rate`` when the class is thin (a Beta prior of weight 2). With no origin (a log of one
+    window) nothing is known of recurrence across windows, and a statement asked ``c`` times
+    gets Laplace's rule of succession, ``c / (c + 1)``: once 1/2, a refreshed dashboard's
+    three times 3/4. Statements asked by *other* analysts count like one's own: on logs where users
+    repeat each other's questions, the classes with several analysts learn that.
+    """
+
+    classes: Mapping[tuple[int, int, int], tuple[int, int]]  # features -> (hits, seen)
+    rate: float
+    origins: int
+
+    def probability(self, features: tuple[int, int, int], calls: int = 1) -> float:
+        if self.origins == 0:
+            return calls / (calls + 1.0)
+        hits, seen = self.classes.get(features, (0, 0))
+        return (hits + 2.0 * self.rate) / (seen + 2.0)
+
+
+def _features(windows: int, analysts: int, recent: bool) -> tuple[int, int, int]:
+    return min(windows, 4), min(analysts, 3), int(recent)
+
+
+def recurrence(res: Sequence[Resolved], cfg: PredictConfig) -> Recurrence:
+    """The :class:`Recurrence` of the resolved records (all before the predicted window)."""
+    p = cfg.period or DAY
+    by_window: dict[int, set[tuple[str, str, str]]] = {}
+    for r in res:
+        if r.ident is not None:
+            by_window.setdefault(math.floor(r.time / p), set()).add(r.ident)
+    who: dict[tuple[int, tuple[str, str, str]], set[str]] = {}
+    for r in res:
+        if r.ident is not None:
+            who.setdefault((math.floor(r.time / p), r.ident), set()).add(r.analyst)
+    seen: dict[tuple[str, str, str], tuple[int, set[str], int]] = {}
+    counts: dict[tuple[int, int, int], list[int]] = {}
+    origins = 0
+    for rank, w in enumerate(sorted(by_window)):
+        asked = by_window[w]
+        if seen:
+            origins += 1
+            for ident, (n, analysts, last) in seen.items():
+                c = counts.setdefault(_features(n, len(analysts), last == rank - 1), [0, 0])
+                c[1] += 1
+                c[0] += ident in asked
+        for ident in asked:
+            n, analysts, _ = seen.get(ident, (0, set(), -1))
+            seen[ident] = (n + 1, analysts | who[(w, ident)], rank)
+    hits = sum(c[0] for c in counts.values())
+    total = sum(c[1] for c in counts.values())
+    return Recurrence(
+        classes={k: (v[0], v[1]) for k, v in counts.items()},
+        rate=hits / total if total else 0.5,
+        origins=origins,
+    )
 
 
 def _score(times: Sequence[tuple[float, int]], now: float, half_life: float) -> float:
@@ -665,16 +773,22 @@ def predict(
             )
             groups[ident] = g
         g.times.append((r.time, r.calls))
+        g.analysts.add(r.analyst)
         if not r.rounded:  # prefer the latest text that was accepted as is
             g.sql, g.bindings, g.reason = r.sql, r.bindings, "exact"
 
+    learned = recurrence(res, cfg)
+    period = cfg.period or DAY
+    last_window = max((math.floor(r.time / period) for r in res), default=0)
     cands: dict[tuple[str, str, str], PredictedQuery] = {}
     for g in groups.values():
         occ = sum(c for _, c in g.times)
         if occ < cfg.min_occurrences:
             continue
         sc = _score(g.times, t_now, cfg.half_life)
-        pr = _probability(g.times, t_now, cfg, sc)
+        windows = {math.floor(t / period) for t, _ in g.times}
+        features = _features(len(windows), len(g.analysts), last_window in windows)
+        pr = learned.probability(features, occ)
         sql = g.sql if g.reason == "exact" else render(g.template, g.bindings)
         cands[g.ident] = PredictedQuery(
             sql=sql,
@@ -682,17 +796,19 @@ def predict(
             bindings=g.bindings,
             table=g.plan.table,
             view=g.plan.view,
-            key=g.plan.batch.key,
+            key=g.ident[2],
             batch=g.plan.batch,
             score=sc,
             probability=pr,
             occurrences=occ,
             reason=g.reason,
+            windows=len(windows),
+            analysts=len(g.analysts),
         )
     if cfg.slide_dates:
         # per template: probability from the days on which the sliding shape was seen
         for plan, sql, n_days, occ in _sliding(res, schema, resolver, t_now, cfg):
-            ident = (plan.table, plan.view, plan.batch.key)
+            ident = (plan.table, plan.view, canonical_key(plan.batch))
             if ident in cands:
                 continue
             span = [r.time for r in res if r.template == plan.fingerprint.template]
@@ -704,16 +820,17 @@ def predict(
                 bindings=plan.fingerprint.bindings,
                 table=plan.table,
                 view=plan.view,
-                key=plan.batch.key,
+                key=ident[2],
                 batch=plan.batch,
                 score=float(occ),
                 probability=pr,
                 occurrences=occ,
                 reason="sliding",
+                windows=int(n_days),
             )
 
     ranked = sorted(
-        (c for c in cands.values() if c.probability >= cfg.min_probability),
+        (c for c in cands.values() if c.probability > 0 and c.probability >= cfg.min_probability),
         key=lambda q: (-q.probability, -q.score, q.view, q.sql),
     )
     # global caps, then the error-aware cap per view
@@ -724,19 +841,25 @@ def predict(
             continue
         kept.append(q)
         rows += q.batch.num_queries
+    stream = stream_estimate(res, cfg)
+    split: tuple[float, float, float, float] | None = None
+    s_len: int | None = None
+    mae = only_mae = None
+    if cfg.epsilon is not None and cfg.delta is not None:
+        by_table: dict[str, list[PredictedQuery]] = {}
+        for q in kept:
+            by_table.setdefault(q.table, []).append(q)
+        kept = []
+        for table, qs in sorted(by_table.items()):
+            s_len = cfg.stream_length or stream.get(table, len(qs))
+            cap = choose_cap(qs, cfg, s_len, mean_rows=_mean_rows(res, table))
+            kept += qs[: cap.k]
+            split, mae, only_mae = cap.split, cap.mae, cap.online_only_mae
     per_view: dict[tuple[str, str], list[PredictedQuery]] = {}
     for q in kept:
         per_view.setdefault((q.table, q.view), []).append(q)
-    stream = _stream_estimate(res, cfg)
     views: list[ViewPrediction] = []
     for (table, view), qs in sorted(per_view.items()):
-        err: float | None = None
-        if cfg.epsilon is not None and cfg.delta is not None:
-            s_len = cfg.stream_length or stream.get((table, view), len(qs))
-            k, err = choose_cap(qs, cfg, s_len)
-            qs = qs[:k]
-        if not qs:
-            continue
         views.append(
             ViewPrediction(
                 table=table,
@@ -744,7 +867,6 @@ def predict(
                 domain=qs[0].batch.domain,
                 queries=tuple(qs),
                 batch=stack(q.batch for q in qs),
-                expected_error=err,
             )
         )
     unb = tuple(
@@ -762,6 +884,11 @@ def predict(
         unbound=unb,
         candidates=len(cands),
         unresolved=unresolved,
+        split=split,
+        stream_length=s_len,
+        expected_mae=mae,
+        online_only_mae=only_mae,
+        recurrence=learned,
     )
 
 
@@ -780,17 +907,25 @@ def stack(batches: Iterable[QueryBatch]) -> QueryBatch:
     return QueryBatch(items[0].domain, m[np.asarray(keep, dtype=np.intp)])
 
 
-def _stream_estimate(res: Sequence[Resolved], cfg: PredictConfig) -> dict[tuple[str, str], int]:
-    """Distinct statements per view and period, averaged over the periods with activity."""
+def stream_estimate(res: Sequence[Resolved], cfg: PredictConfig) -> dict[str, int]:
+    """S per table: the median number of distinct statements of an active window (period)
+    of the log -- what one epoch of the same length would see."""
     p = cfg.period or DAY
-    per: dict[tuple[str, str], dict[int, set[str]]] = {}
+    per: dict[str, dict[int, set[str]]] = {}
     for r in res:
-        if r.plan is None:
-            continue
-        per.setdefault((r.plan.table, r.plan.view), {}).setdefault(
-            math.floor(r.time / p), set()
-        ).add(r.plan.batch.key)
-    return {k: max(1, round(sum(len(s) for s in d.values()) / len(d))) for k, d in per.items()}
+        if r.plan is not None:
+            per.setdefault(r.plan.table, {}).setdefault(math.floor(r.time / p), set()).add(r.key)
+    return {
+        t: max(1, round(float(np.median([len(v) for v in d.values()])))) for t, d in per.items()
+    }
+
+
+def _mean_rows(res: Sequence[Resolved], table: str) -> float:
+    """Mean number of linear queries (rows) of the table's distinct statements."""
+    rows = {
+        r.key: r.plan.batch.num_queries for r in res if r.plan is not None and r.plan.table == table
+    }
+    return float(np.mean(list(rows.values()))) if rows else 1.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -823,36 +958,48 @@ def _pool_sigma(
     releases = max(releases, 1.0)
     if fraction <= 0:
         return math.inf
+    if accounting == "pure":  # Laplace b = releases / (epsilon fraction); sd = b sqrt(2)
+        return math.sqrt(2.0) * releases / (epsilon * fraction)
     if accounting == "basic":
         return agm_sigma(epsilon * fraction / releases, delta / (stream + 1))
     mu = gdp_mu(epsilon, delta)
     return 1.0 / (mu * math.sqrt(fraction / releases))
 
 
+def release_error(
+    batches: Sequence[QueryBatch], *, accounting: str = "gdp", time_limit: float = 2.0
+) -> tuple[float, int, frozenset[int]]:
+    """The Matrix Mechanism release of ``batches`` as the engine plans it
+    (``dp.marginals.plan_release``): its total expected squared error per unit noise ``E``,
+    the number of rows it answers, and the ``id`` of each batch it keeps (a batch too large
+    for a block is left out, to be answered online)."""
+    plans = plan_release(batches, laplace=accounting == "pure", solver_seconds=time_limit)
+    kept = frozenset(id(b) for pl in plans for b in pl.batches)
+    rows = sum(b.num_queries for b in batches if id(b) in kept)
+    return sum(pl.expected_error for pl in plans), rows, kept
+
+
 def expected_epoch_error(
     *,
-    workload: QueryBatch | None,
+    release: tuple[float, int] | None,
     good: float,
     bad: float,
     good_rows: float,
     bad_rows: float,
     epsilon: float,
     delta: float,
-    split: str = "matrix-heavy",
+    split: str | tuple[float, float, float, float] = "matrix-heavy",
     accounting: str = "gdp",
-    strategy_time_limit: float = 2.0,
-    mm_total_error: float | None = None,
 ) -> ErrorModel:
     """Expected error of an epoch with ``good`` statements answered from P and ``bad`` online.
 
-    Formulas (S = good + bad distinct statements, fractions (MM, init, bad, reserve) of the
-    split; ``basic``: AGM at ``(eps_i, delta / (S + 1))`` per release, the paper's accounting;
-    ``gdp``: ``mu = gdp_mu(eps, delta)`` shared as ``mu_i^2``):
+    ``release``: ``(E, m)`` of P's release (:func:`release_error`), None without P. Formulas
+    (S = good + bad distinct statements, fractions (MM, init, bad, reserve) of the split;
+    ``basic``: AGM at ``(eps_i, delta / (S + 1))`` per release, the paper's accounting;
+    ``gdp``: ``mu = gdp_mu(eps, delta)`` shared as ``mu_i^2``; ``pure``: Laplace):
 
     * Matrix Mechanism: sigma_MM = the pool's sd for one release of fraction ``MM``; the
-      per-row variance of the predicted rows is ``sigma_MM^2 * E / m`` with
-      ``E = optimize_strategy(W_P).expected_error`` (total squared error for unit noise per
-      unit of L2 sensitivity) and ``m`` the rows of P;
+      per-row variance of the predicted rows is ``sigma_MM^2 * E / m``;
     * online: each bad statement gets ``(init + bad) / B`` of the budget (static pacing in
       expectation, the reserve kept), sd ``sigma_on`` at sensitivity 1;
     * with P empty the MM share joins the online pool: ``(MM + init + bad) / S``;
@@ -861,11 +1008,11 @@ def expected_epoch_error(
       sigma_on) / (g_rows + b_rows)`` (the MM part uses the RMS over P's rows, an upper bound
       on the mean of the per-row sds by Jensen).
     """
-    f_mm, f_init, f_bad, _ = SPLITS[split]
+    f_mm, f_init, f_bad, _ = SPLITS[split] if isinstance(split, str) else split
     s = max(round(good + bad), 1)
     only = _pool_sigma(f_mm + f_init + f_bad, s, epsilon, delta, s, accounting)
     online_only_var = only * only
-    if workload is None or workload.num_queries == 0 or good <= 0:
+    if release is None or release[1] == 0 or good <= 0:
         mm_var = math.inf
         on = only
         g = 0.0
@@ -873,12 +1020,8 @@ def expected_epoch_error(
         b_rows_eff = good_rows + bad_rows
         g_rows = 0.0
     else:
-        if mm_total_error is None:
-            mm_total_error = optimize_strategy(
-                workload.dense(), time_limit=strategy_time_limit
-            ).expected_error
         sig_mm = _pool_sigma(f_mm, 1.0, epsilon, delta, s, accounting)
-        mm_var = sig_mm * sig_mm * mm_total_error / workload.num_queries
+        mm_var = sig_mm * sig_mm * release[0] / release[1]
         on = _pool_sigma(f_init + f_bad, bad, epsilon, delta, s, accounting)
         g, b = float(good), float(bad)
         g_rows, b_rows_eff = good_rows, bad_rows
@@ -901,58 +1044,103 @@ def expected_epoch_error(
     )
 
 
-def choose_cap(
-    ranked: Sequence[PredictedQuery], cfg: PredictConfig, stream_length: int
-) -> tuple[int, float | None]:
-    """How many of the ranked candidates of one view to keep, and the MM per-row variance.
+#: The Matrix Mechanism shares the cap tries when it chooses the split itself; the rest of
+#: the budget is shared 1:1:1 by the warm-up, the paced online answers and the reserve.
+MM_SHARES = (0.125, 0.25, 0.5, 0.75)
 
-    Evaluates the prefixes k = 1, 2, 4, ..., len (and len) with :func:`expected_epoch_error`:
-    good = sum of the prefix's probabilities (capped at the stream length), bad = the rest of
-    the expected stream; keeps the k with the smallest expected total squared error
-    ``good_rows * mm_var + bad_rows * online_var``. Returns (0, None) when no prefix beats
-    answering everything online.
+
+def _split_for(mm: float) -> tuple[float, float, float, float]:
+    rest = (1.0 - mm) / 3.0
+    return (mm, rest, rest, rest)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cap:
+    """What :func:`choose_cap` chose for one table: keep the first ``k`` candidates, with this
+    ``split``; the expected MAE of the epoch with them and with everything online."""
+
+    k: int
+    split: tuple[float, float, float, float]
+    mae: float
+    online_only_mae: float
+    mm_var: float | None
+
+
+def choose_cap(
+    ranked: Sequence[PredictedQuery],
+    cfg: PredictConfig,
+    stream_length: int,
+    *,
+    mean_rows: float | None = None,
+) -> Cap:
+    """How many of the ranked candidates of one table to keep, and the budget split.
+
+    One epoch covers the table: its release is planned by ``dp.marginals.plan_release``
+    exactly as the engine will (blocks over the candidates' marginals, one certified strategy
+    each, the budget split between blocks), so ``E``, the release's total expected squared
+    error per unit noise, is the engine's own. For each prefix k = 1, 2, 4, ..., len and each
+    split (``cfg.split``, or the MM shares of :data:`MM_SHARES`: the release's share follows
+    what P is expected to cover), the expected total squared error of the next window is
+
+        good_rows * sigma_MM^2 * E / m  +  bad_rows * sigma_online^2
+
+    with ``good = sum of the prefix's probabilities`` (at most S statements), ``good_rows``
+    their rows (each weighted by its probability), ``bad = S - good`` statements of
+    ``mean_rows`` rows answered online at the pacing's expected share ``(badInit + bad) / bad``;
+    ``sigma`` is the noise at sensitivity 1 for the epoch's accounting (Gaussian, or Laplace for
+    ``pure``). The best of these is kept unless answering everything online (P empty: the MM
+    share joins the online pool; the reserve kept) is at least as good: the cap never chooses
+    a P it expects to be worse than no P.
     """
     assert cfg.epsilon is not None and cfg.delta is not None
-    if not ranked:
-        return 0, None
+    eps, delta = cfg.epsilon, cfg.delta
     s = max(stream_length, 1)
-    mean_rows = float(np.mean([q.batch.num_queries for q in ranked]))
-    sizes = sorted({min(2**i, len(ranked)) for i in range(int(math.log2(len(ranked))) + 2)})
-    base = expected_epoch_error(
-        workload=None,
-        good=0,
-        bad=s,
-        good_rows=0,
-        bad_rows=s * mean_rows,
-        epsilon=cfg.epsilon,
-        delta=cfg.delta,
-        split=cfg.split,
-        accounting=cfg.accounting,
+    rows_per = mean_rows or (
+        float(np.mean([q.batch.num_queries for q in ranked])) if ranked else 1.0
     )
-    best_k, best_total, best_var = 0, s * mean_rows * base.online_only_var, None
+    if isinstance(cfg.split, str):
+        splits = [SPLITS[cfg.split]]
+    elif cfg.split is not None:
+        splits = [cfg.split]
+    else:
+        splits = [_split_for(m) for m in MM_SHARES]
+    standard = splits[0] if cfg.split is not None else SPLITS["matrix-heavy"]
+
+    def sd(fraction: float, releases: float) -> float:
+        return _pool_sigma(fraction, releases, eps, delta, s, cfg.accounting)
+
+    only = sd(1.0 - standard[3], s)
+    only_mae = _SQRT_2_OVER_PI * only
+    best = Cap(k=0, split=standard, mae=only_mae, online_only_mae=only_mae, mm_var=None)
+    best_total = s * rows_per * only * only
+    if not ranked:
+        return best
+    sizes = sorted({min(2**i, len(ranked)) for i in range(int(math.log2(len(ranked))) + 2)})
     for k in sizes:
-        prefix = ranked[:k]
-        good = min(sum(q.probability for q in prefix), float(s))
-        g_rows = sum(q.probability * q.batch.num_queries for q in prefix)
-        g_rows = min(g_rows, s * mean_rows)
-        bad = max(s - good, 0.0)
-        b_rows = bad * mean_rows
-        m = expected_epoch_error(
-            workload=stack(q.batch for q in prefix),
-            good=good,
-            bad=bad,
-            good_rows=g_rows,
-            bad_rows=b_rows,
-            epsilon=cfg.epsilon,
-            delta=cfg.delta,
-            split=cfg.split,
+        prefix = list(ranked[:k])
+        e_total, m, released = release_error(
+            [q.batch for q in prefix],
             accounting=cfg.accounting,
-            strategy_time_limit=cfg.strategy_time_limit,
+            time_limit=cfg.strategy_time_limit,
         )
-        total = g_rows * m.mm_var + b_rows * m.online_var
-        if total < best_total:
-            best_k, best_total, best_var = k, total, m.mm_var
-    return best_k, best_var
+        inside = [q for q in prefix if id(q.batch) in released]
+        if not inside or m == 0:
+            continue
+        good = min(sum(q.probability for q in inside), float(s))
+        g_rows = min(sum(q.probability * q.batch.num_queries for q in inside), s * rows_per)
+        bad = max(s - good, 0.0)
+        b_rows = bad * rows_per
+        for fr in splits:
+            mm_var = sd(fr[0], 1.0) ** 2 * e_total / m
+            on = sd(fr[1] + fr[2], bad) if bad > 0 else 0.0
+            total = g_rows * mm_var + b_rows * on * on
+            if total < best_total:
+                mae = (
+                    _SQRT_2_OVER_PI * (g_rows * math.sqrt(mm_var) + b_rows * on) / (g_rows + b_rows)
+                )
+                best_total = total
+                best = Cap(k=k, split=fr, mae=mae, online_only_mae=only_mae, mm_var=mm_var)
+    return best
 
 
 # --------------------------------------------------------------------------------------------
@@ -1021,13 +1209,15 @@ def evaluate(
     *,
     epsilon: float | None = None,
     delta: float | None = None,
-    split: str = "matrix-heavy",
+    split: str | tuple[float, float, float, float] | None = None,
     accounting: str = "gdp",
     strategy_time_limit: float = 2.0,
     split_time: float = 0.0,
     train: int = 0,
 ) -> BacktestReport:
-    """Compare a prediction with the statements that came (see :class:`BacktestReport`)."""
+    """Compare a prediction with the statements that came (see :class:`BacktestReport`);
+    priced with ``split``, else the split the prediction chose, else matrix-heavy."""
+    split = split or prediction.split or "matrix-heavy"
     p_keys = prediction.keys
     per_view: dict[tuple[str, str], list[Resolved]] = {}
     for r in later:
@@ -1041,37 +1231,11 @@ def evaluate(
     fps = len(p_keys - asked)
     views: list[ViewReport] = []
     names = sorted(set(per_view) | {(v.table, v.view) for v in prediction.views})
-    mae_num = 0.0
-    mae_only = 0.0
-    rows_total = 0.0
     for tv in names:
         rs = per_view.get(tv, [])
         vp = next((v for v in prediction.views if (v.table, v.view) == tv), None)
         vkeys = {(q.table, q.view, q.key) for q in vp.queries} if vp is not None else set()
-        seen: dict[tuple[str, str, str], int] = {}
-        for r in rs:
-            assert r.ident is not None and r.plan is not None
-            seen.setdefault(r.ident, r.plan.batch.num_queries)
-        good = [k for k in seen if k in vkeys]
-        bad = [k for k in seen if k not in vkeys]
-        err: ErrorModel | None = None
-        if epsilon is not None and delta is not None and seen:
-            err = expected_epoch_error(
-                workload=vp.batch if vp is not None and good else None,
-                good=len(good),
-                bad=len(bad),
-                good_rows=float(sum(seen[k] for k in good)),
-                bad_rows=float(sum(seen[k] for k in bad)),
-                epsilon=epsilon,
-                delta=delta,
-                split=split,
-                accounting=accounting,
-                strategy_time_limit=strategy_time_limit,
-            )
-            rows = float(sum(seen.values()))
-            mae_num += err.mae * rows
-            mae_only += err.online_only_mae * rows
-            rows_total += rows
+        seen = {r.ident for r in rs}
         views.append(
             ViewReport(
                 table=tv[0],
@@ -1080,11 +1244,47 @@ def evaluate(
                 statements=sum(r.calls for r in rs),
                 distinct=len(seen),
                 hits=sum(r.calls for r in rs if r.ident in vkeys),
-                distinct_hits=len(good),
-                false_positives=len(vkeys - set(seen)),
-                error=err,
+                distinct_hits=len(seen & vkeys),
+                false_positives=len(vkeys - seen),
+                error=None,
             )
         )
+    # The expected error, per table: one epoch, P's release planned as the engine plans it.
+    mae_num = mae_only = rows_total = 0.0
+    errors: dict[str, ErrorModel] = {}
+    if epsilon is not None and delta is not None:
+        tables = sorted({tv[0] for tv in per_view})
+        for table in tables:
+            rows_of: dict[tuple[str, str, str], int] = {}
+            for r in later:
+                if r.plan is not None and r.plan.table == table and r.ident is not None:
+                    rows_of.setdefault(r.ident, r.plan.batch.num_queries)
+            good = [k for k in rows_of if k in p_keys]
+            bad = [k for k in rows_of if k not in p_keys]
+            mine = [q.batch for q in prediction.queries if q.table == table]
+            rel = None
+            if good and mine:
+                e_total, m, _ = release_error(
+                    mine, accounting=accounting, time_limit=strategy_time_limit
+                )
+                rel = (e_total, m)
+            err = expected_epoch_error(
+                release=rel,
+                good=len(good),
+                bad=len(bad),
+                good_rows=float(sum(rows_of[k] for k in good)),
+                bad_rows=float(sum(rows_of[k] for k in bad)),
+                epsilon=epsilon,
+                delta=delta,
+                split=split,
+                accounting=accounting,
+            )
+            errors[table] = err
+            rows = float(sum(rows_of.values()))
+            mae_num += err.mae * rows
+            mae_only += err.online_only_mae * rows
+            rows_total += rows
+    views = [replace(v, error=errors.get(v.table)) for v in views]
     n_p = len(p_keys)
     return BacktestReport(
         split=split_time,
@@ -1306,17 +1506,20 @@ __all__ = [
     "CSVLOG_COLUMNS",
     "DAY",
     "BacktestReport",
+    "Cap",
     "ErrorModel",
     "LogRecord",
     "PredictConfig",
     "PredictedQuery",
     "Prediction",
+    "Recurrence",
     "Resolved",
     "Resolver",
     "UnboundTemplate",
     "ViewPrediction",
     "ViewReport",
     "backtest",
+    "canonical_key",
     "choose_cap",
     "evaluate",
     "expected_epoch_error",
@@ -1326,9 +1529,12 @@ __all__ = [
     "parse_sql_file",
     "placeholder_attributes",
     "predict",
+    "recurrence",
+    "release_error",
     "render",
     "resolve",
     "round_binding",
     "seconds",
     "sql_literal",
+    "stream_estimate",
 ]

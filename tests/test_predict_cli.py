@@ -50,6 +50,15 @@ def predicted_sql(out: Path) -> list[str]:
     ]
 
 
+def probabilities(out: Path) -> dict[str, float]:
+    """Each predicted statement of a P script, with its probability (``-- p=...``)."""
+    return {
+        line.split(";")[0]: float(line.split("p=")[1].split()[0])
+        for line in out.read_text().splitlines()
+        if not line.startswith("--")
+    }
+
+
 def test_predict_from_the_proxy_log_then_start_an_epoch_from_it(
     pg: Any, config_file: Path, tmp_path: Path
 ) -> None:
@@ -68,8 +77,9 @@ def test_predict_from_the_proxy_log_then_start_an_epoch_from_it(
     assert logged == 3 * len(DASHBOARD) + 1 and rows <= logged
 
     out = tmp_path / "p.sql"
-    # Without the error cap: with S = 50 and the matrix-heavy split, the cap rightly finds that
-    # three statements are not worth half of the budget (rewriter.predict.choose_cap; unit-tested).
+    # Without the error cap P is every candidate: the log has one window (all of it today), so
+    # recurrence is Laplace's rule on the calls, the refreshed dashboard first (3/4), the
+    # one-off last (1/2).
     text = lapras(
         "predict",
         "--config",
@@ -81,8 +91,12 @@ def test_predict_from_the_proxy_log_then_start_an_epoch_from_it(
         "--no-error-cap",
     )
     assert "stored as prediction" in text, text
-    p = predicted_sql(out)
-    assert len(p) == len(DASHBOARD) and not any("61" in q for q in p)
+    assert "the log has one window" in text, text
+    p = probabilities(out)
+    assert len(p) == len(DASHBOARD) + 1
+    one_off = [q for q in p if "61" in q]
+    assert len(one_off) == 1 and p[one_off[0]] == 0.5
+    assert {v for q, v in p.items() if q not in one_off} == {0.75}
 
     lapras("epoch", "close", "--config", str(config_file), "--table", "adult")
     text = lapras(
@@ -95,11 +109,11 @@ def test_predict_from_the_proxy_log_then_start_an_epoch_from_it(
         "--from-prediction",
         "latest",
     )
-    assert f"{len(DASHBOARD)} predicted statement(s)" in text
+    assert f"{len(DASHBOARD) + 1} predicted statement(s)" in text
     with Proxy(config, seed=12) as proxy, client(proxy) as (conn, notices):
         conn.execute(DASHBOARD[0]).fetchall()
         assert "Matrix Mechanism" in notices[-1]
-        conn.execute(ONE_OFF).fetchall()
+        conn.execute("SELECT count(*) FROM adult WHERE age BETWEEN 20 AND 22").fetchall()
         assert "fresh noise" in notices[-1]
 
 
@@ -150,8 +164,10 @@ def test_predict_from_a_csvlog_written_by_postgresql(
         "predict", "--config", str(config_file), "--table", "adult", "--source", "csvlog",
         "--file", str(csvlog), "--out", str(out), "--dry-run", "--no-error-cap",
     )  # fmt: skip
-    p = predicted_sql(out)
-    assert len(p) == len(DASHBOARD) and not any("61" in q for q in p)
+    # one window: the dashboard (asked twice: 2/3) above the one-off (1/2)
+    p = probabilities(out)
+    assert set(p) == {*DASHBOARD, ONE_OFF}
+    assert p[ONE_OFF] == 0.5 and all(p[q] == pytest.approx(2 / 3, abs=0.01) for q in DASHBOARD)
 
 
 def _system_postgres() -> Path | None:
