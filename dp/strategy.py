@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -293,16 +294,26 @@ def _row_factor(w: FloatArray) -> FloatArray:
     return factor
 
 
+def _eigh(k_mat: FloatArray, *, lower: bool = True) -> tuple[FloatArray, FloatArray]:
+    """Eigenpairs of a symmetric matrix (the triangle ``lower`` or upper is read).
+
+    LAPACK's MRRR (dsyevr) can fail to converge on clustered eigenvalues (seen on a 288 x 270
+    0/1 workload, and on real query logs); divide and conquer (dsyevd) is slower but does not,
+    and the QR iteration (dsyev) is the last resort."""
+    for driver in ("evr", "evd", "ev"):
+        try:
+            lam, u = sla.eigh(k_mat, lower=lower, driver=driver, check_finite=False)
+            return lam, u
+        except (np.linalg.LinAlgError, ValueError):
+            continue
+    raise np.linalg.LinAlgError("no eigensolver converged")
+
+
 def _dual_eval(f: FloatArray, d: FloatArray) -> tuple[float, FloatArray, FloatArray, FloatArray]:
     """For weights ``d``: ``s(d)``, squared column norms ``c`` of the strategy ``A(d)``, and the
     eigenpairs ``(lam, U)`` of ``F D F^T`` (``A(d) = diag(lam)^{-1/4} U^T F``)."""
     k_mat = (f * d) @ f.T
-    try:
-        lam, u = sla.eigh(k_mat, driver="evr", check_finite=False)
-    except np.linalg.LinAlgError:
-        # LAPACK's MRRR (dsyevr) can fail to converge on clustered eigenvalues (seen once on
-        # a 288 x 270 0/1 workload); divide and conquer (dsyevd) is slower but does not.
-        lam, u = sla.eigh(k_mat, driver="evd", check_finite=False)
+    lam, u = _eigh(k_mat)
     lam = np.maximum(lam, np.finfo(np.float64).tiny)  # PD in exact arithmetic
     sq = np.sqrt(lam)
     b = (u / np.sqrt(sq)).T @ f
@@ -387,9 +398,13 @@ def optimize_strategy(
     The returned matrix is over the full domain, has ``rank W`` rows, zero columns on cells no
     query touches, and is scaled to ``sensitivity_l2 == 1`` up to rounding (always use the
     recomputed field). Every workload row lies in its row space: ``W = (W A^+) A`` is checked
-    (max deviation <= 1e-8 max|W|, else :class:`~dp.errors.InternalError`).
+    (max deviation <= 1e-8 max|W|, else the fallback below).
 
-    Raises ``ValueError`` for a workload that is not a finite matrix with a nonzero entry.
+    Never fails on a valid workload (rank-deficient, duplicate or near-parallel rows): should
+    the numerics break down (an eigensolver that does not converge, a degenerate iterate), it
+    warns (``RuntimeWarning``) and returns the identity over the reduced domain instead
+    (:func:`_safe_strategy`: unbiased, sensitivity 1, no certificate). Raises ``ValueError``
+    for a workload that is not a finite matrix with a nonzero entry.
 
     >>> import numpy as np
     >>> w = np.tril(np.ones((4, 4)))          # the 4 prefix sums
@@ -399,8 +414,23 @@ def optimize_strategy(
     """
     if not (tol > 0.0 and time_limit > 0.0 and max_iter >= 1):
         raise ValueError("tol and time_limit must be positive and max_iter at least 1")
-    start = clock() if clock is not None else 0.0
     w = _as_workload(workload)
+    try:
+        return _optimize(w, tol=tol, time_limit=time_limit, max_iter=max_iter, clock=clock)
+    except (np.linalg.LinAlgError, InternalError, FloatingPointError) as e:
+        return _safe_strategy(w, e)
+
+
+def _optimize(
+    w: FloatArray,
+    *,
+    tol: float,
+    time_limit: float,
+    max_iter: int,
+    clock: Callable[[], float] | None,
+) -> Strategy:
+    """The dual fixed point of :func:`optimize_strategy` on a validated workload."""
+    start = clock() if clock is not None else 0.0
     w_r, groups = reduce_domain(w)
     f = _row_factor(w_r)
     k, n_r = f.shape
@@ -451,6 +481,25 @@ def optimize_strategy(
     return strategy
 
 
+def _safe_strategy(w: FloatArray, why: BaseException) -> Strategy:
+    """The fallback of :func:`optimize_strategy`: the identity on the workload's reduced
+    domain (one measurement per group of identical cells, lifted), which answers every row of
+    ``W`` without bias at sensitivity 1, with expected error ``||W_r||_F^2``; no certificate."""
+    warnings.warn(
+        f"the strategy optimiser failed ({type(why).__name__}: {why}); measuring every cell of "
+        "the reduced domain instead (unbiased, not optimal)",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    w_r, groups = reduce_domain(w)
+    matrix = lift(np.eye(w_r.shape[1]), groups)
+    l2, l1 = sensitivities(matrix)
+    error = l2 * l2 * float(np.sum(w_r * w_r))
+    return Strategy(
+        matrix=matrix, sensitivity_l2=l2, sensitivity_l1=l1, gap=math.inf, expected_error=error
+    )
+
+
 def _class_phase(
     f: FloatArray,
     classes: IntArray,
@@ -490,7 +539,7 @@ def _class_phase(
     def evaluate(delta: FloatArray) -> tuple[float, FloatArray]:
         kmat = np.zeros((k, k))
         kmat[iu] = np.einsum("g,gp->p", delta, packed)
-        lam, u = sla.eigh(kmat, lower=False, driver="evr", overwrite_a=True, check_finite=False)
+        lam, u = _eigh(kmat, lower=False)
         lam = np.maximum(lam, np.finfo(np.float64).tiny)
         mmat = np.einsum("ia,a,ja->ij", u, 1.0 / np.sqrt(lam), u)
         cbar: FloatArray = np.einsum("gp,p->g", packed, mmat[iu] * twice) / nsz
