@@ -474,12 +474,8 @@ def _epoch_start(args: argparse.Namespace) -> int:
         # what the prediction's cap chose, unless set on the command line or in [privacy]
         if args.split is None and "split" not in config.privacy and stored.split is not None:
             args.split = stored.split
-        if (
-            args.stream_length is None
-            and "stream_length" not in config.privacy
-            and stored.stream_length is not None
-        ):
-            args.stream_length = stored.stream_length
+        if args.stream_length is None and stored.stream_length is not None:
+            args.stream_length = stored.stream_length  # S estimated from the prediction's log
     cfg = engine_config(
         config.privacy,
         epsilon=args.epsilon,
@@ -555,7 +551,7 @@ def _predict(args: argparse.Namespace) -> int:
             delta=cfg.delta,
             accounting=accounting,
             split=tuple(split) if isinstance(split, list) else split,
-            stream_length=config.privacy.get("stream_length"),
+            stream_length=args.stream_length,  # None: S from the log
             error_cap=not args.no_error_cap,
             horizon_days=args.horizon_days,
             store=not args.dry_run,
@@ -573,7 +569,8 @@ def _predict(args: argparse.Namespace) -> int:
             f"learned from {rec.origins} earlier window(s) of the log: a statement seen before "
             f"was asked again in {rec.rate:.0%} of the cases"
             if rec.origins
-            else "the log has one window: nothing is known of recurrence (probability 1/2 each)"
+            else "the log has one window: nothing is known of recurrence across windows "
+            "(a statement asked c times gets c / (c + 1))"
         )
         print(f"  recurrence {learned}")
     if p.split is not None:
@@ -992,6 +989,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     pred.add_argument("--epsilon", type=float, help="budget of the next epoch (default: [privacy])")
     pred.add_argument("--delta", type=float, help="(default: [privacy])")
+    pred.add_argument(
+        "--stream-length",
+        type=int,
+        help="S, the distinct statements expected in the next epoch (default: from the log)",
+    )
     pred.add_argument("--out", help="also write P as a .sql file")
     pred.add_argument("--dry-run", action="store_true", help="do not store the prediction")
     pred.add_argument(
