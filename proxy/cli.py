@@ -585,11 +585,13 @@ def _predict(args: argparse.Namespace) -> int:
         print(
             f"  view {v.view}: {len(v.queries)} statement(s), {v.batch.num_queries} linear queries"
         )
-    for q in p.queries[:20]:
-        print(
-            f"    p={q.probability:.2f}  seen in {q.windows} window(s) by {q.analysts} analyst(s), "
-            f"{q.batch.num_queries} row(s): {q.sql}"
+    for q in sorted(p.queries, key=lambda q: -q.probability)[:20]:
+        seen = (
+            "a likely instance of a template, never asked as such"
+            if q.reason == "instance"
+            else f"seen in {q.windows} window(s) by {q.analysts} analyst(s)"
         )
+        print(f"    p={q.probability:.2f}  {seen}, {q.batch.num_queries} row(s): {q.sql}")
     if len(p.queries) > 20:
         print(f"    ... and {len(p.queries) - 20} more (--out writes them all)")
     for u in p.unbound[:10]:

@@ -57,6 +57,7 @@ import csv
 import datetime as dt
 import hashlib
 import io
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -469,6 +470,7 @@ class PredictConfig:
     min_probability: float = 0.0
     round_to_bins: bool = True
     slide_dates: bool = True
+    instances: bool = True
     max_statements: int = 2048
     max_rows: int = 32768
     epsilon: float | None = None
@@ -493,7 +495,7 @@ class PredictedQuery:
     score: float
     probability: float
     occurrences: int
-    reason: str  # exact | rounded | sliding
+    reason: str  # exact | rounded | sliding | instance (of a template, never asked as such)
     windows: int = 0  # windows (days) in which it was asked
     analysts: int = 0  # distinct analysts who asked it
 
@@ -717,6 +719,89 @@ def _sliding(
     return out
 
 
+#: Likely unseen instances of one template a prediction adds at most (and at most this
+#: factor times the template's distinct instances seen).
+INSTANCES_PER_TEMPLATE = 32
+INSTANCE_FACTOR = 2
+
+
+def _instances(
+    res: Sequence[Resolved],
+    learned: Recurrence,
+    resolver: Resolver,
+    known: set[tuple[str, str, str]],
+    cfg: PredictConfig,
+) -> list[tuple[Plan, str, str, tuple[object, ...], float]]:
+    """Likely instances of the log's templates that were never asked as such.
+
+    A template (a statement's shape with its literals as slots) recurs like a statement does
+    (:class:`Recurrence`, on the template's windows and analysts). Its slots' values are
+    modelled as independent, each with its frequency among the template's instances, and an
+    instance ``b`` with probability ``q(b) = prod_i f_i(b_i)`` is asked in the next window with
+    probability ``1 - (1 - q(b)) ** n``, times the template's, where ``n`` is the mean number of
+    the template's distinct instances per window. So a brush whose start and end were each
+    seen often is likely even if the pair never was. The most likely are returned (at most
+    :data:`INSTANCES_PER_TEMPLATE`, and :data:`INSTANCE_FACTOR` times the instances seen), as
+    (plan, sql, template, bindings, probability); the cap decides which are worth measuring.
+    """
+    period = cfg.period or DAY
+    last_window = max((math.floor(r.time / period) for r in res), default=0)
+    by_tmpl: dict[str, list[Resolved]] = {}
+    for r in res:
+        if r.plan is not None and r.bindings:
+            by_tmpl.setdefault(r.template, []).append(r)
+    out: list[tuple[Plan, str, str, tuple[object, ...], float]] = []
+    for template, rs in sorted(by_tmpl.items()):
+        seen_bindings = {r.bindings for r in rs}
+        if len(seen_bindings) < 2:
+            continue  # one instance: nothing to generalise from
+        windows = {math.floor(r.time / period) for r in rs}
+        t_prob = learned.probability(
+            _features(len(windows), len({r.analyst for r in rs}), last_window in windows),
+            sum(r.calls for r in rs),
+        )
+        per_window = len({(math.floor(r.time / period), r.bindings) for r in rs}) / len(windows)
+        n_slots = len(rs[0].bindings or ())
+        freqs: list[dict[object, float]] = []
+        for i in range(n_slots):
+            counts: dict[object, int] = {}
+            for b in seen_bindings:
+                assert b is not None
+                counts[b[i]] = counts.get(b[i], 0) + 1
+            total = sum(counts.values())
+            freqs.append({v: c / total for v, c in counts.items()})
+        limit = min(INSTANCES_PER_TEMPLATE, INSTANCE_FACTOR * len(seen_bindings))
+        top = max(2, math.ceil((4 * limit) ** (1.0 / max(n_slots, 1))))
+        choices = [sorted(f.items(), key=lambda kv: (-kv[1], repr(kv[0])))[:top] for f in freqs]
+        combos: list[tuple[float, tuple[object, ...]]] = []
+        for combo in itertools.islice(itertools.product(*choices), 20_000):
+            binding = tuple(v for v, _ in combo)
+            if binding in seen_bindings:
+                continue
+            combos.append((math.prod(f for _, f in combo), binding))
+        combos.sort(key=lambda c: (-c[0], repr(c[1])))
+        added = 0
+        for q, binding in combos:
+            if added >= limit:
+                break
+            try:
+                sql = render(template, binding)
+            except ValueError:
+                continue
+            got = resolver.statement(sql)
+            if got is None or got[2] is None or got[2].batch.matrix.nnz == 0:
+                continue  # not a statement, or one that reads no cell (an empty range)
+            plan = got[2]
+            ident = (plan.table, plan.view, canonical_key(plan.batch))
+            if ident in known:
+                continue
+            known.add(ident)
+            p = t_prob * (1.0 - (1.0 - q) ** per_window)
+            out.append((plan, sql, template, binding, p))
+            added += 1
+    return out
+
+
 def resolve(records: Iterable[LogRecord], schema: Schema) -> tuple[list[Resolved], int]:
     """Resolve records through the rewriter: (resolved, number that could not be)."""
     resolver = Resolver(schema)
@@ -829,6 +914,22 @@ def predict(
                 windows=int(n_days),
             )
 
+    if cfg.instances:
+        for plan, sql, template, binding, pr in _instances(res, learned, resolver, set(cands), cfg):
+            ident = (plan.table, plan.view, canonical_key(plan.batch))
+            cands[ident] = PredictedQuery(
+                sql=sql,
+                template=template,
+                bindings=binding,
+                table=plan.table,
+                view=plan.view,
+                key=ident[2],
+                batch=plan.batch,
+                score=0.0,
+                probability=pr,
+                occurrences=0,
+                reason="instance",
+            )
     ranked = sorted(
         (c for c in cands.values() if c.probability > 0 and c.probability >= cfg.min_probability),
         key=lambda q: (-q.probability, -q.score, q.view, q.sql),

@@ -329,3 +329,37 @@ def test_flights_fixture_declaration_and_rows() -> None:
     assert q.view == "(hour, delay, distance)" and q.reason == "rounded"
     assert q.batch.num_queries == 24
     assert q.bindings == (-20, 0, 1000, 1200)
+
+
+def test_likely_unseen_instances_of_a_template_are_predicted() -> None:
+    """Brushes of one range over several days: starts 6 and 8, ends 10 and 12 seen; the pair
+    (8, 10) never was, but both its ends were often: it is predicted, as an instance of the
+    template, below the pairs actually asked. The engine then answers it from the release."""
+    import numpy as np
+
+    from dp.engine import DecisionKind, EngineConfig, decide, start
+    from dp.noise import SeededSampler
+
+    def brush(a: int, b: int) -> str:
+        return f"SELECT count(*) FROM flights WHERE hour >= {a} AND hour < {b}"
+
+    seen = [(6, 12), (8, 12), (6, 10)]
+    log = [rec(d + 0.1 * i, brush(*ab)) for d in range(4) for i, ab in enumerate(seen)]
+    p = predict(log, SCHEMA, now=T0 + 4 * DAY)
+    by = {q.sql: q for q in p.queries}
+    (inst,) = [q for q in p.queries if q.reason == "instance"]
+    assert inst.bindings == (8, 10) and inst.occurrences == 0
+    assert 0 < inst.probability < min(q.probability for q in p.queries if q.reason == "exact")
+    assert len(by) == 4
+    without = predict(log, SCHEMA, now=T0 + 4 * DAY, config=PredictConfig(instances=False))
+    assert {q.reason for q in without.queries} == {"exact"}
+    # the instance is in P: the epoch answers it from the Matrix Mechanism release
+    (v,) = p.views
+    state, _ = start(
+        EngineConfig(epsilon=1.0, delta=1e-6, stream_length=10),
+        v.batch.domain,
+        [v.batch],
+        np.ones(v.batch.domain.size),
+        SeededSampler(3),
+    )
+    assert decide(state, inst.batch).kind is DecisionKind.MATRIX
