@@ -585,6 +585,16 @@ def _predict(args: argparse.Namespace) -> int:
         print(
             f"  view {v.view}: {len(v.queries)} statement(s), {v.batch.num_queries} linear queries"
         )
+    templates: dict[str, list[Any]] = {}
+    for q in p.queries:
+        templates.setdefault(q.template, []).append(q)
+    by_weight = sorted(templates.items(), key=lambda kv: -sum(q.probability for q in kv[1]))
+    for tmpl, qs in by_weight[:10]:
+        inst = sum(q.reason == "instance" for q in qs)
+        print(
+            f"  template {tmpl}: {len(qs) - inst} statement(s) asked and {inst} likely "
+            f"instance(s) in P, expected {sum(q.probability for q in qs):.2f} of them next window"
+        )
     for q in sorted(p.queries, key=lambda q: -q.probability)[:20]:
         seen = (
             "a likely instance of a template, never asked as such"
