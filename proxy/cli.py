@@ -844,12 +844,27 @@ def _report(args: argparse.Namespace) -> int:
     print(f"[2/3] Replaying {len(events)} events of epoch {row.id} ...", flush=True)
     out, html_out = Path(args.out), Path(args.html) if args.html else None
     print(f"[3/3] Drawing {out}" + (f" and {html_out}" if html_out else "") + " ...", flush=True)
-    tl = report.write_report(row, events, out, html_out)
+    expected = None
+    if args.prediction:
+        from proxy import predicting
+
+        try:
+            stored = asyncio.run(
+                predicting.load(config.backend.ledger_dsn, decl.name, args.prediction)
+            )
+        except LookupError as exc:
+            raise SystemExit(f"lapras: {exc}") from None
+        expected = stored.expected_overlap
+    tl = report.write_report(row, events, out, html_out, predicted_overlap=expected)
     st = tl.status
     print(
         f"epoch {row.id} on {decl.name}: spent {st.spent:.6g} of {st.total:.6g} {st.unit}, "
         f"{len(tl.answers)} answered statement(s), {st.online_releases} online release(s)"
     )
+    series = tl.overlap()
+    if series:
+        predicted = "" if expected is None else f" (the prediction expected {expected:.2f})"
+        print(f"overlap: {series[-1][1]:.2f} of the answered statements were in P{predicted}")
     return 0
 
 
@@ -1036,6 +1051,11 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--epoch", type=int, help="the epoch id (default: the table's active epoch)")
     rep.add_argument("--out", default="epoch.png", help="the PNG to write (default: %(default)s)")
     rep.add_argument("--html", help="also write a self-contained HTML page here")
+    rep.add_argument(
+        "--prediction",
+        help="the stored prediction (id or latest) the epoch was started from: its expected "
+        "overlap is drawn against the realised one",
+    )
     rep.set_defaults(func=_report)
 
     prov = sub.add_parser(

@@ -111,6 +111,7 @@ async def save(
         "split": list(prediction.split) if prediction.split is not None else None,
         "stream_length": prediction.stream_length,
         "expected_mae": prediction.expected_mae,
+        "expected_overlap": prediction.expected_overlap,
         "online_only_mae": prediction.online_only_mae,
     }
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
@@ -132,6 +133,7 @@ class Stored:
     statements: list[str]
     split: tuple[float, float, float, float] | None
     stream_length: int | None
+    expected_overlap: float | None
 
 
 async def load(dsn: str, table: str, which: str) -> Stored:
@@ -161,6 +163,7 @@ async def load(dsn: str, table: str, which: str) -> Stored:
         statements=list(json.loads(row[1])),
         split=(split[0], split[1], split[2], split[3]) if split else None,
         stream_length=report.get("stream_length"),
+        expected_overlap=report.get("expected_overlap"),
     )
 
 

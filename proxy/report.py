@@ -8,7 +8,10 @@ the engine (:func:`dp.engine.apply`, the same fold the proxy does) and draws thr
 2. **the estimator**: ``B_hat(b)`` at each unpredicted ("bad") query and the frozen ``B_est``
    (``dp.pacing.b_hat``), against the number of bad queries seen so far;
 3. **standard errors**: the standard error of every answer by stream position, by how it was
-   answered (Matrix Mechanism release, stored releases, fresh noise).
+   answered (Matrix Mechanism release, stored releases, fresh noise);
+4. **overlap**: the share of the statements answered so far that were in P (answered from the
+   Matrix Mechanism release), against the overlap the prediction expected when one is given
+   (``lapras report --prediction``: the sum of P's probabilities over the S it predicted).
 
 Only public values are used: charges, noise scales, standard errors, positions and the
 configuration -- never the pinned histogram and not even the noisy answers. Exact repeats do
@@ -34,7 +37,7 @@ from proxy.epochs import coverage
 from proxy.ledger import EpochRow, PgLedger
 
 #: The PNG's size: FIGSIZE inches at DPI dots per inch.
-FIGSIZE = (10.0, 11.0)
+FIGSIZE = (10.0, 14.0)
 DPI = 100
 
 
@@ -85,6 +88,18 @@ class Timeline:
     answers: tuple[AnswerPoint, ...]
     b_est: float | None = None
     b_est_position: int | None = None
+    #: The overlap the epoch's prediction expected (None: not known).
+    predicted_overlap: float | None = None
+
+    def overlap(self) -> list[tuple[int, float]]:
+        """The realised overlap after each answered statement: (position, share so far of the
+        answered statements that came from the Matrix Mechanism release)."""
+        out: list[tuple[int, float]] = []
+        good = 0
+        for i, a in enumerate(sorted(self.answers, key=lambda a: a.position), start=1):
+            good += a.source == "matrix"
+            out.append((a.position, good / i))
+        return out
 
 
 def timeline(events: Iterable[object]) -> Timeline:
@@ -211,7 +226,7 @@ def _figure(tl: Timeline, title: str) -> Any:
             hint="pip install -e '.[report]'",
         ) from None
     fig = Figure(figsize=FIGSIZE, dpi=DPI, layout="constrained")
-    ax_budget, ax_est, ax_se = fig.subplots(3, 1)
+    ax_budget, ax_est, ax_se, ax_ov = fig.subplots(4, 1)
     st, cfg = tl.status, tl.config
     unit = st.unit
     fig.suptitle(title, fontsize=13)
@@ -290,6 +305,32 @@ def _figure(tl: Timeline, title: str) -> Any:
     ax_se.set_xlabel("stream position")
     ax_se.set_ylabel("standard error (log)")
     ax_se.set_title("Standard error of each answer (one point per count or sum; repeats not shown)")
+
+    # 4. overlap
+    series = tl.overlap()
+    realised = series[-1][1] if series else 0.0
+    if series:
+        ax_ov.step(
+            [p for p, _ in series],
+            [v for _, v in series],
+            where="post",
+            color=_COLOURS["matrix"],
+            label=f"realised: {realised:.2f}",
+        )
+    if tl.predicted_overlap is not None:
+        ax_ov.axhline(
+            tl.predicted_overlap,
+            color="black",
+            ls="--",
+            lw=1,
+            label=f"predicted: {tl.predicted_overlap:.2f}",
+        )
+    if series or tl.predicted_overlap is not None:
+        ax_ov.legend(loc="upper right", fontsize=8)
+    ax_ov.set_ylim(0, 1.05)
+    ax_ov.set_xlabel("stream position")
+    ax_ov.set_ylabel("share answered from P")
+    ax_ov.set_title("Overlap: the share of the answered statements that were predicted")
     return fig
 
 
@@ -361,10 +402,16 @@ error. Exact repeats are not listed (they return a stored answer and leave no ev
 
 
 def write_report(
-    row: EpochRow, events: Sequence[object], out: Path, html_out: Path | None
+    row: EpochRow,
+    events: Sequence[object],
+    out: Path,
+    html_out: Path | None,
+    *,
+    predicted_overlap: float | None = None,
 ) -> Timeline:
-    """Write the PNG to ``out`` (and the HTML page to ``html_out``); return the timeline."""
-    tl = timeline(events)
+    """Write the PNG to ``out`` (and the HTML page to ``html_out``); return the timeline.
+    ``predicted_overlap``: what the epoch's prediction expected, drawn against the realised."""
+    tl = replace(timeline(events), predicted_overlap=predicted_overlap)
     png = png_bytes(tl, title_of(row))
     Path(out).write_bytes(png)
     if html_out is not None:

@@ -540,6 +540,16 @@ class Prediction:
     recurrence: Recurrence | None = None
 
     @property
+    def expected_overlap(self) -> float | None:
+        """The share of the next window's S distinct statements P is expected to cover
+        (the sum of its probabilities, at most S, over S); None without S."""
+        if not self.stream_length:
+            return None
+        return min(sum(q.probability for q in self.queries), self.stream_length) / (
+            self.stream_length
+        )
+
+    @property
     def queries(self) -> tuple[PredictedQuery, ...]:
         return tuple(q for v in self.views for q in v.queries)
 

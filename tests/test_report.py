@@ -89,6 +89,10 @@ def test_report_of_a_real_epoch(
     assert tl.status == engine.status(engine.fold(events))  # type: ignore[arg-type]
     last = tl.budget[-1]
     assert last.matrix + last.online == pytest.approx(tl.status.spent)
+    # the realised overlap: the share of answered statements that came from the release
+    matrix = [a.source for a in tl.answers].count("matrix")
+    assert tl.overlap()[-1][1] == pytest.approx(matrix / len(tl.answers))
+    assert "overlap: " in out and "were in P" in out
 
 
 def test_report_of_a_closed_epoch_needs_its_id(pg: Any, tmp_path: Path) -> None:
@@ -107,5 +111,8 @@ def test_report_of_a_closed_epoch_needs_its_id(pg: Any, tmp_path: Path) -> None:
     assert cli.main(base) == 2  # no active epoch: a clear error, no picture
     assert not png.exists()
     assert cli.main([*base, "--epoch", str(epoch_id)]) == 0
-    assert _png_size(png) == (1000, 1100)
+    assert _png_size(png) == (
+        int(report.FIGSIZE[0] * report.DPI),
+        int(report.FIGSIZE[1] * report.DPI),
+    )
     assert cli.main([*base, "--epoch", str(epoch_id + 100)]) == 2
