@@ -453,6 +453,16 @@ def _table(config: Any, name: str) -> Any:
     return decl
 
 
+def _stored_prediction(config: Any, table: str, which: str) -> Any:
+    """A stored prediction of ``table`` (an id or ``latest``), or exit with the reason."""
+    from proxy import predicting
+
+    try:
+        return asyncio.run(predicting.load(config.backend.ledger_dsn, table, which))
+    except LookupError as exc:
+        raise SystemExit(f"lapras: {exc}") from None
+
+
 def _epoch_start(args: argparse.Namespace) -> int:
     from proxy.app import admin_service, engine_config
 
@@ -462,16 +472,9 @@ def _epoch_start(args: argparse.Namespace) -> int:
     over = f"view {view}" if view else "the whole table"
     predicted = _statements(Path(args.predicted)) if args.predicted else []
     if args.from_prediction:
-        from proxy import predicting
-
         if args.predicted:
             raise SystemExit("lapras: give either --predicted or --from-prediction, not both")
-        try:
-            stored = asyncio.run(
-                predicting.load(config.backend.ledger_dsn, args.table, args.from_prediction)
-            )
-        except LookupError as exc:
-            raise SystemExit(f"lapras: {exc}") from None
+        stored = _stored_prediction(config, args.table, args.from_prediction)
         predicted = stored.statements
         args.reason = args.reason or f"from prediction {stored.id}"
         # what the prediction's cap chose, unless set on the command line or in [privacy]
@@ -846,15 +849,7 @@ def _report(args: argparse.Namespace) -> int:
     print(f"[3/3] Drawing {out}" + (f" and {html_out}" if html_out else "") + " ...", flush=True)
     expected = None
     if args.prediction:
-        from proxy import predicting
-
-        try:
-            stored = asyncio.run(
-                predicting.load(config.backend.ledger_dsn, decl.name, args.prediction)
-            )
-        except LookupError as exc:
-            raise SystemExit(f"lapras: {exc}") from None
-        expected = stored.expected_overlap
+        expected = _stored_prediction(config, decl.name, args.prediction).expected_overlap
     tl = report.write_report(row, events, out, html_out, predicted_overlap=expected)
     st = tl.status
     print(
