@@ -158,13 +158,19 @@ class QueryBatch:
     @property
     def sensitivity_l2(self) -> float:
         """Largest column L2 norm: the L2 sensitivity under add/remove-one-row."""
-        sq = self.matrix.multiply(self.matrix).sum(axis=0)
-        return float(np.sqrt(np.max(sq))) if self.matrix.nnz else 0.0
+        m = self.matrix  # canonical CSR (no duplicate entries): sums per column, row by row
+        if not m.nnz:
+            return 0.0
+        sq = np.bincount(m.indices, weights=m.data * m.data, minlength=m.shape[1])
+        return float(np.sqrt(np.max(sq)))
 
     @property
     def sensitivity_l1(self) -> float:
         """Largest column L1 norm: the L1 sensitivity under add/remove-one-row."""
-        return float(np.max(abs(self.matrix).sum(axis=0))) if self.matrix.nnz else 0.0
+        m = self.matrix
+        if not m.nnz:
+            return 0.0
+        return float(np.max(np.bincount(m.indices, weights=np.abs(m.data), minlength=m.shape[1])))
 
     def answer(self, histogram: FloatArray) -> FloatArray:
         """Exact answers ``W @ x`` on a histogram vector of ``domain.size`` cells."""

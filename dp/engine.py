@@ -25,6 +25,14 @@ API (the proxy calls exactly these)::
     result.answers, result.std_errors          # send to the client
 
     state = fold(events)                       # restart: the fold of the persisted events
+    may_spend_nothing(state, batch)            # False: decide() is certainly FRESH or refuses
+
+Several statements may be decided in turn, each against the state after the previous ones'
+events, before any of them is released (group commit, ``proxy.epochs``): their charges are then
+pending together (``EngineState.pending``, by stream position), and :func:`release` draws a
+statement's noise only while its own charge is applied and not yet released, so every charge
+is still made before its noise is drawn and is consumed by at most one release. A charge whose
+release never came (a crash in between) stays spent.
 
 Events are frozen values; ``dp.engine_codec.encode_event`` / ``decode_event`` turn them into
 JSON-safe dicts and back (the ledger format). ``status(state)`` gives the public bookkeeping.
@@ -446,7 +454,11 @@ class EngineState:
     #: Default mode: GLS over every stored release, per marginal of at most REUSE_MAX_CELLS.
     stored: Mapping[Domain, StoredInference] = field(default_factory=dict)
     answers: Mapping[str, StoredAnswer] = field(default_factory=dict)
-    pending: Charged | None = None
+    #: Charges applied and not yet released, by stream position (0: the Matrix Mechanism's).
+    #: Several may be pending at once (the proxy commits the charges of concurrent statements
+    #: together, then draws their noise); each is consumed by exactly one release. A charge
+    #: whose release was lost in a crash stays here, spent and never released.
+    pending: Mapping[int, Charged] = field(default_factory=dict)
 
     @property
     def t(self) -> int:
@@ -517,12 +529,25 @@ def _initial(ev: EpochStarted) -> EngineState:
         mm_pending=has_p,
         answers=MappingProxyType({}),
         stored=MappingProxyType({}),
+        pending=MappingProxyType({}),
     )
 
 
 def _with_answer(state: EngineState, key: str, ans: StoredAnswer) -> Mapping[str, StoredAnswer]:
     d = dict(state.answers)
     d[key] = ans
+    return MappingProxyType(d)
+
+
+def _with_pending(
+    state: EngineState, position: int, charge: Charged | None
+) -> Mapping[int, Charged]:
+    """``state.pending`` with ``charge`` pending at ``position`` (None: released)."""
+    d = dict(state.pending)
+    if charge is None:
+        d.pop(position, None)
+    else:
+        d[position] = charge
     return MappingProxyType(d)
 
 
@@ -555,9 +580,14 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
     if state is None:
         raise InternalError("the first event of an epoch must be EpochStarted")
     if isinstance(event, Charged):
+        if event.position in state.pending:
+            raise InternalError("a stream position can only be charged once")
         acct = state.accountant.compose(event.amount)  # the filter's last word
+        pending = _with_pending(state, event.position, event)
         if event.pool is Pool.MATRIX:
-            return replace(state, accountant=acct, pending=event)
+            return replace(state, accountant=acct, pending=pending)
+        if event.position <= state.position:
+            raise InternalError("a charge must be for a later stream position")
         return replace(
             state,
             accountant=acct,
@@ -565,10 +595,11 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
             position=event.position,
             bad=event.b,
             fresh=state.fresh + 1,
-            pending=event,
+            pending=pending,
         )
     if isinstance(event, MatrixReleased):
-        if state.pending is None or state.pending.pool is not Pool.MATRIX:
+        mm = state.pending.get(0)
+        if mm is None or mm.pool is not Pool.MATRIX:
             raise InternalError("a release must follow its charge")
         stored = state.stored
         blocks = event.blocks
@@ -587,11 +618,11 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
             matrix_joint=joint_release(blocks),
             stored=stored,
             mm_pending=False,
-            pending=None,
+            pending=_with_pending(state, 0, None),
         )
     if isinstance(event, Released):
-        p = state.pending
-        if p is None or p.key != event.key or p.position != event.position:
+        p = state.pending.get(event.position)
+        if p is None or p.pool is Pool.MATRIX or p.key != event.key:
             raise InternalError("a release must follow its charge")
         stored = state.stored
         if event.batch is not None and _infers(state, event.batch.domain):
@@ -608,7 +639,7 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
             answers=_with_answer(
                 state, event.key, StoredAnswer(answers=event.answers, std_errors=event.std_errors)
             ),
-            pending=None,
+            pending=_with_pending(state, event.position, None),
         )
     if isinstance(event, Answered):
         if event.b is not None and event.pacing is not None:
@@ -796,6 +827,16 @@ def _is_good(state: EngineState, batch: QueryBatch) -> bool:
     return bool(state.predicted_rows) and all(k in state.predicted_rows for k in batch.row_keys())
 
 
+def may_spend_nothing(state: EngineState, batch: QueryBatch) -> bool:
+    """False when :func:`decide` would certainly answer ``batch`` FRESH or refuse it: it is
+    no repeat, it is not all in P, and stored releases are not reused. True otherwise (its
+    decision may then be anything). Pure and cheap: lets a caller that decides several
+    statements in turn order those that spend nothing first without deciding twice."""
+    if batch.key in state.answers or batch.num_queries == 0 or batch.matrix.nnz == 0:
+        return True
+    return state.config.reuse_releases or _is_good(state, batch)
+
+
 def decide(state: EngineState, batch: QueryBatch) -> Decision:
     """Classify ``batch`` and, for a fresh release, plan its charge (pure; see the module doc).
 
@@ -936,7 +977,7 @@ def release(
             raise InternalError("a stored answer is missing")
         return ReleaseResult(answers=decision.answers, std_errors=decision.std_errors)
     c = decision.charge
-    if c is None or state.pending != c:
+    if c is None or state.pending.get(c.position) != c:
         raise InternalError("the charge must be applied before the noise is drawn")
     batch = decision.batch
     x = as_pin(state.domain, data).marginal(batch.domain)

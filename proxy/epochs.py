@@ -10,11 +10,27 @@ outside it (with a hint).
 The flow of one answer (ARCHITECTURE.md §3 steps 4-6):
 
 1. an exact repeat is served from the in-memory state: no ledger access at all;
-2. otherwise, holding the epoch exclusively (:meth:`proxy.ledger.PgLedger.exclusive`): fold the
-   events other proxies appended, ``decide``; append and commit the decision's events (a
-   charge commits durably, *before* any noise is drawn); ``release`` (draws the noise, for a
-   fresh answer only); append the released answer (it is stored, so a repeat never draws new
-   noise); apply everything to the state.
+2. otherwise the statement joins the epoch's queue, and is answered by the next *group*
+   (group commit): while one group is written, the statements that arrive queue up, and the
+   next group takes all of them at once. Holding the epoch exclusively for the whole group
+   (:meth:`proxy.ledger.PgLedger.exclusive`: one advisory lock, one fold of the events other
+   proxies appended), each statement is decided in turn against the state after the previous
+   ones' events. Those answered from stored releases (MATRIX, STORED) are decided first; their
+   ``Answered`` events are committed together, asynchronously (they spend nothing), and they
+   are answered at once. Then the others: their events -- the charges -- are committed in one
+   transaction, synchronously when there is a charge, *before* any noise is drawn; then each
+   fresh statement's noise is drawn (``release``), all their ``Released`` events are committed
+   in one more synchronous transaction (stored, so a repeat never draws new noise), and only
+   then are their answers sent. A refusal (a budget limit) refuses its statement only.
+
+Crash safety follows the ledger's order: a crash before the charges' commit loses nothing
+(no noise was drawn); after it and before the releases' commit, the group's charges are spent
+and never released (budget lost, nothing shown: no client was answered); after it, everything
+was committed before any fresh answer was sent. An asynchronous commit lost in a crash of the
+state database loses only ``Answered`` events of answers from stored releases (a repeat
+recomputes them from the same releases; nothing is spent). Which statements share a group
+depends only on when they arrive and on how long the group before took, as the order of the
+lock did before; every decision still depends only on public values.
 
 Every check that can fail (no epoch, attributes outside a restricted epoch, budget refusals)
 happens before the data is touched. A marginal is computed from the pin the first time it is
@@ -48,7 +64,7 @@ import psycopg
 import rewriter
 from dp import engine
 from dp.domain import Domain, QueryBatch
-from dp.errors import LaprasError
+from dp.errors import BudgetExhaustedError, LaprasError
 from dp.noise import Sampler
 from dp.pin import Pin
 from proxy.epoch_watch import CLOSE_WAIT, Watch, WatchUnavailableError
@@ -123,18 +139,36 @@ class Answer:
     status: engine.BudgetStatus
 
 
+class _Reload(Exception):
+    """The handle was dropped while the statement waited for its group: reload, retry."""
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A statement waiting for its group: its batch and where its outcome goes."""
+
+    batch: QueryBatch
+    outcome: asyncio.Future[Answer]
+
+
 @dataclass(slots=True)
 class EpochHandle:
-    """One active epoch in this process: its pinned data and its folded state."""
+    """One active epoch in this process: its pinned data and its folded state.
+
+    ``queue``: the statements waiting for the next group; ``writer``: the task writing the
+    groups of this epoch, one at a time (it alone changes ``state`` and uses the pin, between
+    its suspension points), while there are statements queued.
+    """
 
     row: EpochRow
     domain: Domain
     pin: Pin
     state: engine.EngineState
     seq: int
-    lock: asyncio.Lock
+    queue: list[_Waiting] = dataclasses.field(default_factory=list)
+    writer: asyncio.Task[None] | None = None
     #: Set when the handle is dropped (its epoch closed, or the watch session lost): a
-    #: statement that waited for ``lock`` must not answer from it, and reloads.
+    #: statement still queued must not be answered from it, and reloads.
     dropped: bool = False
     _status: tuple[engine.EngineState, engine.BudgetStatus] | None = None
 
@@ -449,7 +483,6 @@ class EpochService:
                 pin=pin,
                 state=state,
                 seq=events[-1][0] if events else 0,
-                lock=asyncio.Lock(),
             )
             self._handles[table] = handle
             self._closed_tables.discard(table)
@@ -478,17 +511,16 @@ class EpochService:
                     hint="use only those columns, or ask an administrator for an epoch over "
                     "the whole table (lapras epoch start without --view)",
                 )
-            async with handle.lock:
-                if handle.dropped:
-                    continue  # closed (or the watch lost) while this statement waited: reload
-                repeat = self._repeat(handle, batch)
-                if repeat is not None:
-                    return repeat
-                try:
-                    return await self._answer_exclusively(handle, batch)
-                except EpochLockedError:
-                    await self._release(self._drop(table, handle))  # closed: reload, retry
-                    self._closed_tables.add(table)
+            repeat = self._repeat(handle, batch)
+            if repeat is not None:
+                return repeat
+            try:
+                return await self._grouped(handle, batch)
+            except _Reload:
+                continue  # closed (or the watch lost) while this statement waited: reload
+            except EpochLockedError:
+                await self._release(self._drop(table, handle))  # closed: reload, retry
+                self._closed_tables.add(table)
         raise NoActiveEpochError(
             f"the privacy epoch of table {table} was closed",
             hint=f"an administrator starts a new one with: lapras epoch start --table {table}",
@@ -516,35 +548,92 @@ class EpochService:
             status=handle.status(),
         )
 
-    async def _answer_exclusively(self, handle: EpochHandle, batch: QueryBatch) -> Answer:
-        # The engine's work (folding, deciding, drawing noise, least squares) runs in a worker
-        # thread: the event loop stays free for every other session. The handle's lock, held
-        # by the caller, keeps one answer of this epoch (and one user of its pin) at a time.
-        async with self.ledger.exclusive(handle.row.id, handle.seq) as tx:
-            if tx.new_events:  # appended by another proxy process
-                handle.state = await asyncio.to_thread(
-                    _applied, handle.state, [ev for _, ev in tx.new_events]
-                )
-                handle.seq = tx.new_events[-1][0]
-            # may refuse (a budget limit): nothing is written then
-            decision, state = await asyncio.to_thread(_decided, handle.state, batch)
-            fresh = decision.kind is engine.DecisionKind.FRESH
-            await tx.append(decision.events, durable=fresh)
-            handle.state, handle.seq = state, tx.seq
-            # The charge is committed: only now is the noise drawn.
-            result, state = await asyncio.to_thread(
-                _released, state, decision, handle.pin, self._sampler()
-            )
-            await tx.append(result.events)
-            handle.state, handle.seq = state, tx.seq
-        charge = decision.charge.amount if decision.charge is not None else 0.0
-        return Answer(
-            answers=result.answers,
-            std_errors=result.std_errors,
-            kind=decision.kind,
-            charge=charge,
-            status=handle.status(),
-        )
+    async def _grouped(self, handle: EpochHandle, batch: QueryBatch) -> Answer:
+        """Queue the statement for the epoch's next group and wait for its outcome."""
+        waiting = _Waiting(batch, asyncio.get_running_loop().create_future())
+        handle.queue.append(waiting)
+        if handle.writer is None:
+            handle.writer = asyncio.create_task(self._write(handle))
+        return await waiting.outcome
+
+    async def _write(self, handle: EpochHandle) -> None:
+        """Write the epoch's groups while statements are queued: each group takes every
+        statement queued when it starts (see :meth:`_commit_group`)."""
+        try:
+            while handle.queue:
+                group = [w for w in handle.queue if not w.outcome.done()]
+                handle.queue.clear()
+                if handle.dropped:
+                    for w in group:
+                        w.outcome.set_exception(_Reload())
+                elif group:
+                    await self._commit_group(handle, group)
+        finally:
+            handle.writer = None
+            for w in handle.queue:  # only when the task itself was cancelled (shutdown)
+                w.outcome.cancel()
+            handle.queue.clear()
+
+    async def _commit_group(self, handle: EpochHandle, group: Sequence[_Waiting]) -> None:
+        """One group commit (docs/admin.md, "Group commit").
+
+        Holding the epoch exclusively (one advisory lock and one catch-up for the group):
+        decide every statement in turn, each against the state after the previous ones'
+        events -- first those that spend nothing, whose events are committed asynchronously
+        and answered at once; then the others, whose events (the charges) are committed in
+        ONE transaction, synchronously when there is a charge. Only after that commit is any
+        noise drawn; the ``Released`` events are then committed in one more synchronous
+        transaction, and only then are the fresh answers sent. A refusal refuses its
+        statement only; an error of the ledger fails every statement still unanswered.
+        The engine's work runs in worker threads: the event loop stays free.
+        """
+        try:
+            async with self.ledger.exclusive(handle.row.id, handle.seq) as tx:
+                if tx.new_events:  # appended by another proxy process
+                    handle.state = await asyncio.to_thread(
+                        _applied, handle.state, [ev for _, ev in tx.new_events]
+                    )
+                    handle.seq = tx.new_events[-1][0]
+                batches = [w.batch for w in group]
+                free, rest = await asyncio.to_thread(_decided_group, handle.state, batches)
+                # 1. what spends nothing (MATRIX / STORED): asynchronous commit, answered now
+                await tx.append(free.events(), durable=False)
+                handle.state, handle.seq = free.state, tx.seq
+                self._resolve(handle, group, free)
+                # 2. the charges, with whatever else was decided after them: one transaction
+                await tx.append(rest.events(), durable=rest.charges())
+                handle.state, handle.seq = rest.state, tx.seq
+                # The charges are committed: only now is any noise drawn.
+                fresh = rest.fresh()
+                if fresh:
+                    results, state = await asyncio.to_thread(
+                        _released_all, handle.state, fresh, handle.pin, self._sampler
+                    )
+                    rest.released(results)
+                    await tx.append([ev for r in results for ev in r.events])
+                    handle.state, handle.seq = state, tx.seq
+                self._resolve(handle, group, rest)
+        except Exception as exc:
+            for w in group:
+                if not w.outcome.done():
+                    w.outcome.set_exception(exc)
+        except BaseException:  # cancelled (shutdown): nobody is answered from this group
+            for w in group:
+                w.outcome.cancel()
+            raise
+
+    @staticmethod
+    def _resolve(handle: EpochHandle, group: Sequence[_Waiting], part: _Part) -> None:
+        """Send the outcomes of ``part`` of the group (its events are committed)."""
+        status = handle.status()
+        for i, outcome in part.outcomes.items():
+            w = group[i]
+            if w.outcome.done():  # the client went away meanwhile
+                continue
+            if isinstance(outcome, BaseException):
+                w.outcome.set_exception(outcome)
+            else:
+                w.outcome.set_result(dataclasses.replace(outcome, status=status))
 
 
 def _applied(state: engine.EngineState, events: Sequence[Any]) -> engine.EngineState:
@@ -553,16 +642,122 @@ def _applied(state: engine.EngineState, events: Sequence[Any]) -> engine.EngineS
     return state
 
 
-def _decided(
-    state: engine.EngineState, batch: QueryBatch
-) -> tuple[engine.Decision, engine.EngineState]:
-    """The decision and the state after its events (applied only once they are persisted)."""
-    decision = engine.decide(state, batch)
-    return decision, _applied(state, decision.events)
+#: A placeholder status of an outcome, replaced when the outcome is sent.
+_NO_STATUS: Any = None
 
 
-def _released(
-    state: engine.EngineState, decision: engine.Decision, pin: Pin, sampler: Sampler
-) -> tuple[engine.ReleaseResult, engine.EngineState]:
-    result = engine.release(state, decision, pin, sampler)
-    return result, _applied(state, result.events)
+@dataclass(slots=True)
+class _Part:
+    """A part of a group: its statements' decisions (by index in the group), the state after
+    their events, and each statement's outcome once known (an answer, or a refusal)."""
+
+    state: engine.EngineState
+    decisions: dict[int, engine.Decision] = dataclasses.field(default_factory=dict)
+    outcomes: dict[int, Answer | BaseException] = dataclasses.field(default_factory=dict)
+    #: Statements of the group with the same batch as an earlier fresh one: its outcome.
+    same: dict[int, int] = dataclasses.field(default_factory=dict)
+
+    def events(self) -> list[Any]:
+        return [ev for d in self.decisions.values() for ev in d.events]
+
+    def charges(self) -> bool:
+        return any(d.charge is not None for d in self.decisions.values())
+
+    def fresh(self) -> list[engine.Decision]:
+        return [d for d in self.decisions.values() if d.kind is engine.DecisionKind.FRESH]
+
+    def decided(self, i: int, decision: engine.Decision) -> None:
+        self.decisions[i] = decision
+        self.state = _applied(self.state, decision.events)
+        if decision.kind is not engine.DecisionKind.FRESH:
+            assert decision.answers is not None and decision.std_errors is not None
+            self.outcomes[i] = _answer(decision, decision.answers, decision.std_errors)
+
+    def released(self, results: Sequence[engine.ReleaseResult]) -> None:
+        """The fresh answers (in the order of :meth:`fresh`), and their duplicates'."""
+        fresh = [i for i, d in self.decisions.items() if d.kind is engine.DecisionKind.FRESH]
+        for i, r in zip(fresh, results, strict=True):
+            self.outcomes[i] = _answer(self.decisions[i], r.answers, r.std_errors)
+        for i, first in self.same.items():
+            done = self.outcomes[first]
+            self.outcomes[i] = (
+                done
+                if isinstance(done, BaseException)
+                else dataclasses.replace(done, kind=engine.DecisionKind.REPEAT, charge=0.0)
+            )
+
+
+def _answer(
+    decision: engine.Decision, answers: tuple[float, ...], std_errors: tuple[float, ...]
+) -> Answer:
+    return Answer(
+        answers=answers,
+        std_errors=std_errors,
+        kind=decision.kind,
+        charge=decision.charge.amount if decision.charge is not None else 0.0,
+        status=_NO_STATUS,
+    )
+
+
+def _decided_group(state: engine.EngineState, batches: Sequence[QueryBatch]) -> tuple[_Part, _Part]:
+    """Decide a group's statements, each against the state after the previous ones' events
+    (applied here in memory; the caller persists them before it uses the state).
+
+    First part: the statements answered from stored releases (MATRIX, STORED, repeats) when
+    decided in arrival order with the fresh ones set aside. Second part: the statements set
+    aside, decided again in arrival order after the first part (a fresh one may now be
+    answered from stored releases, or refused -- a refusal refuses that statement only), and
+    those with the same batch as an earlier fresh one of the group (they get its answer, as
+    a repeat). Every decision depends only on public values: the batches, their order and
+    the state's own, as for one statement at a time.
+    """
+    free = _Part(state)
+    later: list[int] = []
+    for i, batch in enumerate(batches):
+        if not engine.may_spend_nothing(free.state, batch):
+            later.append(i)  # certainly fresh (or refused): decided once, in the second part
+            continue
+        try:
+            decision = engine.decide(free.state, batch)
+        except BudgetExhaustedError:
+            later.append(i)  # refused in the second part (after the first's events)
+            continue
+        except Exception as exc:  # this statement only (an InternalError is a bug)
+            free.outcomes[i] = exc
+            continue
+        if decision.kind is engine.DecisionKind.FRESH:
+            later.append(i)
+        else:
+            free.decided(i, decision)
+    rest = _Part(free.state)
+    fresh_keys: dict[str, int] = {}
+    for i in later:
+        batch = batches[i]
+        if batch.key in fresh_keys:
+            rest.same[i] = fresh_keys[batch.key]
+            continue
+        try:
+            decision = engine.decide(rest.state, batch)
+        except Exception as exc:  # a budget refusal (or a bug): this statement only
+            rest.outcomes[i] = exc
+            continue
+        rest.decided(i, decision)
+        if decision.kind is engine.DecisionKind.FRESH:
+            fresh_keys[batch.key] = i
+    return free, rest
+
+
+def _released_all(
+    state: engine.EngineState,
+    decisions: Sequence[engine.Decision],
+    pin: Pin,
+    sampler: Callable[[], Sampler],
+) -> tuple[list[engine.ReleaseResult], engine.EngineState]:
+    """The fresh releases of a group, in order (their charges are committed and applied),
+    each with a sampler of its own; the state after their ``Released`` events."""
+    results = []
+    for decision in decisions:
+        result = engine.release(state, decision, pin, sampler())
+        state = _applied(state, result.events)
+        results.append(result)
+    return results, state

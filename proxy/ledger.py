@@ -23,6 +23,9 @@ Charge before release (ARCHITECTURE.md §3 step 5): :meth:`Ledger.exclusive` tak
 advisory lock on the epoch (serialising every proxy process sharing it), folds the events other
 processes appended, and lets the caller append the decision's events in a transaction that
 commits *before* any noise is drawn. A crash after that commit loses budget, never overspends.
+The epoch service holds it once per *group* of concurrent statements (group commit,
+:mod:`proxy.epochs`): all the group's charges are appended in one transaction, its releases
+in one more.
 
 Close (:meth:`PgLedger.close_epoch`): the epoch's row is marked closed and the close is
 notified to every proxy process in one transaction; the close then waits, for a bounded time,
@@ -402,8 +405,8 @@ class PgLedger:
     """The ledger in PostgreSQL, through one connection of the aggregator role.
 
     One asyncio lock guards the connection; :meth:`exclusive` additionally holds a session
-    advisory lock on the epoch for the whole decide → charge → release → store sequence, so
-    that proxy processes sharing an epoch never interleave.
+    advisory lock on the epoch for the whole decide → charge → release → store sequence of a
+    group of statements, so that proxy processes sharing an epoch never interleave.
     """
 
     def __init__(self, conn: psycopg.AsyncConnection[Any], dsn: str | None = None) -> None:

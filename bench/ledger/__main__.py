@@ -3,6 +3,8 @@
     python -m bench.ledger                 # 200 fresh answers, 74 MM answers, 300 repeats
     python -m bench.ledger --quick         # fewer
     python -m bench.ledger --write-docs    # also replace the "Ledger" section of docs/benchmarks.md
+    python -m bench.ledger --group-commit [--quick] [--rounds N] [--write-docs]
+                                           # group commit before / after (bench/ledger/group.py)
 
 Starts the embedded PostgreSQL (``synchronous_commit = on``, checked) in a temporary folder with
 Adult, and measures, inside one process:
@@ -331,11 +333,90 @@ def write_docs(body: str) -> None:
     doc.write_text(text)
 
 
+GROUP_HEADING = "## Ledger: group commit (`bench/ledger --group-commit`)"
+GROUP_BEGIN = "<!-- group-commit:begin -->"
+GROUP_END = "<!-- group-commit:end -->"
+GROUP_NOTE = """
+Reading the table: *before* is the answering path as it was (one statement at a time per
+epoch: its own advisory lock and catch-up, its decision's commit -- synchronous for a charge --
+and its release's synchronous commit); *after* is group commit (docs/admin.md, "Group
+commit"): the statements queued while a group is written form the next group, with one
+advisory lock, one transaction for all of its charges (synchronous) and one for all of its
+releases (synchronous), after one asynchronous transaction for what spends nothing. Ledger
+transactions per answer are the distinct `xmin` of the ledger rows a phase wrote.
+"""
+
+
+def group_commit(args: argparse.Namespace) -> None:
+    """``--group-commit``: fresh and MATRIX answers/s of one epoch with 1, 10 and 50 clients,
+    before and after group commit, in alternating rounds (bench/ledger/group.py)."""
+    from bench.ledger import group
+
+    folder = Path(tempfile.mkdtemp(prefix="lapras-bench-group-"))
+    pg = EmbeddedPostgres(folder / "pg").start()
+    began = time.monotonic()
+    try:
+        provision_adult(pg, DATABASE, ("analyst",))
+        asyncio.run(drop_state(pg))
+        text = config_text(pg, False)
+        body, _ = group.run(
+            pg,
+            text,
+            state_dsn(pg),
+            pg.dsn(provision.AGGREGATOR, DATABASE),
+            args.rounds,
+            args.quick,
+        )
+        asyncio.run(drop_state(pg))
+        e2e = group.end_to_end(folder, text, args.quick)
+    finally:
+        pg.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    flags = (" --quick" if args.quick else "") + f" --rounds {args.rounds}"
+    body = (
+        f"Command: `python -m bench.ledger --group-commit{flags} --write-docs` "
+        f"({time.monotonic() - began:.0f} s; embedded PostgreSQL, `synchronous_commit = on`, data "
+        "on the local disk; `EpochService.answer` in one process, the clients asyncio tasks; "
+        "Adult, epoch over `age_sex_income` (296 cells), reuse = false, a new epoch per round "
+        "and variant, rounds alternating before/after; `OPENBLAS_NUM_THREADS=1`; 2 cores "
+        "shared with other work).\n\n"
+        + body
+        + "\n\nThe same phases through `lapras serve` (its own process; asyncpg clients, one "
+        "connection each, over loopback; the epoch started by the CLI), after only:\n\n"
+        + e2e
+        + "\n"
+        + GROUP_NOTE
+    )
+    print(body)
+    if args.write_docs:
+        doc = ROOT / "docs" / "benchmarks.md"
+        text = doc.read_text()  # read just before the edit: others edit other blocks
+        if GROUP_BEGIN in text and GROUP_END in text:
+            head, rest = text.split(GROUP_BEGIN, 1)
+            _, tail = rest.split(GROUP_END, 1)
+            text = head + GROUP_BEGIN + "\n" + body.strip() + "\n" + GROUP_END + tail
+        elif HEADING in text:  # a section of its own, after the Ledger section (which
+            # `--write-docs` without `--group-commit` rewrites up to the next section)
+            head, rest = text.split(HEADING, 1)
+            nxt = rest.find("\n## ")
+            at = nxt + 1 if nxt >= 0 else len(rest)
+            block = f"{GROUP_HEADING}\n\n{GROUP_BEGIN}\n{body.strip()}\n{GROUP_END}\n\n"
+            text = head + HEADING + rest[:at] + block + rest[at:]
+        else:
+            raise SystemExit("docs/benchmarks.md has no Ledger section")
+        doc.write_text(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.ledger")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--write-docs", action="store_true")
+    parser.add_argument("--group-commit", action="store_true")
+    parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
+    if args.group_commit:
+        group_commit(args)
+        return
     n_fresh, n_repeat, n_raw, n_e2e = (60, 100, 100, 30) if args.quick else (200, 300, 300, 100)
     folder = Path(tempfile.mkdtemp(prefix="lapras-bench-ledger-"))
     pg = EmbeddedPostgres(folder / "pg").start()

@@ -30,6 +30,7 @@ from dp.engine import (
     apply,
     decide,
     fold,
+    may_spend_nothing,
     release,
     start,
     status,
@@ -230,6 +231,71 @@ def test_charge_before_release_and_crash_between() -> None:
     assert state.fresh == 1 and BAD[0].key not in state.answers
     d2 = decide(state, BAD[0])  # asked again: a new charge (conservative), never a free redraw
     assert d2.kind is DecisionKind.FRESH and d2.charge is not None and d2.charge.b == 2
+
+
+def test_several_charges_pending_at_once() -> None:
+    """Group commit: statements decided in turn (each against the state after the previous
+    ones' charges) are all pending before any noise is drawn; each release needs its own
+    charge, consumes it once, and the ledger in that order folds to the same state."""
+    gdp = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=8, split="equal", reuse=False)
+    for cfg in (paper(), gdp):
+        run = Run.begin(cfg)
+        state, decisions = run.state, []
+        for q in (BAD[8], BAD[6], BAD[7]):
+            d = decide(state, q)
+            assert d.kind is DecisionKind.FRESH and d.charge is not None
+            for ev in d.events:
+                state = apply(state, ev)
+            decisions.append(d)
+        charges = [d.charge for d in decisions if d.charge is not None]
+        assert [c.position for c in charges] == [1, 2, 3]
+        assert len(state.pending) == 3
+        assert state.accountant.spent == pytest.approx(
+            run.state.accountant.spent + sum(c.amount for c in charges)
+        )
+        released: list[Event] = []
+        for d in reversed(decisions):  # in any order
+            r = release(state, d, X, SeededSampler(7))
+            for ev in r.events:
+                state = apply(state, ev)
+            released += r.events
+            with pytest.raises(InternalError):  # its charge is consumed: never drawn twice
+                release(state, d, X, SeededSampler(8))
+        assert len(state.pending) == 0
+        assert all(q.key in state.answers for q in (BAD[8], BAD[6], BAD[7]))
+        with pytest.raises(InternalError):  # a position is charged once
+            apply(state, charges[0])
+        ledger = [*run.ledger, *(ev for d in decisions for ev in d.events), *released]
+        again = fold(ledger)
+        assert again.accountant == state.accountant and again.pacing == state.pacing
+        assert dict(again.answers) == dict(state.answers) and len(again.pending) == 0
+        # a crash after the charges' commit: all of the group's charges are spent, none released
+        lost = fold([*run.ledger, *(ev for d in decisions for ev in d.events)])
+        assert sorted(lost.pending) == [1, 2, 3] and lost.fresh == 3
+        assert not any(q.key in lost.answers for q in (BAD[8], BAD[6], BAD[7]))
+
+
+def test_may_spend_nothing_is_false_only_for_fresh_or_refused() -> None:
+    """The cheap pre-check a caller uses to decide what spends nothing first: when it says
+    False, the decision is FRESH or a refusal, whatever the state."""
+    reuse_off = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=4, split="equal", reuse=False)
+    for cfg in (
+        paper(stream_length=4),
+        reuse_off,
+        EngineConfig(epsilon=1.0, delta=1e-3, stream_length=4),
+    ):
+        run = Run.begin(cfg)
+        for q in [*BAD, GOOD0, PRED, BAD[0], QueryBatch.from_dense(DOM, [[0, 0, 0, 0]])]:
+            free = may_spend_nothing(run.state, q)
+            try:
+                d = decide(run.state, q)
+            except BudgetExhaustedError:
+                continue
+            assert free or d.kind is DecisionKind.FRESH, (cfg.mode, q.key)
+            if d.kind is not DecisionKind.FRESH:
+                assert free
+            run.ask(q)
+    assert not may_spend_nothing(Run.begin(reuse_off).state, BAD[0])
 
 
 def test_default_mode_reuse_and_exhaustion() -> None:

@@ -64,6 +64,10 @@ def test_cli_and_wire_admin_views(pg: Any, tmp_path: Path) -> None:
             assert row[:4] == ("adult", epoch, "*", "mu^2")  # "*": the whole table
             assert row[4] == st.total and row[5] == st.spent
             assert row[7:10] == (1, 20, 2)  # one online release of S = 20; stream position 2
+            cols = [d.name for d in cur.description]
+            got = dict(zip(cols, row, strict=True))
+            assert got["spent_epsilon"] == pytest.approx(st.spent_epsilon)
+            assert got["budget_group"] is None  # adult has no lifetime cap
 
             cur = conn.execute("SHOW LAPRAS RELEASES", prepare=True)  # extended protocol too
             releases = cur.fetchall()
@@ -103,7 +107,7 @@ def test_cli_and_wire_admin_views(pg: Any, tmp_path: Path) -> None:
             epochs = conn.execute("SHOW LAPRAS EPOCHS").fetchall()
             assert [(e[0], e[3]) for e in epochs] == [(epoch, "closed")]
             assert epochs[0][7] is not None
-            assert conn.execute("SHOW LAPRAS BUDGET").fetchall()[0][1:] == (None,) * 11
+            assert conn.execute("SHOW LAPRAS BUDGET").fetchall()[0][1:] == (None,) * 15
 
         with psycopg.connect(dsn(port), autocommit=True) as analyst:
             with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):

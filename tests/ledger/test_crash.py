@@ -18,8 +18,11 @@ ledger before and after all the kills, and so are the answers given from it.
 
 Each proxy lifetime is a real process running ``proxy.app.running`` with the production sampler
 (SecureSampler), forked from a warm helper (``forkserver.py``) so that 19 restarts fit in
-seconds; the epoch is started with the real CLI. The client's stream is fresh single-cell and
-range counts (reuse of stored releases is off, so each is a fresh release with its charge).
+seconds; the epoch is started with the real CLI. The clients' stream is fresh single-cell and
+range counts (reuse of stored releases is off, so each is a fresh release with its charge);
+``CLIENTS`` clients send it at once, so the proxy commits their charges in groups (group
+commit, proxy/epochs.py) and a kill can fall inside a group, between its charges' commit, its
+noise and its releases' commit.
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ from ledger_helpers import (
 from dp import engine
 
 KILLS = 18
-PER_LIFETIME = 60  # fresh queries a client sends to one proxy lifetime, at most
+PER_LIFETIME = 60  # fresh queries the clients send to one proxy lifetime, at most
+CLIENTS = 4  # concurrent clients per proxy lifetime: their fresh answers are grouped
 
 
 def check_ledger(pg: Any, epoch: int) -> tuple[engine.BudgetStatus, int, int]:
@@ -108,6 +112,12 @@ def test_sigkill_at_random_points_never_overspends_nor_redraws(pg: Any, tmp_path
         for sex in ("Female", "Male")
     ]
     stream = iter(fresh)
+    taking = threading.Lock()  # the clients' threads share the stream
+
+    def take() -> str:
+        with taking:
+            return next(stream)
+
     unexpected: list[str] = []
     answered: dict[str, Any] = {}  # every answer a client received, ever
     last_round: list[str] = []
@@ -127,7 +137,7 @@ def test_sigkill_at_random_points_never_overspends_nor_redraws(pg: Any, tmp_path
                         assert value == answered[q], q
                         assert "repeat" in notice, (q, notice)
                 # the stream continues: a new fresh query is answered
-                q = next(stream)
+                q = take()
                 value, notice = ask(conn, notices, q)
                 assert "fresh noise" in notice
                 answered[q] = value
@@ -137,7 +147,7 @@ def test_sigkill_at_random_points_never_overspends_nor_redraws(pg: Any, tmp_path
             if round_ == KILLS:
                 server.kill(pid)
                 break
-            # a client streams fresh queries until the proxy is killed at a random point
+            # clients stream fresh queries until the proxy is killed at a random point
             this_round: list[str] = []
             stop = threading.Event()
 
@@ -148,7 +158,7 @@ def test_sigkill_at_random_points_never_overspends_nor_redraws(pg: Any, tmp_path
                     c, _ = connect(port)
                     with c:
                         while not stop.is_set() and len(out) < PER_LIFETIME:
-                            q = next(stream)
+                            q = take()
                             row = c.execute(q).fetchone()
                             if row is None:
                                 unexpected.append(f"no row for {q}")
@@ -161,13 +171,15 @@ def test_sigkill_at_random_points_never_overspends_nor_redraws(pg: Any, tmp_path
                 except Exception as exc:
                     unexpected.append(repr(exc))
 
-            t = threading.Thread(target=client, daemon=True)
-            t.start()
+            threads = [threading.Thread(target=client, daemon=True) for _ in range(CLIENTS)]
+            for t in threads:
+                t.start()
             time.sleep(rng.uniform(0.02, 0.6))
             server.kill(pid)
             stop.set()
-            t.join(30)
-            assert not t.is_alive()
+            for t in threads:
+                t.join(30)
+            assert not any(t.is_alive() for t in threads)
             assert not unexpected, unexpected
             last_round = this_round
 
