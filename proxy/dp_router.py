@@ -19,15 +19,26 @@ Every statement on a protected table goes to the query log (template, bindings, 
 raw SQL only when configured), which ``lapras predict`` reads.
 
 Classification is pure Python (sqlglot and the rewriter's passes) and takes about 10 ms per
-KiB of a worst-case statement: a statement longer than ``off_loop_chars`` is classified in
-the router's one worker thread, so that the event loop keeps serving every other session
-meanwhile (docs/benchmarks.md, "Big statements"); shorter ones are classified at once and
-their routes cached by text.
+KiB of a worst-case statement: a statement longer than ``off_loop_chars``, or a new text that
+may name a protected table, is classified in the router's worker thread, so that the event
+loop keeps serving every other session meanwhile (docs/benchmarks.md, "Big statements");
+the others are classified at once; routes are cached by text.
+
+The rewriter's work of each execution of a DP statement runs in a second worker thread
+(``lapras-answer``): binding a prepared statement's parameters (``rewriter.bind``, 0.2 to
+1 ms on Adult), and the rows and NOTICE of an answer of more than :data:`LOOP_QUERIES`
+linear queries (``rewriter.postprocess``, :func:`describe_answer`). The event loop keeps
+the I/O, the routing, and what costs less than a trip to the worker and back (about 20 to
+30 us): an exact repeat answered from the read callback (``execute_now``: the stored answer,
+no noise), and the rows of a small answer. Bound plans are kept by statement and parameter
+values (public: what the analyst sent), so that an exact repeat of a prepared statement is
+found without binding it again (docs/benchmarks.md, "DP answers off the event loop").
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import gc
 import json
 import logging
@@ -38,7 +49,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 from typing import Any, TypeVar
+from uuid import UUID
 
 import numpy as np
 
@@ -73,9 +86,19 @@ OFF_LOOP_CHARS = 16 * 1024
 #: it is applied (seconds, at most).
 LOG_DAYS, LOG_ROWS = 90.0, 1_000_000
 PRUNE_INTERVAL = 60.0
-#: The interpreter's switch interval while the worker classifies: how long the event loop may
-#: wait for the worker to hand over the interpreter (Python's default is 5 ms).
+#: The interpreter's switch interval while a worker classifies or answers: how long the event
+#: loop may wait for the worker to hand over the interpreter (Python's default is 5 ms).
 _SWITCH_INTERVAL = 0.001
+#: Answers of at most this many linear queries get their rows and NOTICE on the event loop
+#: (tens of microseconds, less than the trip to the worker); larger ones in the worker.
+LOOP_QUERIES = 8
+#: Bound plans kept (by statement and parameters): at most this many, holding at most this
+#: many non-zero weights in all; a bigger plan is not kept.
+PLANS, PLAN_WEIGHTS = 1024, 4_000_000
+#: Parameter values a bound plan is kept for (their ``repr`` tells equal values apart exactly).
+_KEYED: frozenset[type] = frozenset(
+    (type(None), bool, int, float, str, bytes, Decimal, dt.date, dt.datetime, dt.time)
+) | {dt.timedelta, UUID}
 
 _T = TypeVar("_T")
 
@@ -194,6 +217,13 @@ class DPRouter:
         self._flusher: asyncio.Task[None] | None = None
         self.off_loop_chars = off_loop_chars
         self._worker: ThreadPoolExecutor | None = None  # started at the first long statement
+        self._answering: ThreadPoolExecutor | None = None  # started at the first DP execution
+        # bound plans of prepared DP statements, by (id(statement), parameters); the statement
+        # is kept with its plan so that its id stays its own (event loop only)
+        self._plans: OrderedDict[
+            tuple[int, tuple[tuple[type, str], ...]], tuple[rewriter.DPStatement, rewriter.Plan]
+        ] = OrderedDict()
+        self._plan_weights = 0
 
     def _classified(self, sql: str) -> tuple[rewriter.Statement, Route]:
         """The classification of one statement and its route, cached by text (both are pure
@@ -283,58 +313,100 @@ class DPRouter:
             return LocalResult(rows=tuple(await st.run(self.service)))
         if not isinstance(st, rewriter.DPStatement):
             return LocalResult(rows=())
-        plan = st.plan if st.plan is not None else rewriter.bind(st, execution.params)
+        params = execution.params
+        plan = st.plan if st.plan is not None else self._bound(st, params)
+        if plan is None:
+            plan = await self._answer_off_loop(rewriter.bind, st, params)
+            self._keep(st, params, plan)
         if plan.batch.num_queries == 0:
-            return self._public(execution, st, plan)
+            if _small(plan):
+                return self._public(execution, plan, _public_rows(plan))
+            return self._public(execution, plan, await self._answer_off_loop(_public_rows, plan))
         try:
             answer = await self.service.answer(plan)
         except LaprasError:
-            self._log(execution.statement, (st, plan, execution.params), "refused")
+            self._log(execution.statement, plan, "refused")
             raise
-        return self._result(execution, st, plan, answer)
+        if _small(plan):
+            rendered = _rendered(plan, answer, self.reveal_sources)
+        else:
+            rendered = await self._answer_off_loop(_rendered, plan, answer, self.reveal_sources)
+        return self._result(execution, plan, answer, rendered)
 
     def execute_now(self, execution: Execution) -> LocalResult | None:
-        """A stored answer (an exact repeat) at once; None for everything else."""
+        """A stored answer (an exact repeat) of a small plan at once, from the read callback;
+        None for everything else: never binds (a prepared statement's plan is found only
+        when these parameters were bound before), never draws noise."""
         st = execution.route.plan
         if not isinstance(st, rewriter.DPStatement):
             return None
-        try:
-            plan = st.plan if st.plan is not None else rewriter.bind(st, execution.params)
-        except LaprasError:
-            return None  # execute() reports it
+        plan = st.plan if st.plan is not None else self._bound(st, execution.params)
+        if plan is None or not _small(plan):
+            return None  # execute() binds and renders in the worker
         if plan.batch.num_queries == 0:
-            return self._public(execution, st, plan)
+            return self._public(execution, plan, _public_rows(plan))
         answer = self.service.answer_now(plan)
-        return None if answer is None else self._result(execution, st, plan, answer)
+        if answer is None:
+            return None
+        return self._result(execution, plan, answer, _rendered(plan, answer, self.reveal_sources))
+
+    def _bound(self, st: rewriter.DPStatement, params: tuple[object, ...]) -> rewriter.Plan | None:
+        """The plan ``st`` was bound to with these parameter values before, if kept."""
+        key = _plan_key(st, params)
+        hit = self._plans.get(key) if key is not None else None
+        if key is None or hit is None or hit[0] is not st:
+            return None
+        self._plans.move_to_end(key)
+        return hit[1]
+
+    def _keep(
+        self, st: rewriter.DPStatement, params: tuple[object, ...], plan: rewriter.Plan
+    ) -> None:
+        """Keep a bound plan (a pure function of the statement and the parameter values)."""
+        key = _plan_key(st, params)
+        nnz = _weights(plan)
+        if key is None or nnz > PLAN_WEIGHTS:
+            return
+        old = self._plans.pop(key, None)
+        if old is not None:
+            self._plan_weights -= _weights(old[1])
+        self._plans[key] = (st, plan)
+        self._plan_weights += nnz
+        while len(self._plans) > PLANS or self._plan_weights > PLAN_WEIGHTS:
+            _, (_, dropped) = self._plans.popitem(last=False)
+            self._plan_weights -= _weights(dropped)
+
+    async def _answer_off_loop(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)`` in the answering worker thread (with the switch interval lowered)."""
+        if self._answering is None:
+            self._answering = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lapras-answer")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._answering, _quick, fn, *args)
 
     def _result(
-        self, execution: Execution, st: rewriter.DPStatement, plan: rewriter.Plan, answer: Answer
+        self,
+        execution: Execution,
+        plan: rewriter.Plan,
+        answer: Answer,
+        rendered: tuple[tuple[tuple[object, ...], ...], Notice],
     ) -> LocalResult:
-        rows = rewriter.postprocess(
-            plan,
-            np.asarray(answer.answers, dtype=np.float64),
-            np.asarray(answer.std_errors, dtype=np.float64),
-        )
-        self._log(execution.statement, (st, plan, execution.params), answer.kind.value)
-        return LocalResult(
-            rows=tuple(tuple(r) for r in rows),
-            notices=(describe_answer(answer, plan, reveal=self.reveal_sources),),
-        )
+        rows, notice = rendered
+        self._log(execution.statement, plan, answer.kind.value)
+        return LocalResult(rows=rows, notices=(notice,))
 
     def _public(
-        self, execution: Execution, st: rewriter.DPStatement, plan: rewriter.Plan
+        self, execution: Execution, plan: rewriter.Plan, rows: tuple[tuple[object, ...], ...]
     ) -> LocalResult:
         """A statement that asks only for public values (``SELECT DISTINCT col``, ``GROUP
         BY col`` without aggregates): the declared values, without the engine, at no cost."""
-        rows = rewriter.postprocess(plan, np.zeros(0))
-        self._log(execution.statement, (st, plan, execution.params), "public")
-        return LocalResult(rows=tuple(tuple(r) for r in rows), notices=(PUBLIC_NOTICE,))
+        self._log(execution.statement, plan, "public")
+        return LocalResult(rows=rows, notices=(PUBLIC_NOTICE,))
 
-    def _log(self, statement: StatementInfo, dp: tuple[Any, Any, Any], outcome: str) -> None:
+    def _log(self, statement: StatementInfo, plan: rewriter.Plan, outcome: str) -> None:
         """Append to the query log without delaying the answer (DP statements only:
-        refusals before planning name no template)."""
-        st, plan, params = dp
-        fp = rewriter.fingerprint(st, params) if st.plan is None else plan.fingerprint
+        refusals before planning name no template). The plan's fingerprint is the
+        statement's with its parameters as bindings (``rewriter.fingerprint``)."""
+        fp = plan.fingerprint
         record = {
             "analyst": statement.session.user,
             "table": plan.table.split(".")[-1],
@@ -357,11 +429,12 @@ class DPRouter:
         self.close()
 
     def close(self) -> None:
-        """Stop the worker thread: queued classifications are dropped, one under way ends on
-        its own (nothing waits for it any more). A later long statement starts a new one."""
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.shutdown(wait=False, cancel_futures=True)
+        """Stop the worker threads: queued work is dropped, what is under way ends on its own
+        (nothing waits for it any more). A later statement starts new ones."""
+        for worker in (self._worker, self._answering):
+            if worker is not None:
+                worker.shutdown(wait=False, cancel_futures=True)
+        self._worker = self._answering = None
 
     async def _flush_log(self) -> None:
         """Write what accumulated, in batches, until nothing is pending (one task at a time;
@@ -378,6 +451,42 @@ class DPRouter:
                     await self.service.ledger.prune_log(max_days=days, max_rows=rows)
             except Exception:  # the log must never break an answer
                 log.exception("could not write %d query-log rows", len(batch))
+
+
+def _small(plan: rewriter.Plan) -> bool:
+    """Whether the rows of an answer are made on the event loop (see :data:`LOOP_QUERIES`)."""
+    return plan.batch.num_queries <= LOOP_QUERIES and plan.num_groups <= LOOP_QUERIES
+
+
+def _weights(plan: rewriter.Plan) -> int:
+    return int(plan.batch.matrix.nnz) + 1
+
+
+def _plan_key(
+    st: rewriter.DPStatement, params: tuple[object, ...]
+) -> tuple[int, tuple[tuple[type, str], ...]] | None:
+    """The key of a bound plan: the statement and each parameter's type and ``repr`` (so
+    that ``1``, ``1.0``, ``True`` and ``Decimal('1.0')`` stay apart); None when a value is of
+    a type not listed in :data:`_KEYED` (its ``repr`` might not tell values apart)."""
+    if not all(type(p) in _KEYED for p in params):
+        return None
+    return id(st), tuple((type(p), repr(p)) for p in params)
+
+
+def _rendered(
+    plan: rewriter.Plan, answer: Answer, reveal: bool
+) -> tuple[tuple[tuple[object, ...], ...], Notice]:
+    """The rows and the NOTICE of a DP answer (pure; any thread)."""
+    rows = rewriter.postprocess(
+        plan,
+        np.asarray(answer.answers, dtype=np.float64),
+        np.asarray(answer.std_errors, dtype=np.float64),
+    )
+    return tuple(tuple(r) for r in rows), describe_answer(answer, plan, reveal=reveal)
+
+
+def _public_rows(plan: rewriter.Plan) -> tuple[tuple[object, ...], ...]:
+    return tuple(tuple(r) for r in rewriter.postprocess(plan, np.zeros(0)))
 
 
 def _counted(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -407,28 +516,57 @@ def _off_loop(classify: Callable[[str], _T], sql: str) -> _T:
       statement takes a few hundred MB while it is classified.
 
     Both settings are the process's: the first classification under way (of any router in
-    the process) sets them, the last one to end restores them.
+    the process) sets them, the last one to end restores them (the switch interval: the last
+    piece of work of either worker, see :func:`_quick`).
     """
-    global _quiet_depth, _quiet_saved
-    with _quiet_lock:
-        if _quiet_depth == 0:
-            _quiet_saved = (gc.isenabled(), sys.getswitchinterval())
-            gc.disable()
-            sys.setswitchinterval(min(_quiet_saved[1], _SWITCH_INTERVAL))
-        _quiet_depth += 1
+    _quiet(+1, pause_gc=True)
     try:
         return classify(sql)
     finally:
-        with _quiet_lock:
-            _quiet_depth -= 1
-            if _quiet_depth == 0:
-                collecting, interval = _quiet_saved
-                sys.setswitchinterval(interval)
-                if collecting:
-                    gc.enable()
+        _quiet(-1, pause_gc=True)
         trim_heap()
+
+
+def _quick(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` in the answering worker thread (a bind, the rows of an answer: under a
+    few milliseconds), with the switch interval shortened as :func:`_off_loop` does, so
+    that the event loop waits at most about a millisecond for the interpreter. The
+    collector is left running: under a steady DP load the worker is almost always busy."""
+    _quiet(+1, pause_gc=False)
+    try:
+        return fn(*args)
+    finally:
+        _quiet(-1, pause_gc=False)
+
+
+def _quiet(step: int, *, pause_gc: bool) -> None:
+    """Enter (``step`` +1) or leave (-1) a piece of worker work: the first one under way
+    shortens the switch interval and the last one restores it; the same, separately, for
+    pausing the garbage collector (classifications only)."""
+    global _quiet_depth, _quiet_interval, _gc_depth, _gc_saved
+    with _quiet_lock:
+        if step > 0:
+            if _quiet_depth == 0:
+                _quiet_interval = sys.getswitchinterval()
+                sys.setswitchinterval(min(_quiet_interval, _SWITCH_INTERVAL))
+            _quiet_depth += 1
+            if pause_gc:
+                if _gc_depth == 0:
+                    _gc_saved = gc.isenabled()
+                    gc.disable()
+                _gc_depth += 1
+            return
+        _quiet_depth -= 1
+        if _quiet_depth == 0:
+            sys.setswitchinterval(_quiet_interval)
+        if pause_gc:
+            _gc_depth -= 1
+            if _gc_depth == 0 and _gc_saved:
+                gc.enable()
 
 
 _quiet_lock = threading.Lock()
 _quiet_depth = 0
-_quiet_saved = (True, 0.005)
+_quiet_interval = 0.005
+_gc_depth = 0
+_gc_saved = True

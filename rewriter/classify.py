@@ -189,7 +189,7 @@ def classify_piece(piece: Piece, schema: Schema) -> Statement:
 
 def bind(statement: DPStatement, params: Sequence[object]) -> Plan:
     """Bind ``$1..$n`` (Python values, or text for untyped parameters) and reduce to a plan."""
-    return reduce(statement.prepared, params)
+    return reduce(statement.prepared, params, reuse=True)
 
 
 def _texts(piece: Piece) -> list[str]:

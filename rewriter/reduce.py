@@ -8,9 +8,12 @@ public group (every combination of the group attributes' cells, empty or not).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import hashlib
 import itertools
 import math
+from collections import OrderedDict
 from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -529,54 +532,81 @@ def _post_value(v: object) -> object:
     return v
 
 
-def _fingerprint(logical: Logical, params: Sequence[object]) -> Fingerprint:
-    import hashlib
+def _template_key(template: str) -> str:
+    return hashlib.sha256(template.encode()).hexdigest()[:16]
 
+
+def _fingerprint(logical: Logical, params: Sequence[object], key: str | None = None) -> Fingerprint:
+    """The template, its bindings and the template's key (``key``: when already known)."""
     bindings = tuple(
         _post_value(params[b.index] if isinstance(b, Param) and 0 <= b.index < len(params) else b)
         for b in logical.bindings
     )
-    key = hashlib.sha256(logical.template.encode()).hexdigest()[:16]
+    key = key or _template_key(logical.template)
     return Fingerprint(template=logical.template, bindings=bindings, key=key)
 
 
-def _measure_weights(
-    meas: Measure, table: TableDecl, masks: _Masks, values: _Values, shape: tuple[int, ...]
+def _measure_parts(
+    meas: Measure, table: TableDecl, masks: _Masks, values: _Values
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64] | None, tuple[object, ...]]:
-    """A measure's weight in every cell (flattened), and for a histogram each cell's value
-    code and the public values in ascending order."""
-    size = int(np.prod(shape))
-    codes: npt.NDArray[np.int64] | None = None
-    hist_values: tuple[object, ...] = ()
+    """A measure's weight before its FILTER, over the attributes it reads (an axis of length
+    1 for the others; broadcast to the view by :func:`_measure_weights`), and for a histogram
+    each of those cells' value code and the public values in ascending order. A function of
+    the statement and the view only: the measures are never bound."""
     if meas.kind is MeasureKind.COUNT_STAR:
-        w = np.ones(size)
-    elif meas.kind is MeasureKind.COUNT and meas.attribute is not None:
+        return np.ones([1] * masks.ndim), None, ()
+    if meas.kind is MeasureKind.COUNT and meas.attribute is not None:
         attr = table.attributes[meas.attribute]
         per = np.ones(attr.size)
         if attr.null_cell is not None:
             per[attr.null_cell] = 0.0
-        w = np.broadcast_to(masks.shape_for(attr.name, per), shape).reshape(-1).astype(np.float64)  # type: ignore[arg-type]
-    else:
-        assert meas.expr is not None
-        small = values.of(meas.expr)  # over the attributes it reads; broadcast at the end
-        known = np.frompyfunc(lambda x: x is not None, 1, 1)(small).astype(bool)
-        if meas.kind is MeasureKind.COUNT:
-            part = known.astype(np.float64)
-        elif meas.kind is MeasureKind.HIST:
-            distinct = sorted({x for x in small.reshape(-1) if x is not None}, key=_order_key)
-            index = {x: i for i, x in enumerate(distinct)}
-            small_codes = np.frompyfunc(lambda x: index.get(x, 0) if x is not None else 0, 1, 1)
-            codes = np.broadcast_to(small_codes(small).astype(np.int64), shape).reshape(-1).copy()
-            part = known.astype(np.float64)
-            hist_values = tuple(distinct)
-        else:
-            num = _numbers(small, 0.0)
-            part = num * num if meas.kind is MeasureKind.SUMSQ else num
-        w = np.broadcast_to(part, shape).reshape(-1).astype(np.float64)
+        axes = [1] * masks.ndim
+        axes[masks.axes[attr.name]] = attr.size
+        return per.reshape(axes), None, ()
+    assert meas.expr is not None
+    small = values.of(meas.expr)
+    known = np.frompyfunc(lambda x: x is not None, 1, 1)(small).astype(bool)
+    if meas.kind is MeasureKind.COUNT:
+        return known.astype(np.float64), None, ()
+    if meas.kind is MeasureKind.HIST:
+        distinct = sorted({x for x in small.reshape(-1) if x is not None}, key=_order_key)
+        index = {x: i for i, x in enumerate(distinct)}
+        small_codes = np.frompyfunc(lambda x: index.get(x, 0) if x is not None else 0, 1, 1)
+        return known.astype(np.float64), small_codes(small).astype(np.int64), tuple(distinct)
+    num = _numbers(small, 0.0)
+    return (num * num if meas.kind is MeasureKind.SUMSQ else num), None, ()
+
+
+def _measure_weights(
+    meas: Measure,
+    table: TableDecl,
+    masks: _Masks,
+    values: _Values,
+    shape: tuple[int, ...],
+    static: _Static | None = None,
+    j: int = 0,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64] | None, tuple[object, ...]]:
+    """A measure's weight in every cell (flattened), and for a histogram each cell's value
+    code and the public values in ascending order. With ``static`` (measure ``j`` of its
+    statement), what does not depend on the parameters is computed once per statement."""
+    parts = static.parts.get(j) if static is not None else None
+    if parts is None:
+        parts = _measure_parts(meas, table, masks, static.values if static else values)
+        if static is not None:
+            static.parts[j] = parts
+    part, small_codes, hist_values = parts
+    w = np.broadcast_to(part, shape).reshape(-1).astype(np.float64)
+    codes = None
+    if small_codes is not None:
+        codes = np.broadcast_to(small_codes, shape).reshape(-1).copy()
     if meas.filter is not None:
-        t, _, mixed = masks.pred(meas.filter, table)
-        if mixed.any():
-            raise _cut(table)
+        t = static.filters.get(j) if static is not None else None
+        if t is None:
+            t, _, mixed = masks.pred(meas.filter, table)
+            if mixed.any():
+                raise _cut(table)
+            if static is not None and not _has_param(meas.filter):
+                static.filters[j] = t
         w = w * np.broadcast_to(t, shape).reshape(-1)
     return w, codes, hist_values
 
@@ -612,10 +642,14 @@ def _cut(table: TableDecl) -> UnsupportedError:
     )
 
 
-def _reduce_union(logical: Logical, params: Sequence[object], view: ViewDecl) -> Plan:
+def _reduce_union(
+    logical: Logical, params: Sequence[object], view: ViewDecl, *, reuse: bool = False
+) -> Plan:
     """A UNION: each branch reduced over the one marginal covering them all, their batches
     stacked into one (one release, one charge; the sensitivity of the stack is recomputed)."""
-    parts = tuple(reduce(b, params[: len(b.param_types)], view=view) for b in logical.branches)
+    parts = tuple(
+        reduce(b, params[: len(b.param_types)], view=view, reuse=reuse) for b in logical.branches
+    )
     return Plan(
         table=logical.table.qualified,
         view=view.name,
@@ -636,8 +670,114 @@ def _reduce_union(logical: Logical, params: Sequence[object], view: ViewDecl) ->
     )
 
 
+class _Static:
+    """What binding a statement over its view computes that does not depend on the
+    parameters, kept between its bindings (:func:`reduce` with ``reuse``): the view, the
+    values of its expressions over the declared domains, its measures' weights before
+    broadcasting, its grouping expressions' codes, and which parts hold no parameter (bound
+    as they are). Each part is computed at its first use, in the order :func:`reduce` always
+    uses them, so that a statement refused for one reason is refused for it every time.
+
+    Everything here is public: the declaration and the statement (no parameter value, no
+    data). Arrays are kept over the attributes each part reads, not over the whole view."""
+
+    def __init__(self, logical: Logical, view: ViewDecl) -> None:
+        self.logical = logical
+        self.view = view
+        self.values = _Values(view, logical.table, logical.table.cell_limit)
+        self.asked = _asked(logical)
+        self.parts: dict[
+            int, tuple[npt.NDArray[np.float64], npt.NDArray[np.int64] | None, tuple[object, ...]]
+        ] = {}
+        self.filters: dict[int, BoolArray] = {}
+        self.groups: dict[int, tuple[npt.NDArray[np.int64], list[object]]] = {}
+        self.group_free = [not _has_param(g) for g in logical.group_by]
+        # bound as they are (:func:`_bind` replaces constants that are parameters only; the
+        # parameters a comparison holds are read by the masks)
+        self.where_free = not _has_const_param(logical.where)
+        self.post_free = not _has_const_param((logical.outputs, logical.having, logical.order_by))
+        self.key = _template_key(logical.template)
+
+
+#: The statements bound most recently (:class:`_Static`, by the identity of the statement).
+#: Bindings may run in several threads: each use below is one call on an OrderedDict with
+#: integer keys, which the interpreter lock makes atomic (a part computed twice at once is
+#: computed alike), so no lock is taken.
+_STATIC: OrderedDict[int, _Static] = OrderedDict()
+_STATIC_SIZE = 256
+
+
+def _static(logical: Logical, view: ViewDecl | None) -> _Static:
+    """The :class:`_Static` of ``logical`` over ``view`` (its own marginal when None)."""
+    hit = _STATIC.get(id(logical))
+    if hit is not None and hit.logical is logical and (view is None or hit.view == view):
+        with contextlib.suppress(KeyError):  # dropped meanwhile by another thread's binding
+            _STATIC.move_to_end(id(logical))
+        return hit
+    made = _Static(logical, view or marginal(logical.table, logical.attributes))
+    _STATIC[id(logical)] = made
+    while len(_STATIC) > _STATIC_SIZE:
+        try:
+            _STATIC.popitem(last=False)
+        except KeyError:
+            break
+    return made
+
+
+def _has_param(e: object) -> bool:
+    return any(isinstance(n, Param) for n in nodes(e))
+
+
+def _has_const_param(e: object) -> bool:
+    return any(isinstance(n, Const) and isinstance(n.value, Param) for n in nodes(e))
+
+
+def _matrix(
+    group_cells: Sequence[npt.NDArray[np.int64]],
+    layouts: Sequence[Layout],
+    weights: Sequence[tuple[npt.NDArray[np.float64], npt.NDArray[np.int64] | None]],
+    width: int,
+    shape: tuple[int, int],
+) -> sp.csr_array:
+    """The query matrix: row ``g * width + offset (+ the value's code, for a histogram)`` of
+    group ``g`` and measure layout, the measure's weight in each selected cell of the group
+    (zeros left out), built in canonical CSR form (rows in order, columns ascending within a
+    row, no duplicates), all groups of a layout at once."""
+    if not group_cells or not layouts:
+        return sp.csr_array(shape)
+    sizes = np.fromiter((c.shape[0] for c in group_cells), dtype=np.int64, count=len(group_cells))
+    cells = np.concatenate(group_cells)
+    group = np.repeat(np.arange(len(group_cells), dtype=np.int64), sizes)
+    rows_list, cols_list, data_list = [], [], []
+    for lay, (w, hcodes) in zip(layouts, weights, strict=True):
+        wc = w[cells]
+        keep = wc != 0
+        c = cells[keep]
+        r = group[keep] * width + lay.offset
+        if hcodes is not None:
+            r = r + hcodes[c]
+        rows_list.append(r)
+        cols_list.append(c)
+        data_list.append(wc[keep])
+    rows = np.concatenate(rows_list)
+    cols = np.concatenate(cols_list)
+    data = np.concatenate(data_list)
+    if rows.size > 1 and bool(np.any(rows[1:] < rows[:-1])):
+        # the entries of one row come from one layout and one group, their cells ascending:
+        # a stable sort by row keeps them so
+        order = np.argsort(rows, kind="stable")
+        rows, cols, data = rows[order], cols[order], data[order]
+    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=shape[0]), out=indptr[1:])
+    return sp.csr_array((data, cols, indptr), shape=shape)
+
+
 def reduce(
-    logical: Logical, params: Sequence[object] = (), *, view: ViewDecl | None = None
+    logical: Logical,
+    params: Sequence[object] = (),
+    *,
+    view: ViewDecl | None = None,
+    reuse: bool = False,
 ) -> Plan:
     """Bind ``params`` (values of ``$1..$n``) and reduce to a :class:`Plan`.
 
@@ -647,20 +787,26 @@ def reduce(
     weight it has over the marginal (its *scale*, a public constant), so that every measure of
     a statement is answered at the same relative precision: a count next to a sum is no
     longer measured at the sum's noise scale (``postprocess`` multiplies back).
+
+    ``reuse``: keep what does not depend on the parameters for the statement's next binding
+    (a prepared statement executed again and again: :func:`rewriter.bind`).
     """
     if len(params) != len(logical.param_types):
         raise BindError(
             f"bind message supplies {len(params)} parameters, but prepared statement requires {len(logical.param_types)}"
         )
     table = logical.table
-    view = view or marginal(table, logical.attributes)
+    static = _static(logical, view) if reuse else None
+    view = static.view if static is not None else view or marginal(table, logical.attributes)
     if logical.branches:
-        return _reduce_union(logical, params, view)
+        return _reduce_union(logical, params, view, reuse=reuse)
     domain = view.domain
     shape = domain.shape
     values = _Values(view, table, table.cell_limit)
     masks = _Masks(view, params, values)
-    where = _bind(logical.where, params) if logical.where is not None else None
+    where = logical.where
+    if where is not None and not (static is not None and static.where_free):
+        where = _bind(where, params)
     if where is not None:
         t, _, mixed = masks.pred(where, table)
         if mixed.any():
@@ -669,19 +815,28 @@ def reduce(
     else:
         selected = np.ones(domain.size, dtype=bool)
 
-    group_by = _bind(logical.group_by, params)
+    if static is not None and all(static.group_free):
+        group_by = logical.group_by
+    else:
+        group_by = _bind(logical.group_by, params)
     sets = logical.grouping_sets or (tuple(range(len(group_by))),)
     # each grouping expression: a code per cell (first-appearance order over its cells)
     codes: list[npt.NDArray[np.int64]] = []
     keys_of: list[list[object]] = []
-    for gexpr in group_by:
-        vals = values.of(gexpr)
-        distinct: dict[tuple[type, object], int] = {}
-        small = np.empty(vals.shape, dtype=np.int64)
-        for pos, x in np.ndenumerate(vals):
-            small[pos] = distinct.setdefault((type(x), x), len(distinct))
-        codes.append(np.broadcast_to(small, shape).reshape(-1))
-        keys_of.append([x for _, x in distinct])
+    for k, gexpr in enumerate(group_by):
+        free = static is not None and static.group_free[k]
+        hit = static.groups.get(k) if static is not None and free else None
+        if hit is None:
+            vals = (static.values if static is not None and free else values).of(gexpr)
+            distinct: dict[tuple[type, object], int] = {}
+            small = np.empty(vals.shape, dtype=np.int64)
+            for pos, x in np.ndenumerate(vals):
+                small[pos] = distinct.setdefault((type(x), x), len(distinct))
+            hit = (small, [x for _, x in distinct])
+            if static is not None and free:
+                static.groups[k] = hit
+        codes.append(np.broadcast_to(hit[0], shape).reshape(-1))
+        keys_of.append(hit[1])
     nz = np.flatnonzero(selected)
     group_cells: list[npt.NDArray[np.int64]] = []  # per group, its selected cells
     group_keys: list[tuple[object, ...]] = []
@@ -692,8 +847,9 @@ def reduce(
                 combo = combo * len(keys_of[k]) + codes[k][nz]
             uniq, inverse = np.unique(combo, return_inverse=True)
         else:
-            uniq = np.zeros(1, dtype=np.int64)
-            inverse = np.zeros(nz.shape[0], dtype=np.int64)
+            group_keys.append((None,) * len(group_by))  # one group: every selected cell
+            group_cells.append(nz)
+            continue
         order = np.argsort(inverse, kind="stable")
         bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
         for gi, u in enumerate(uniq):
@@ -711,9 +867,15 @@ def reduce(
             group_cells.append(nz[order[bounds[gi] : bounds[gi + 1]]])
 
     # measures: weights, scales, layout; identical measures share their rows
-    asked = _asked(logical)
-    computed = [_measure_weights(m, table, masks, values, shape) for m in logical.measures]
-    fps = [w.tobytes() + (c.tobytes() if c is not None else b"") for w, c, _ in computed]
+    asked = static.asked if static is not None else _asked(logical)
+    computed = [
+        _measure_weights(m, table, masks, values, shape, static, j)
+        for j, m in enumerate(logical.measures)
+    ]
+    if len(computed) > 1:
+        fps = [w.tobytes() + (c.tobytes() if c is not None else b"") for w, c, _ in computed]
+    else:
+        fps = [b""] * len(computed)  # one measure: nothing to share
     first = {fp: fps.index(fp) for fp in fps}
     layouts: list[Layout] = []
     weights: list[tuple[npt.NDArray[np.float64], npt.NDArray[np.int64] | None]] = []
@@ -733,29 +895,9 @@ def reduce(
         weights.append((w / scale, hist_codes))
         width += n_rows
 
-    rows_list, cols_list, data_list = [], [], []
     unique_layouts = [lay for i, lay in enumerate(layouts) if layouts.index(lay) == i]
-    for g, cells in enumerate(group_cells):
-        for lay, (w, hcodes) in zip(unique_layouts, weights, strict=True):
-            wc = w[cells]
-            keep = wc != 0
-            c = cells[keep]
-            base = g * width + lay.offset
-            rows_list.append(
-                base
-                + (hcodes[c] if hcodes is not None else 0)
-                + np.zeros(c.shape[0], dtype=np.int64)
-            )
-            cols_list.append(c)
-            data_list.append(wc[keep])
     n_rows = len(group_keys) * width
-    if rows_list:
-        matrix = sp.csr_array(
-            (np.concatenate(data_list), (np.concatenate(rows_list), np.concatenate(cols_list))),
-            shape=(n_rows, domain.size),
-        )
-    else:
-        matrix = sp.csr_array((n_rows, domain.size))
+    matrix = _matrix(group_cells, unique_layouts, weights, width, (n_rows, domain.size))
     batch = QueryBatch(domain, matrix)
 
     # the range of each summed expression in each group (AVG stays inside it)
@@ -763,9 +905,13 @@ def reduce(
     for j, meas in enumerate(logical.measures):
         if meas.kind is not MeasureKind.SUM or meas.expr is None:
             continue
-        num = np.broadcast_to(_numbers(values.of(meas.expr), math.nan), shape).reshape(-1)
+        small_num = _numbers(
+            (static.values if static is not None else values).of(meas.expr), math.nan
+        )
+        num = np.broadcast_to(small_num, shape).reshape(-1)
         if meas.filter is not None:
-            t, _, _ = masks.pred(meas.filter, table)
+            kept = static.filters.get(j) if static is not None else None
+            t = kept if kept is not None else masks.pred(meas.filter, table)[0]
             num = np.where(np.broadcast_to(t, shape).reshape(-1), num, np.nan)
         for g, cells in enumerate(group_cells):
             sub = num[cells]
@@ -773,10 +919,13 @@ def reduce(
             if sub.size:
                 ranges[g][j] = (float(sub.min()), float(sub.max()))
 
+    free = static is not None and static.post_free
     post = PostProcess(
-        outputs=_bind(logical.outputs, params),
-        having=_bind(logical.having, params) if logical.having is not None else None,
-        order_by=_bind(logical.order_by, params),
+        outputs=logical.outputs if free else _bind(logical.outputs, params),
+        having=_bind(logical.having, params)
+        if logical.having is not None and not free
+        else logical.having,
+        order_by=logical.order_by if free else _bind(logical.order_by, params),
         limit=_bound_int(logical.limit, params, "LIMIT"),
         offset=_bound_int(logical.offset, params, "OFFSET") or 0,
         distinct=logical.distinct,
@@ -791,7 +940,7 @@ def reduce(
         columns=logical.columns,
         group_keys=tuple(group_keys),
         post=post,
-        fingerprint=_fingerprint(logical, params),
+        fingerprint=_fingerprint(logical, params, static.key if static is not None else None),
         layouts=tuple(layouts),
         ranges=tuple(tuple(r) for r in ranges),
     )
