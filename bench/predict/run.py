@@ -1,73 +1,89 @@
-"""Template prediction on real dashboard traces: overlap, false positives, and the MAE it buys.
+"""The prediction benchmark: real dashboard logs, three learning scenarios, four P's, the engine.
 
-Workload: the Crossfilter Benchmark's flights user traces (55 sessions, 11 users, tasks 0-4;
-../shared/data/workloads/crossfilter). The crossfilter UI has 6 linked COUNT histograms over the
-attributes of the crossfilter flights table; the vega flights data we ship
-(sql_fixtures/flights) has three of them:
+Workloads (``bench/predict/traces``, copied from ../shared; SOURCE.txt): the Crossfilter
+Benchmark's real user traces -- flights (55 sessions, 11 users x tasks 0-4), movies (45, 9
+users) and weather (60, 12 users) -- and IDEBench's 30 generated flights workflows (types 1n,
+independent, mixed, n1, sequential; indices 0-4, mixed 0-9). Their data tables are not shipped:
+each is **synthesised** (``bench/predict/datasets.py``: the traces' view attributes with the
+traces' binning as public domains; seeded rows) and each session is replayed as the SQL the
+dashboard sends (``bench/predict/replay.py``). ``cell_limit`` is the product's default
+(1,000,000 cells): a statement whose columns span more (a histogram filtered by brushes on five
+or more other views) is refused by the rewriter (SQLSTATE 54000) as the proxy would refuse it;
+it is in the logs the predictor learns from, and left out of every test stream (counted).
 
-    DISTANCE  -> distance (miles)          DEP_DELAY -> delay (minutes)      DEP_TIME -> hour
-    ARR_TIME, ARR_DELAY, AIR_TIME: no counterpart -> their brushes are dropped
+The query log: every session on its own day (09:00 UTC, the trace's own times after that),
+the user as the analyst (IDEBench: the workflow type), one record per statement sent.
 
-Replay as SQL (what the dashboard sends). The state is one brush per view; every interaction
-sets the brush of its view (a zero-width brush clears it), rounded *outwards* to the declared
-bins (``rewriter.predict.round_binding``). After each interaction every *other* view is
-refreshed: its histogram filtered by the brushes of all views but itself:
+Scenarios (``--scenario``), each a test session (the *window*) and the log before it:
 
-* hour (unit bins):  ``SELECT hour, count(*) FROM flights WHERE <brushes> GROUP BY hour``
-* delay / distance (declared in bins wider than one value, which the rewriter cannot GROUP BY):
-  one ``SELECT count(*) FROM flights WHERE <bin range> AND <brushes>`` per bin of the view's
-  axis (delay: the 11 bins of -20..60 minutes the UI shows; distance: all 15 bins), as one
-  multi-statement Query string. Each SQL statement goes through the rewriter and is one
-  statement for the engine (one online release when unpredicted), as the proxy would do.
+* ``same-user`` -- *same user, earlier sessions*: learn from the user's sessions of the earlier
+  tasks (one per day), test on the next task's session (IDEBench: the same workflow type's
+  earlier indices);
+* ``other-users`` -- *other users, same task*: learn from the other users' sessions of the task
+  (one per day, before the test day), test on this user's (IDEBench: the same index's
+  workflows of the other types);
+* ``rolling`` -- *rolling windows*: all sessions in time order (user by user, tasks in order;
+  IDEBench: type by type), one per day; learn on every day before a window, test on the
+  window (one day), for every day but the first.
 
-Every statement is planned by the rewriter on a schema restricted to the ``crossfilter`` view
-(delay x distance x hour, 6,120 cells) so that one epoch covers the stream. Exact repeats
-(the same rounded brushes) are answered from stored answers at no cost, as by the engine.
-Rounding the brushes makes the streams much more repetitive than the raw mouse events.
+For each test window (its S distinct statements, in order; exact repeats are free) the real
+engine (``dp.engine.start`` / ``answer``, default mode, epsilon = 1, delta = 1e-6, static
+allocation, ``SeededSampler`` noise, S = the window's S) is run four times, with the same noise
+seed:
 
-Learning (two scenarios):
+* **product**: P = ``rewriter.predict.predict`` on the log (``PredictConfig(epsilon, delta)``,
+  the error-aware cap as ``lapras predict`` runs it), with the budget split the prediction
+  chose (as ``lapras epoch start --from-prediction`` takes it; matrix-heavy when it chose
+  none);
+* **online**: P empty (everything answered online);
+* **literal**: P = every distinct statement of the log, the most recently asked first, at most
+  2S of them (the literal-repeat baseline);
+* **oracle**: P = the window's own statements (overlap 1).
 
-* ``other users``: for each session (user u, task k), the predictor learns from the sessions of
-  task k by the other users (each at its own day, each statement counted once per session, so
-  ``probability`` = the fraction of past sessions that asked it) and predicts u's session;
-* ``first half``: it learns from the first half (by time) of the session itself and predicts
-  the second half.
+(The last three use the default split, matrix-heavy.) Reported per run: MAE = mean |noisy -
+exact| over the rows (linear queries) of the answered statements, and the statements refused
+for budget. Overlap rho = the share of the window's distinct statements (by the predictor's
+identity, ``Resolved.ident``) that are in P.
 
-Each test stream (its distinct statements, in order; S = their number) is then answered by the
-real engine (``dp.engine`` start/decide/release, default mode, matrix-heavy split, static
-allocation, epsilon = 1, delta = 1e-6, seeded noise) three times: (a) P empty (everything
-online), (b) P = the prediction, (c) P = the stream's own statements (the paper's oracle,
-rho = 1). MAE = mean |noisy - exact| over the rows of the answered statements; exact
-histograms are computed in Python from sql_fixtures/flights.
+Time. The online and oracle runs depend on the session only, the literal run on its log and
+window only: all three are cached on disk (``bench/out/predict/engine-runs.json``), keyed by
+the batches asked and predicted, the seed and a hash of ``dp/``; the replayed statements'
+resolution through the rewriter is cached per session (``resolved/``, keyed by a hash of
+``rewriter/`` but its ``predict.py``, ``dp/`` and the declaration). So a re-run after a change of
+the predictor only predicts and runs the product again. Work is spread over ``--jobs`` processes (fork).
 
-    python -m bench.predict --quick          # 1 session of task 0, both scenarios (~30 s)
-    python -m bench.predict --per-task 2     # 2 sessions per task (~20 min)
-    python -m bench.predict                  # all 38 sessions with data (hours)
-
-The tables are printed (copy them into docs/benchmarks.md, section "Template prediction").
+    python -m bench.predict --quick          # the cheapest window per dataset and scenario
+    python -m bench.predict                  # every session of every dataset
+    python -m bench.predict --dataset movies --scenario rolling --write-docs
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
+import datetime as dt
+import hashlib
 import json
 import math
-import re
+import multiprocessing
+import os
+import pickle
+import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import traceback
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-import sql_fixtures.flights as flights
+from bench.predict import datasets as D
+from bench.predict import replay as R
 from dp.domain import QueryBatch
 from dp.engine import EngineConfig, answer, start
 from dp.errors import BudgetExhaustedError
 from dp.noise import SeededSampler
-from dp.strategy import optimize_strategy
-from rewriter import parse_schema
+from dp.pin import Pin
 from rewriter.predict import (
     DAY,
     LogRecord,
@@ -75,421 +91,702 @@ from rewriter.predict import (
     Prediction,
     Resolved,
     Resolver,
-    evaluate,
     predict,
-    round_binding,
 )
-from rewriter.schema import AttributeDecl, Schema
+from rewriter.schema import Schema
 
 ROOT = Path(__file__).resolve().parents[2]
-TRACES = ROOT.parent / "shared" / "data" / "workloads" / "crossfilter" / "flights"
-HEADING = "## Template prediction (`bench/predict`)"
-
+OUT = ROOT / "bench" / "out" / "predict"
 EPS, DELTA = 1.0, 1e-6
-MAPPING = {"DISTANCE": "distance", "DEP_DELAY": "delay", "DEP_TIME": "hour"}
-AXIS = {"delay": (-20, 60), "distance": (0, 5000)}  # the range the UI shows per binned view
-_SEL = re.compile(r"^(\w+) >= (-?[\d.e+-]+) AND \1 < (-?[\d.e+-]+)$")
-
-
-def bench_schema() -> Schema:
-    """The fixture's declaration with only the crossfilter view."""
-    text = flights.DECLARATION.read_text()
-    head, _, views = text.partition("[tables.flights.views]")
-    keep = [line for line in views.splitlines() if line.startswith("crossfilter")]
-    return parse_schema(head + "[tables.flights.views]\n" + "\n".join(keep) + "\n", "bench")
-
-
-# --------------------------------------------------------------------------------------------
-# traces -> SQL
-
-
-@dataclass(frozen=True, slots=True)
-class Session:
-    user: str
-    task: int
-    # one entry per refresh of a view: (time in ms, the SQL statements of that histogram)
-    refreshes: tuple[tuple[float, tuple[str, ...]], ...]
-
-
-def _bins(attr: AttributeDecl) -> list[tuple[int, int]]:
-    """Half-open [lo, hi) integer bins of a binned attribute inside the UI axis."""
-    lo_ax, hi_ax = AXIS[attr.name]
-    out = []
-    for lo, hi in attr.bins:
-        a, b = int(lo), int(hi) + 1
-        if a >= lo_ax and b <= hi_ax:
-            out.append((a, b))
-    return out
-
-
-def _where(parts: Sequence[str]) -> str:
-    return (" WHERE " + " AND ".join(parts)) if parts else ""
-
-
-def histogram_sql(
-    view: str, brushes: dict[str, tuple[object, object]], schema: Schema
-) -> tuple[str, ...]:
-    attrs = schema.tables["flights"].attributes
-    filters = [
-        f"{a} >= {lo} AND {a} < {hi}" for a, (lo, hi) in sorted(brushes.items()) if a != view
-    ]
-    if view == "hour":
-        return (f"SELECT hour, count(*) FROM flights{_where(filters)} GROUP BY hour",)
-    return tuple(
-        f"SELECT count(*) FROM flights{_where([f'{view} >= {a} AND {view} < {b}', *filters])}"
-        for a, b in _bins(attrs[view])
-    )
-
-
-def load_sessions(schema: Schema) -> list[Session]:
-    attrs = schema.tables["flights"].attributes
-    out = []
-    for path in sorted(TRACES.glob("*_flights_*_workflow.json.gz")):
-        user, _, task, _ = path.name.split("_")
-        with gzip.open(path, "rt") as f:
-            trace = json.load(f)
-        brushes: dict[str, tuple[object, object]] = {}
-        refreshes: list[tuple[float, tuple[str, ...]]] = []
-        for it in trace["interactions"]:
-            view = MAPPING.get(it["name"])
-            if view is None:
-                continue
-            m = _SEL.match(it.get("selection", ""))
-            if m is None:
-                continue
-            lo, hi = float(m.group(2)), float(m.group(3))
-            if hi <= lo:
-                brushes.pop(view, None)
-            else:
-                a = round_binding(attrs[view], ">=", lo)
-                b = round_binding(attrs[view], "<", hi)
-                if a is None or b is None or a == b:
-                    brushes.pop(view, None)
-                else:
-                    brushes[view] = (a, b)
-            for other in ("delay", "distance", "hour"):
-                if other != view:
-                    refreshes.append((float(it["time"]), histogram_sql(other, brushes, schema)))
-        out.append(Session(user=user, task=int(task), refreshes=tuple(refreshes)))
-    return out
+DEFAULT_SPLIT = "matrix-heavy"
+T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC).timestamp()
+START_OF_DAY = 9 * 3600.0
+SCENARIOS = ("same-user", "other-users", "rolling")
+TITLES = {
+    "same-user": "same user, earlier sessions",
+    "other-users": "other users, same task",
+    "rolling": "rolling windows",
+}
+IDE_TITLES = {
+    "same-user": "same type, earlier workflows",
+    "other-users": "same index, other types",
+    "rolling": "rolling windows",
+}
+#: A product MAE above online-only by more than this factor counts as worse (beyond noise).
+WORSE = 1.05
 
 
 # --------------------------------------------------------------------------------------------
-# exact answers
-
-
-def exact_histogram(schema: Schema) -> np.ndarray:
-    """The crossfilter view's histogram of sql_fixtures/flights, computed in Python."""
-    view = schema.tables["flights"].views[0]
-    shape = view.domain.shape
-    hist = np.zeros(shape)
-    cols = {"delay": 2, "distance": 3, "hour": 1}
-    for row in flights.rows():
-        idx = []
-        for attr in view.attributes:
-            v = row[cols[attr.name]]
-            cell = next((i for i, (lo, hi) in enumerate(attr.bins) if lo <= v <= hi), None)
-            if cell is None:
-                break
-            idx.append(cell)
-        else:
-            hist[tuple(idx)] += 1
-    return hist.reshape(-1)
-
-
-# --------------------------------------------------------------------------------------------
-# one test stream through the engine
+# the data of one dataset (built once in the parent; workers inherit it by fork)
 
 
 @dataclass(slots=True)
-class Stream:
-    """The distinct statements of a test window, in order (exact repeats are free)."""
+class Data:
+    name: str
+    ds: D.Dataset
+    schema: Schema
+    pin: Pin
+    sessions: list[R.Session]
+    #: one Resolver per session, that resolved the session's statements (None: not yet)
+    resolvers: dict[str, Resolver] = field(default_factory=dict)
 
-    batches: list[QueryBatch] = field(default_factory=list)
-    sqls: list[str] = field(default_factory=list)
+    def resolver(self, s: R.Session) -> Resolver:
+        r = self.resolvers.get(s.name)
+        if r is None:  # not prepared by ``prepare`` (tests): resolved on demand
+            r = self.resolvers[s.name] = Resolver(self.schema)
+        return r
 
 
-def stream_of(refreshes: Sequence[tuple[float, tuple[str, ...]]], resolver: Resolver) -> Stream:
-    s = Stream()
-    seen: set[str] = set()
-    for _, sqls in refreshes:
-        for q in sqls:
-            got = resolver.statement(q)
-            if got is None or got[2] is None:
-                raise RuntimeError("the rewriter refused a replayed statement")
-            batch = got[2].batch
-            if batch.key in seen:
+_DATA: dict[str, Data] = {}
+
+
+def _source_hash(*parts: str, skip: Sequence[str] = ()) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        path = ROOT / part
+        for p in sorted(path.glob("*.py")) if path.is_dir() else [path]:
+            if p.relative_to(ROOT).as_posix() in skip:
                 continue
-            seen.add(batch.key)
-            s.batches.append(batch)
-            s.sqls.append(q)
-    return s
+            h.update(p.name.encode())
+            h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def dataset_data(name: str) -> Data:
+    """A dataset's declaration, pin and replayed sessions (built once per process)."""
+    if name not in _DATA:
+        ds = D.dataset(name)
+        schema = D.schema(ds)
+        _DATA[name] = Data(name, ds, schema, D.pin(ds, schema), R.sessions(name))
+    return _DATA[name]
+
+
+def _cache_dir(data: Data) -> Path:
+    """Where the resolved sessions of a dataset are cached: keyed by the rewriter (the
+    predictor's module aside: what is cached is what ``rewriter.classify`` made of each
+    statement; ``_usable`` checks a cached resolver against a fresh one), ``dp/`` and the
+    declaration."""
+    src = _source_hash("rewriter", "dp", skip=("rewriter/predict.py",))
+    h = hashlib.sha256((src + D.declaration(data.ds)).encode()).hexdigest()[:16]
+    return OUT / "resolved" / f"{data.name}-{h}"
+
+
+def _usable(data: Data, s: R.Session, r: Resolver) -> bool:
+    """Whether a cached resolver gives what a fresh one gives (the predictor's module may have
+    changed since it was stored)."""
+    try:
+        for rec in records(s, 0)[:3]:
+            a, b = r.record(rec), Resolver(data.schema).record(rec)
+            if (a is None) != (b is None) or (
+                a is not None and b is not None and a.ident != b.ident
+            ):
+                return False
+        return True
+    except Exception:
+        return False
+
+
+def _resolve_session(args: tuple[str, int]) -> tuple[str, int, bytes]:
+    name, i = args
+    data = dataset_data(name)
+    s = data.sessions[i]
+    r = Resolver(data.schema)
+    for _, q in s.queries:
+        r.statement(q)
+    return name, i, pickle.dumps(r, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def prepare(
+    need: Iterable[tuple[str, int]],
+    *,
+    jobs: int = 1,
+    cache: bool = True,
+    log: Callable[[str], None] = print,
+) -> None:
+    """Resolve the statements of the sessions ``need`` (dataset, index) through the rewriter,
+    one Resolver per session, in ``jobs`` processes; cached on disk per session, keyed by a
+    hash of ``rewriter/``, ``dp/`` and the declaration."""
+    t0 = time.perf_counter()
+    todo: list[tuple[str, int]] = []
+    cached = 0
+    for name, i in sorted(set(need)):
+        data = dataset_data(name)
+        s = data.sessions[i]
+        if s.name in data.resolvers:
+            continue
+        path = _cache_dir(data) / f"{s.name}.pkl"
+        got: Resolver | None = None
+        if cache and path.exists():
+            try:
+                with path.open("rb") as f:
+                    got = pickle.load(f)
+            except Exception:
+                got = None
+        if got is not None and _usable(data, s, got):
+            data.resolvers[s.name] = got
+            cached += 1
+        else:
+            todo.append((name, i))
+    todo.sort(key=lambda t: -len(_DATA[t[0]].sessions[t[1]].queries))
+    if jobs > 1 and len(todo) > 1:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            results = list(pool.imap_unordered(_resolve_session, todo))
+    else:
+        results = [_resolve_session(t) for t in todo]
+    for name, i, blob in results:
+        data = _DATA[name]
+        s = data.sessions[i]
+        data.resolvers[s.name] = pickle.loads(blob)
+        if cache:
+            folder = _cache_dir(data)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{s.name}.pkl").write_bytes(blob)
+    log(
+        f"resolved the statements of {len(results)} sessions ({cached} cached) in "
+        f"{time.perf_counter() - t0:.0f} s"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# scenarios
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One test window: the session ``test`` on day ``test_day`` after ``train`` (session
+    index, day) sessions."""
+
+    dataset: str
+    scenario: str
+    test: int
+    test_day: int
+    train: tuple[tuple[int, int], ...]
+
+
+def timeline(sessions: Sequence[R.Session]) -> list[int]:
+    """The sessions' order in time: analyst by analyst, tasks in order (one per day)."""
+    return sorted(range(len(sessions)), key=lambda i: (sessions[i].analyst, sessions[i].task))
+
+
+def units(data: Data, scenario: str, *, max_train: int = 0) -> list[Unit]:
+    """Every test window of a scenario (``max_train``: keep only the latest N training
+    sessions)."""
+    ss = data.sessions
+    order = timeline(ss)
+    day = {i: d for d, i in enumerate(order)}
+    out: list[Unit] = []
+    for i, s in enumerate(ss):
+        if scenario == "same-user":
+            train = [
+                (j, day[j]) for j in order if ss[j].analyst == s.analyst and ss[j].task < s.task
+            ]
+            test_day = day[i]
+        elif scenario == "other-users":
+            others = [j for j in order if ss[j].task == s.task and ss[j].analyst != s.analyst]
+            train = [(j, d) for d, j in enumerate(others)]
+            test_day = len(others)
+        elif scenario == "rolling":
+            train = [(j, day[j]) for j in order if day[j] < day[i]]
+            test_day = day[i]
+        else:
+            raise ValueError(f"unknown scenario {scenario!r}")
+        if max_train:
+            train = train[-max_train:]
+        if train:
+            out.append(Unit(data.name, scenario, i, test_day, tuple(train)))
+    return out
+
+
+def records(s: R.Session, day: int) -> list[LogRecord]:
+    """A session's statements as query-log records on ``day``."""
+    base = T0 + day * DAY + START_OF_DAY
+    return [
+        LogRecord(time=base + t, analyst=s.analyst, session=f"{s.name}@{day}", sql=q)
+        for t, q in s.queries
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# one run of the engine
 
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    mae: float
-    refused: int
-    good: int
+    """One test window answered by the engine with one P."""
+
+    mae: float  # mean |noisy - exact| over the rows of the answered statements (nan: none)
+    refused: int  # statements refused for budget
+    answered: int
+    matrix: int  # answered from the Matrix Mechanism release
+    rows: int  # rows of the answered statements
     seconds: float
+    error: str = ""  # the engine raised (the window is reported, its MAE is nan)
 
 
-def run_engine(
-    stream: Stream, predicted: QueryBatch | None, x: np.ndarray, seed: int, tl: float
-) -> Run:
-    t0 = time.perf_counter()
-    domain = stream.batches[0].domain
-    cfg = EngineConfig(epsilon=EPS, delta=DELTA, stream_length=len(stream.batches))
-    strategy = None
-    if predicted is not None and predicted.num_queries:
-        strategy = optimize_strategy(predicted.dense(), time_limit=tl)
-    sampler = SeededSampler(seed)
-    state, _events = start(cfg, domain, predicted, x, sampler, strategy=strategy)
-    errs: list[float] = []
-    refused = good = 0
-    for batch in stream.batches:
-        try:
-            state, d, r = answer(state, batch, x, sampler)
-        except BudgetExhaustedError:
-            refused += 1
+@dataclass(slots=True)
+class Stream:
+    """A test window's distinct answerable statements, in order."""
+
+    idents: list[tuple[str, str, str]] = field(default_factory=list)
+    batches: list[QueryBatch] = field(default_factory=list)
+    statements: int = 0  # SQL statements of the session (with repeats)
+    unresolved: list[str] = field(default_factory=list)  # distinct SQL the rewriter refused
+
+
+def stream_of(data: Data, s: R.Session, day: int) -> Stream:
+    out = Stream()
+    seen: set[tuple[str, str, str]] = set()
+    bad: set[str] = set()
+    resolver = data.resolver(s)
+    for rec in records(s, day):
+        out.statements += 1
+        r = resolver.record(rec)
+        if r is None or r.ident is None or r.plan is None:
+            assert rec.sql is not None
+            if rec.sql not in bad:
+                bad.add(rec.sql)
+                out.unresolved.append(rec.sql)
             continue
-        good += d.kind.value == "matrix"
-        errs.extend(np.abs(np.asarray(r.answers) - batch.answer(x)).tolist())
-    return Run(
-        mae=float(np.mean(errs)) if errs else math.nan,
-        refused=refused,
-        good=good,
-        seconds=time.perf_counter() - t0,
-    )
+        if r.ident in seen:
+            continue
+        seen.add(r.ident)
+        out.idents.append(r.ident)
+        out.batches.append(r.plan.batch)
+    return out
+
+
+def engine_run(
+    pin: Pin,
+    stream: Sequence[QueryBatch],
+    predicted: Sequence[QueryBatch],
+    seed: int,
+    split: str | tuple[float, float, float, float] = DEFAULT_SPLIT,
+    *,
+    stream_length: int | None = None,
+) -> Run:
+    """Answer ``stream`` in an epoch started with ``predicted`` (default mode; S =
+    ``stream_length``, default the stream's length). A statement the engine refuses for
+    budget (``BudgetExhaustedError``) is counted in ``refused`` and left out of the MAE."""
+    t0 = time.perf_counter()
+    s_len = max(1, len(stream) if stream_length is None else stream_length)
+    cfg = EngineConfig(epsilon=EPS, delta=DELTA, stream_length=s_len, split=split)
+    sampler = SeededSampler(seed)
+    err = 0.0
+    rows = refused = answered = matrix = 0
+    try:
+        state, _ = start(cfg, pin.domain, list(predicted) or None, pin, sampler)
+        for batch in stream:
+            try:
+                state, decision, result = answer(state, batch, pin, sampler)
+            except BudgetExhaustedError:
+                refused += 1
+                continue
+            answered += 1
+            matrix += decision.kind.value == "matrix"
+            exact = batch.answer(pin.marginal(batch.domain))
+            err += float(np.sum(np.abs(np.asarray(result.answers) - exact)))
+            rows += batch.num_queries
+    except Exception as e:  # the engine failed: report it, do not stop the benchmark
+        msg = f"{type(e).__name__}: {e}"
+        return Run(math.nan, refused, answered, matrix, rows, time.perf_counter() - t0, msg)
+    mae = err / rows if rows else math.nan
+    return Run(mae, refused, answered, matrix, rows, time.perf_counter() - t0)
+
+
+class RunCache:
+    """Engine runs by content: the batches asked and predicted, seed, split, S, ``dp/``."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.runs: dict[str, dict[str, object]] = {}
+        self.new: dict[str, dict[str, object]] = {}
+        if path is not None and path.exists():
+            try:
+                self.runs = json.loads(path.read_text())
+            except (OSError, ValueError):
+                self.runs = {}
+        self.salt = _source_hash("dp", "bench/predict/datasets.py")
+
+    def key(
+        self,
+        dataset: str,
+        stream: Sequence[QueryBatch],
+        predicted: Sequence[QueryBatch],
+        seed: int,
+        split: object,
+    ) -> str:
+        h = hashlib.sha256(f"{self.salt}|{dataset}|{seed}|{split}|{EPS}|{DELTA}".encode())
+        for b in stream:
+            h.update(b"s" + b.key.encode())
+        for b in predicted:
+            h.update(b"p" + b.key.encode())
+        return h.hexdigest()
+
+    def get(self, key: str) -> Run | None:
+        got = self.runs.get(key) or self.new.get(key)
+        return Run(**got) if got is not None else None  # type: ignore[arg-type]
+
+    def put(self, key: str, run: Run) -> None:
+        if not run.error:
+            self.new[key] = asdict(run)
+
+    def merge(self, new: dict[str, dict[str, object]]) -> None:
+        self.runs.update(new)
+
+    def save(self) -> None:
+        if self.path is None:
+            return
+        self.runs.update(self.new)
+        self.new = {}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.runs))
+        tmp.replace(self.path)
+
+
+_CACHE = RunCache(None)
+
+
+def cached_run(
+    data: Data,
+    stream: Sequence[QueryBatch],
+    predicted: Sequence[QueryBatch],
+    seed: int,
+    split: str | tuple[float, float, float, float] = DEFAULT_SPLIT,
+) -> Run:
+    key = _CACHE.key(data.name, stream, predicted, seed, split)
+    got = _CACHE.get(key)
+    if got is None:
+        got = engine_run(data.pin, stream, predicted, seed, split)
+        _CACHE.put(key, got)
+    return got
+
+
+def session_seed(seed: int, s: R.Session) -> int:
+    return seed * 1_000_003 + zlib.crc32(s.name.encode())
 
 
 # --------------------------------------------------------------------------------------------
-# the experiment
+# one test window
+
+
+@dataclass(slots=True)
+class Row:
+    dataset: str
+    scenario: str
+    session: str  # analyst/task
+    index: int  # the session's index in ``Data.sessions``
+    train_sessions: int
+    train_records: int
+    statements: int  # SQL statements the window sent (with repeats)
+    unresolved: int  # distinct statements of the window the rewriter refused (cell_limit)
+    s: int  # distinct answerable statements of the window
+    p_product: int
+    p_literal: int
+    rho_product: float
+    rho_literal: float
+    s_predicted: int | None
+    split: tuple[float, float, float, float] | None
+    expected_mae: float | None
+    expected_online: float | None
+    predict_seconds: float
+    product: Run
+    literal: Run
+    online: Run | None = None
+    oracle: Run | None = None
+
+
+def literal_baseline(train: Sequence[Resolved], cap: int) -> list[Resolved]:
+    """Every distinct statement of the log, the most recently asked first, at most ``cap``."""
+    latest: dict[tuple[str, str, str], Resolved] = {}
+    for r in train:
+        if r.ident is not None and r.plan is not None:
+            old = latest.get(r.ident)
+            if old is None or r.time >= old.time:
+                latest[r.ident] = r
+    ranked = sorted(latest.values(), key=lambda r: -r.time)
+    return ranked[:cap]
+
+
+def product_config() -> PredictConfig:
+    """The predictor as ``lapras predict`` runs it: the error-aware cap at the epoch's budget."""
+    return PredictConfig(epsilon=EPS, delta=DELTA)
+
+
+@dataclass(slots=True)
+class Window:
+    """Everything one test window needs, before the engine runs (exposed for the tests)."""
+
+    unit: Unit
+    train: list[Resolved]
+    stream: Stream
+    prediction: Prediction
+    literal: list[Resolved]
+    predict_seconds: float
+
+
+def window(unit: Unit, config: PredictConfig | None = None) -> Window:
+    data = _DATA[unit.dataset]
+    train: list[Resolved] = []
+    for j, day in unit.train:
+        resolver = data.resolver(data.sessions[j])
+        for rec in records(data.sessions[j], day):
+            r = resolver.record(rec)
+            if r is not None:
+                train.append(r)
+    test = data.sessions[unit.test]
+    stream = stream_of(data, test, unit.test_day)
+    now = T0 + unit.test_day * DAY + START_OF_DAY
+    t0 = time.perf_counter()
+    pred = predict((), data.schema, now=now, config=config or product_config(), resolved=train)
+    secs = time.perf_counter() - t0
+    lit = literal_baseline(train, 2 * len(stream.idents))
+    return Window(unit, train, stream, pred, lit, secs)
+
+
+def overlap(stream: Stream, p: Iterable[tuple[str, str, str]]) -> float:
+    keys = set(p)
+    return sum(k in keys for k in stream.idents) / len(stream.idents) if stream.idents else 0.0
+
+
+def run_unit(unit: Unit, seed: int) -> Row:
+    data = _DATA[unit.dataset]
+    w = window(unit)
+    test = data.sessions[unit.test]
+    sd = session_seed(seed, test)
+    pred = w.prediction
+    split = pred.split if pred.split is not None else DEFAULT_SPLIT
+    p_batches = [v.batch for v in pred.views]
+    product = engine_run(data.pin, w.stream.batches, p_batches, sd, split)
+    literal = cached_run(data, w.stream.batches, [r.plan.batch for r in w.literal if r.plan], sd)
+    return Row(
+        dataset=unit.dataset,
+        scenario=unit.scenario,
+        session=test.label,
+        index=unit.test,
+        train_sessions=len(unit.train),
+        train_records=len(w.train),
+        statements=w.stream.statements,
+        unresolved=len(w.stream.unresolved),
+        s=len(w.stream.idents),
+        p_product=len(pred.queries),
+        p_literal=len(w.literal),
+        rho_product=overlap(w.stream, pred.keys),
+        rho_literal=overlap(w.stream, (r.ident for r in w.literal if r.ident is not None)),
+        s_predicted=pred.stream_length,
+        split=pred.split,
+        expected_mae=pred.expected_mae,
+        expected_online=pred.online_only_mae,
+        predict_seconds=w.predict_seconds,
+        product=product,
+        literal=literal,
+    )
 
 
 @dataclass(frozen=True, slots=True)
-class Row:
-    scenario: str
-    user: str
-    task: int
-    statements: int  # SQL statements of the test window (with repeats)
-    distinct: int  # distinct histogram statements (S)
-    p_size: int  # |P| in SQL statements
-    rho: float  # SQL statements of the test window whose batch is in P (with repeats)
-    rho_distinct: float  # distinct statements of the test window in P (what S counts)
-    false_pos: int
-    expected_mae: float | None
-    expected_online: float | None
-    none: Run
-    lapras: Run
+class SessionRuns:
+    dataset: str
+    session: int
+    online: Run
     oracle: Run
 
 
-def _records(
-    refreshes: Sequence[tuple[float, tuple[str, ...]]], t: float, *, once: bool
-) -> list[LogRecord]:
-    out: list[LogRecord] = []
-    seen: set[str] = set()
-    for ms, sqls in refreshes:
-        for q in sqls:
-            if once and q in seen:
-                continue
-            seen.add(q)
-            out.append(LogRecord(time=t + (ms / 1000.0 if not once else 0.0), sql=q))
+def run_session(dataset: str, i: int, seed: int) -> SessionRuns:
+    data = _DATA[dataset]
+    s = data.sessions[i]
+    stream = stream_of(data, s, 0)
+    sd = session_seed(seed, s)
+    online = cached_run(data, stream.batches, [], sd)
+    oracle = cached_run(data, stream.batches, stream.batches, sd)
+    return SessionRuns(dataset, i, online, oracle)
+
+
+def _task(args: tuple[str, object, int]) -> tuple[str, object, dict[str, dict[str, object]], str]:
+    kind, what, seed = args
+    try:
+        if kind == "unit":
+            assert isinstance(what, Unit)
+            out: object = run_unit(what, seed)
+        else:
+            assert isinstance(what, tuple)
+            out = run_session(what[0], what[1], seed)
+        err = ""
+    except Exception:
+        out, err = what, traceback.format_exc()
+    new, _CACHE.new = _CACHE.new, {}
+    return kind, out, new, err
+
+
+def _cost(data: Data, u: Unit | None, i: int) -> float:
+    """A rough cost estimate (for the order of the work: longest first)."""
+    test = len(data.sessions[i].queries)
+    if u is None:
+        return float(test)
+    return test * 2.0 + sum(len(data.sessions[j].queries) for j, _ in u.train) * 0.5
+
+
+# --------------------------------------------------------------------------------------------
+# main
+
+
+def select_quick(data: Data, us: list[Unit]) -> list[Unit]:
+    """The cheapest window of a scenario: the smallest log, then the smallest session."""
+    if not us:
+        return []
+
+    def size(u: Unit) -> tuple[int, int, int]:
+        log = sum(len(data.sessions[j].queries) for j, _ in u.train)
+        return (
+            log + len(data.sessions[u.test].queries),
+            len(data.sessions[u.test].queries),
+            u.test,
+        )
+
+    return [min(us, key=size)]
+
+
+def plan(
+    names: Sequence[str], scenarios: Sequence[str], *, quick: bool = False, max_train: int = 0
+) -> list[Unit]:
+    """The test windows of a run (``quick``: the cheapest window per dataset and scenario,
+    learning from the latest session only)."""
+    out: list[Unit] = []
+    for name in names:
+        data = dataset_data(name)
+        for sc in scenarios:
+            us = units(data, sc, max_train=max_train or (1 if quick else 0))
+            out += select_quick(data, us) if quick else us
     return out
 
 
-def _resolved(records: Sequence[LogRecord], resolver: Resolver) -> list[Resolved]:
-    out = []
-    for r in records:
-        got = resolver.record(r)
-        if got is not None:
-            out.append(got)
-    return out
+def run(
+    names: Sequence[str],
+    scenarios: Sequence[str],
+    *,
+    seed: int = 1,
+    quick: bool = False,
+    max_train: int = 0,
+    jobs: int = 1,
+    cache: bool = True,
+    log: Callable[[str], None] = print,
+) -> tuple[list[Row], float]:
+    """Run the benchmark; the rows (with their online and oracle runs) and the seconds."""
+    global _CACHE
+    t0 = time.perf_counter()
+    _CACHE = RunCache(OUT / "engine-runs.json" if cache else None)
+    us = plan(names, scenarios, quick=quick, max_train=max_train)
+    need = {(u.dataset, u.test) for u in us} | {(u.dataset, j) for u in us for j, _ in u.train}
+    prepare(need, jobs=jobs, cache=cache, log=log)
+    tasks: list[tuple[float, tuple[str, object, int]]] = []
+    # a window that is the same in two scenarios (same session, day and log) is run once
+    first: dict[tuple[str, int, int, tuple[tuple[int, int], ...]], Unit] = {}
+    copies: list[tuple[Unit, Unit]] = []
+    for u in us:
+        sig = (u.dataset, u.test, u.test_day, u.train)
+        if sig in first:
+            copies.append((u, first[sig]))
+            continue
+        first[sig] = u
+        tasks.append((_cost(_DATA[u.dataset], u, u.test), ("unit", u, seed)))
+    for name, i in sorted({(u.dataset, u.test) for u in us}):
+        tasks.append((_cost(_DATA[name], None, i), ("session", (name, i), seed)))
+    tasks.sort(key=lambda t: -t[0])
+    rows: list[Row] = []
+    per_session: dict[tuple[str, int], SessionRuns] = {}
+    failures: list[str] = []
+    done = 0
 
-
-def experiment(
-    scenario: str,
-    test: Session,
-    train: list[LogRecord],
-    test_refreshes: Sequence[tuple[float, tuple[str, ...]]],
-    now: float,
-    cfg: PredictConfig,
-    resolver: Resolver,
-    schema: Schema,
-    x: np.ndarray,
-    seed: int,
-    tl: float,
-) -> Row:
-    train_res = _resolved(train, resolver)
-    pred: Prediction = predict((), schema, now=now, config=cfg, resolved=train_res)
-    later = _resolved(_records(test_refreshes, now + 1.0, once=False), resolver)
-    report = evaluate(pred, later, epsilon=EPS, delta=DELTA, strategy_time_limit=tl)
-    stream = stream_of(test_refreshes, resolver)
-    p_batch = pred.views[0].batch if pred.views else None
-    oracle = QueryBatch.stack(stream.batches)
-    return Row(
-        scenario=scenario,
-        user=test.user,
-        task=test.task,
-        statements=report.test,
-        distinct=len(stream.batches),
-        p_size=report.predicted,
-        rho=report.rho,
-        rho_distinct=report.rho_distinct,
-        false_pos=report.false_positives,
-        expected_mae=report.mae,
-        expected_online=report.online_only_mae,
-        none=run_engine(stream, None, x, seed, tl),
-        lapras=run_engine(stream, p_batch, x, seed, tl),
-        oracle=run_engine(stream, oracle, x, seed, tl),
-    )
-
-
-def _median(v: Sequence[float]) -> float:
-    w = [a for a in v if not math.isnan(a)]
-    return float(np.median(w)) if w else math.nan
-
-
-def table(rows: Sequence[Row]) -> str:
-    lines = [
-        "| scenario | sessions | SQL stmts (median) | S = distinct statements | P (SQL stmts) | rho | rho (distinct) | false pos. | MAE none | MAE LAPRAS | MAE oracle | model MAE LAPRAS / online | refused none / LAPRAS / oracle |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for sc in sorted({r.scenario for r in rows}):
-        rs = [r for r in rows if r.scenario == sc]
-        exp_l = _median([r.expected_mae if r.expected_mae is not None else math.nan for r in rs])
-        exp_o = _median(
-            [r.expected_online if r.expected_online is not None else math.nan for r in rs]
-        )
-        lines.append(
-            f"| {sc} | {len(rs)} | {_median([r.statements for r in rs]):.0f} "
-            f"| {_median([r.distinct for r in rs]):.0f} | {_median([r.p_size for r in rs]):.0f} "
-            f"| {_median([r.rho for r in rs]):.2f} | {_median([r.rho_distinct for r in rs]):.2f} "
-            f"| {_median([r.false_pos for r in rs]):.0f} "
-            f"| {_median([r.none.mae for r in rs]):.1f} | {_median([r.lapras.mae for r in rs]):.1f} "
-            f"| {_median([r.oracle.mae for r in rs]):.1f} | {exp_l:.1f} / {exp_o:.1f} "
-            f"| {sum(r.none.refused for r in rs)} / {sum(r.lapras.refused for r in rs)} / "
-            f"{sum(r.oracle.refused for r in rs)} |"
-        )
-    return "\n".join(lines)
-
-
-def per_task(rows: Sequence[Row]) -> str:
-    lines = [
-        "| scenario | task | sessions | rho | rho (distinct) | MAE none | MAE LAPRAS | MAE oracle |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for sc in sorted({r.scenario for r in rows}):
-        for task in sorted({r.task for r in rows}):
-            rs = [r for r in rows if r.scenario == sc and r.task == task]
-            if not rs:
-                continue
-            lines.append(
-                f"| {sc} | {task} | {len(rs)} | {_median([r.rho for r in rs]):.2f} "
-                f"| {_median([r.rho_distinct for r in rs]):.2f} | {_median([r.none.mae for r in rs]):.1f} "
-                f"| {_median([r.lapras.mae for r in rs]):.1f} | {_median([r.oracle.mae for r in rs]):.1f} |"
+    def take(res: tuple[str, object, dict[str, dict[str, object]], str]) -> None:
+        nonlocal done
+        _, out, new, err = res
+        _CACHE.merge(new)
+        done += 1
+        el = time.perf_counter() - t0
+        if err:
+            failures.append(err)
+            log(f"[{el:6.0f} s] {done}/{len(tasks)} FAILED {out}\n{err}")
+            return
+        if isinstance(out, Row):
+            rows.append(out)
+            log(
+                f"[{el:6.0f} s] {done}/{len(tasks)} {out.dataset:8s} {out.scenario:11s} "
+                f"{out.session:14s} S={out.s:4d} |P|={out.p_product:4d}/{out.p_literal:4d} "
+                f"rho={out.rho_product:.2f}/{out.rho_literal:.2f} MAE product "
+                f"{out.product.mae:6.1f} ({out.product.refused}) literal {out.literal.mae:6.1f} "
+                f"({out.literal.refused}) predict {out.predict_seconds:.0f} s"
             )
-    return "\n".join(lines)
+        elif isinstance(out, SessionRuns):
+            per_session[(out.dataset, out.session)] = out
+        if done % 20 == 0:
+            _CACHE.save()
+
+    payload = [t for _, t in tasks]
+    if jobs > 1 and len(payload) > 1:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            for res in pool.imap_unordered(_task, payload):
+                take(res)
+    else:
+        for p in payload:
+            take(_task(p))
+    _CACHE.save()
+    by_unit = {(r.dataset, r.scenario, r.index): r for r in rows}
+    for u, orig in copies:
+        got = by_unit.get((orig.dataset, orig.scenario, orig.test))
+        if got is not None:
+            rows.append(replace(got, scenario=u.scenario))
+    for row in rows:
+        sr = per_session.get((row.dataset, row.index))
+        if sr is not None:
+            row.online, row.oracle = sr.online, sr.oracle
+    rows.sort(key=lambda r: (names.index(r.dataset), scenarios.index(r.scenario), r.session))
+    if failures:
+        log(f"{len(failures)} task(s) failed")
+    return rows, time.perf_counter() - t0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from bench.predict import report
+
     ap = argparse.ArgumentParser(prog="python -m bench.predict", description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="one session of task 0 (~1.5 min)")
-    ap.add_argument("--per-task", type=int, default=0, help="test sessions per task (0: all)")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--time-limit", type=float, default=1.0, help="strategy time limit (s)")
+    ap.add_argument("--quick", action="store_true", help="one small window per dataset/scenario")
+    ap.add_argument("--dataset", default=",".join(D.DATASETS), help="comma-separated datasets")
+    ap.add_argument("--scenario", default=",".join(SCENARIOS), help="comma-separated scenarios")
+    ap.add_argument("--seed", type=int, default=1, help="noise seed (default 1)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
+    ap.add_argument(
+        "--max-train", type=int, default=0, help="learn from the latest N sessions only (0: all)"
+    )
+    ap.add_argument("--no-cache", action="store_true", help="recompute every cached result")
+    ap.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = ap.parse_args(argv)
-    t0 = time.perf_counter()
-    schema = bench_schema()
-    x = exact_histogram(schema)
-    sessions = load_sessions(schema)
-    resolver = Resolver(schema)
-    tasks = [0] if args.quick else sorted({s.task for s in sessions})
-    per_task_n = 1 if args.quick else args.per_task
-    rows: list[Row] = []
-    base = 1_000 * DAY
-    for task in tasks:
-        # sessions of this task with at least one refresh of a mapped view, by size
-        group = sorted(
-            (s for s in sessions if s.task == task and s.refreshes), key=lambda s: s.user
-        )
-        chosen = group
-        if per_task_n and len(group) > per_task_n:
-            # spread over the sizes: every k-th session by number of refreshes
-            by_size = sorted(group, key=lambda s: len(s.refreshes))
-            step = len(by_size) / per_task_n
-            chosen = [by_size[int(j * step + step / 2)] for j in range(per_task_n)]
-        for i, test in enumerate(chosen):
-            others = [s for s in group if s is not test]
-            train: list[LogRecord] = []
-            for day, s in enumerate(others):
-                train += _records(s.refreshes, base + day * DAY, once=True)
-            cfg = PredictConfig(
-                period=DAY,
-                half_life=30 * DAY,
-                min_occurrences=2,
-                epsilon=EPS,
-                delta=DELTA,
-                strategy_time_limit=args.time_limit,
-            )
-            now = base + len(others) * DAY
-            row = experiment("other users", test, train, test.refreshes, now, cfg, resolver,
-                             schema, x, args.seed + i, args.time_limit)  # fmt: skip
-            rows.append(row)
-            _progress(row, t0)
-            half = len(test.refreshes) // 2
-            first, second = test.refreshes[:half], test.refreshes[half:]
-            if not first or not second:
-                continue
-            span = max(first[-1][0] / 1000.0, 1.0)
-            cfg2 = PredictConfig(
-                period=None,
-                half_life=span,
-                min_occurrences=2,
-                epsilon=EPS,
-                delta=DELTA,
-                strategy_time_limit=args.time_limit,
-            )
-            now2 = base + second[0][0] / 1000.0
-            train2 = _records(first, base, once=False)
-            row = experiment("first half", test, train2, second, now2, cfg2, resolver, schema,
-                             x, args.seed + 100 + i, args.time_limit)  # fmt: skip
-            rows.append(row)
-            _progress(row, t0)
-    elapsed = time.perf_counter() - t0
-    cmd = "python -m bench.predict" + (" --quick" if args.quick else "")
-    if args.per_task and not args.quick:
-        cmd += f" --per-task {args.per_task}"
-    if args.time_limit != 1.0:
-        cmd += f" --time-limit {args.time_limit:g}"
-    text = (
-        f"{HEADING}\n\n"
-        f"Command: `{cmd}` ({elapsed:.0f} s). Method, mapping and scenarios: the "
-        "docstring of `bench/predict/run.py`.\n\n"
-        "Crossfilter flights traces replayed as SQL over `sql_fixtures/flights` (crossfilter "
-        "view, 6,120 cells); epsilon = 1, delta = 1e-6, engine default mode, matrix-heavy "
-        "split, static allocation; S = the test window's distinct statements (exact repeats "
-        "are free). Medians over the test sessions. MAE = mean absolute error over the rows of "
-        "the answered statements (refused statements are counted in the last column, summed). "
-        "rho = fraction of the window's statements (with repeats) whose batch is in P; "
-        "rho (distinct) = the same over distinct statements; false pos. = statements of P never "
-        "asked in the window. *model* = the predictor's own backtest estimate "
-        "(`rewriter.predict.expected_epoch_error`) for LAPRAS / everything online.\n\n"
-        + table(rows)
-        + "\n\n"
-        + per_task(rows)
-        + "\n"
+    names = [n.strip() for n in args.dataset.split(",") if n.strip()]
+    scenarios = [s.strip() for s in args.scenario.split(",") if s.strip()]
+    for n in names:
+        if n not in D.DATASETS:
+            ap.error(f"unknown dataset {n!r} (of: {', '.join(D.DATASETS)})")
+    for s in scenarios:
+        if s not in SCENARIOS:
+            ap.error(f"unknown scenario {s!r} (of: {', '.join(SCENARIOS)})")
+    flags = [a for a in (sys.argv[1:] if argv is None else list(argv)) if a != "--write-docs"]
+    command = " ".join(["python -m bench.predict", *flags])
+    rows, seconds = run(
+        names,
+        scenarios,
+        seed=args.seed,
+        quick=args.quick,
+        max_train=args.max_train,
+        jobs=max(1, args.jobs),
+        cache=not args.no_cache,
+        log=lambda m: print(m, flush=True),
     )
+    OUT.mkdir(parents=True, exist_ok=True)
+    stem = "quick" if args.quick else "results"
+    (OUT / f"{stem}.json").write_text(
+        json.dumps({"command": command, "seconds": seconds, "rows": [asdict(r) for r in rows]})
+    )
+    text = report.section(rows, command=command, seconds=seconds, jobs=args.jobs)
     print(text)
+    if args.write_docs:
+        report.write_docs(text)
+        print(f"wrote {report.DOCS.relative_to(ROOT)}")
     return 0
-
-
-def _progress(row: Row, t0: float) -> None:
-    print(
-        f"[{time.perf_counter() - t0:5.0f} s] {row.scenario:11s} task {row.task} "
-        f"user {row.user[:8]}: S={row.distinct} |P|={row.p_size} rho={row.rho:.2f} "
-        f"MAE none {row.none.mae:.1f} ({row.none.refused}) lapras {row.lapras.mae:.1f} "
-        f"({row.lapras.refused}) oracle {row.oracle.mae:.1f} ({row.oracle.refused})",
-        flush=True,
-    )

@@ -1,0 +1,195 @@
+"""The benchmark's tables, and its block of docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from bench.predict import datasets as D
+from bench.predict.run import IDE_TITLES, ROOT, SCENARIOS, TITLES, WORSE, Row, Run
+
+DOCS = ROOT / "docs" / "benchmarks.md"
+HEADING = "## Template prediction (`bench/predict`)"
+BEGIN, END = "<!-- predict:begin -->", "<!-- predict:end -->"
+
+
+def _vals(rows: Sequence[Row], f: Callable[[Row], float | None]) -> list[float]:
+    out = []
+    for r in rows:
+        v = f(r)
+        if v is not None and not math.isnan(v):
+            out.append(float(v))
+    return out
+
+
+def _mm(v: Sequence[float], fmt: str = ".2f") -> str:
+    """mean (median)."""
+    if not v:
+        return "-"
+    return f"{np.mean(v):{fmt}} ({np.median(v):{fmt}})"
+
+
+def _med(v: Sequence[float], fmt: str = ".0f") -> str:
+    return f"{np.median(v):{fmt}}" if v else "-"
+
+
+def _mae(run: Run | None) -> float | None:
+    return None if run is None else run.mae
+
+
+def _title(dataset: str, scenario: str) -> str:
+    return (IDE_TITLES if dataset == D.IDEBENCH else TITLES)[scenario]
+
+
+def groups(rows: Sequence[Row]) -> list[tuple[str, str, list[Row]]]:
+    out = []
+    for name in D.DATASETS:
+        for sc in SCENARIOS:
+            rs = [r for r in rows if r.dataset == name and r.scenario == sc]
+            if rs:
+                out.append((name, sc, rs))
+    return out
+
+
+def worse(r: Row) -> bool:
+    """The product's MAE above online-only by more than noise (WORSE)."""
+    on = _mae(r.online)
+    return on is not None and not math.isnan(r.product.mae) and r.product.mae > WORSE * on
+
+
+def overlap_table(rows: Sequence[Row]) -> str:
+    lines = [
+        "| dataset | scenario | windows | S | refused by cell_limit | P product | P literal "
+        "| rho product | rho literal | product >= literal | S predicted | predict (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, sc, rs in groups(rows):
+        sent = sum(r.statements for r in rs)
+        bad = sum(r.unresolved for r in rs)
+        ok = sum(r.rho_product >= r.rho_literal - 1e-12 for r in rs)
+        lines.append(
+            f"| {name} | {_title(name, sc)} | {len(rs)} | {_med([r.s for r in rs])} "
+            f"| {bad} of {sent:,} | {_med([r.p_product for r in rs])} "
+            f"| {_med([r.p_literal for r in rs])} | {_mm([r.rho_product for r in rs])} "
+            f"| {_mm([r.rho_literal for r in rs])} | {ok} / {len(rs)} "
+            f"| {_med(_vals(rs, lambda r: r.s_predicted))} "
+            f"| {_med([r.predict_seconds for r in rs], '.1f')} |"
+        )
+    return "\n".join(lines)
+
+
+def mae_table(rows: Sequence[Row]) -> str:
+    lines = [
+        "| dataset | scenario | MAE product | MAE online | MAE literal | MAE oracle "
+        "| refused product / online / literal / oracle | product worse than online "
+        "| model MAE product / online |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, sc, rs in groups(rows):
+
+        def ref(f: Callable[[Row], Run | None], rs: list[Row] = rs) -> int:
+            return sum(run.refused for r in rs if (run := f(r)) is not None)
+
+        errors = sum(bool(r.product.error) + bool(r.literal.error) for r in rs)
+        err = f" ({errors} engine errors)" if errors else ""
+        lines.append(
+            f"| {name} | {_title(name, sc)} | {_mm(_vals(rs, lambda r: r.product.mae), '.1f')} "
+            f"| {_mm(_vals(rs, lambda r: _mae(r.online)), '.1f')} "
+            f"| {_mm(_vals(rs, lambda r: r.literal.mae), '.1f')} "
+            f"| {_mm(_vals(rs, lambda r: _mae(r.oracle)), '.1f')} "
+            f"| {ref(lambda r: r.product)} / {ref(lambda r: r.online)} / "
+            f"{ref(lambda r: r.literal)} / {ref(lambda r: r.oracle)} "
+            f"| {sum(worse(r) for r in rs)} / {len(rs)}{err} "
+            f"| {_med(_vals(rs, lambda r: r.expected_mae), '.1f')} / "
+            f"{_med(_vals(rs, lambda r: r.expected_online), '.1f')} |"
+        )
+    return "\n".join(lines)
+
+
+def targets(rs: Sequence[Row]) -> tuple[str, str, str, str]:
+    """Per target: windows meeting it / windows it applies to."""
+    t1 = sum(r.rho_product >= r.rho_literal - 1e-12 and r.p_product <= 2 * r.s for r in rs)
+    t2 = sum(not worse(r) for r in rs)
+    elig = [r for r in rs if r.rho_literal >= 0.5 and r.online is not None]
+    t3 = sum(
+        not math.isnan(r.product.mae) and r.product.mae * 2 <= r.online.mae  # type: ignore[union-attr]
+        for r in elig
+    )
+    t4 = sum(r.online is not None and r.product.refused <= r.online.refused for r in rs)
+    n = len(rs)
+    return f"{t1} / {n}", f"{t2} / {n}", f"{t3} / {len(elig)}", f"{t4} / {n}"
+
+
+def targets_table(rows: Sequence[Row]) -> str:
+    lines = [
+        "| dataset | scenario | overlap >= literal at abs(P) <= 2S | MAE not above online (5%) "
+        "| >= 2x lower MAE where literal rho >= 0.5 | refusals <= online |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, sc, rs in groups(rows):
+        lines.append(f"| {name} | {_title(name, sc)} | " + " | ".join(targets(rs)) + " |")
+    for sc in SCENARIOS:
+        rs = [r for r in rows if r.scenario == sc]
+        if rs and len({r.dataset for r in rs}) > 1:
+            lines.append(f"| **all** | {TITLES[sc]} | " + " | ".join(targets(rs)) + " |")
+    return "\n".join(lines)
+
+
+def section(rows: Sequence[Row], *, command: str, seconds: float, jobs: int) -> str:
+    today = dt.date.today().isoformat()
+    names = sorted({r.dataset for r in rows}, key=D.DATASETS.index)
+    return f"""Command: `{command}` ({today}; {seconds / 60:.1f} min with {jobs} worker processes on
+{os.cpu_count()} cores). Method: the docstrings of `bench/predict/run.py` (scenarios, the four
+runs), `replay.py` (traces to SQL) and `datasets.py` (the synthesised tables). epsilon = 1,
+delta = 1e-6, `dp.engine` default mode, S = the window's distinct statements; the product runs
+with the split its prediction chose, the others matrix-heavy.
+
+**Data** (synthesised; the traces' data tables are not shipped). Declared bins from the
+traces' binning; rows from a seeded generator (`datasets.py`), `cell_limit` 1,000,000:
+
+{D.describe(names)}
+
+**Overlap and P.** Medians over the windows unless a column says otherwise; `rho` = the
+share of the window's S distinct statements that are in P, mean (median); *product >=
+literal*: windows where the product's overlap is at least the literal baseline's; *S
+predicted*: the prediction's own S for the next window; *refused by cell_limit*: SQL
+statements of the windows (with repeats) the rewriter refused (54000), left out of S.
+
+{overlap_table(rows)}
+
+**MAE and refusals.** MAE mean (median) over the windows, of the mean absolute error over the
+rows of the answered statements; refusals (for budget) summed over the windows; *product
+worse than online*: windows where the product's MAE is above online-only by more than 5%;
+*model*: the prediction's expected MAE with its P and with everything online (medians).
+
+{mae_table(rows)}
+
+**Targets of issue 16** (windows meeting the target / windows it applies to):
+
+{targets_table(rows)}
+"""
+
+
+def write_docs(body: str, path: Path = DOCS) -> None:
+    """Put ``body`` between the predict markers of ``path``, re-read right before writing (the
+    rest unchanged). Without the markers, the body of the ``Template prediction`` section is
+    replaced by the block (or the section is appended)."""
+    text = path.read_text()
+    block = f"{BEGIN}\n{body.strip()}\n{END}"
+    i = text.find(BEGIN)
+    j = text.find(END, i) if i >= 0 else -1
+    if i >= 0 and j >= 0:
+        text = text[:i] + block + text[j + len(END) :]
+    elif (h := text.find(HEADING)) >= 0:
+        start = h + len(HEADING)
+        nxt = text.find("\n## ", start)
+        end = len(text) if nxt < 0 else nxt + 1
+        text = text[:start] + "\n\n" + block + "\n\n" + text[end:]
+    else:
+        text = text.rstrip("\n") + f"\n\n{HEADING}\n\n{block}\n"
+    path.write_text(text)
