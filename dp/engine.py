@@ -49,8 +49,10 @@ classifies the batch:
 2. ``MATRIX``: every row of the batch is in the predicted set ``P`` (a *good* query): answered
    from the Matrix Mechanism block whose marginal contains the batch's (paper mode), or from
    the lowest-variance source among those blocks and the GLS of all stored releases of one small
-   marginal (default mode, :class:`StoredInference`; still post-processing). Event
-   ``Answered``; advances the stream position.
+   marginal (default mode, :class:`StoredInference`; still post-processing). In default
+   mode only while that source's total variance is not above a fresh answer's at the current
+   pacing; otherwise the query is answered as a bad one (4.), so a weakly measured P costs
+   online budget, not accuracy. Event ``Answered``; advances the stream position.
 3. ``STORED`` (default mode only, ``reuse=True``; PRIVACY-NOTES §3 gap #10): the batch lies in
    the row space of a stored source covering its marginal (a block, or the releases of one
    marginal) whose variance (summed over its rows) is not above that of a fresh answer at the
@@ -75,7 +77,8 @@ releases only (the estimator estimates how many *fresh* releases the stream will
 
 Modes. ``mode="paper"`` is Algorithm 1 as written: ``basic`` accountant (AGM at
 ``(eps_b, delta/(S+1))``), ``static_pacing="literal"``, ``warmup="log2"``, no reuse, no
-reallocation. ``mode="default"``: ``gdp`` accountant, ``static_pacing="even"``, reuse of stored
+reallocation, ``reserve_pacing="halving"``. ``mode="default"``: ``gdp`` accountant,
+``static_pacing="even"``, ``reserve_pacing="estimate"`` (``dp.pacing``), reuse of stored
 releases with the variance check, GLS answers, and the leftovers of the pools join the reserve.
 Every option can be set explicitly in either mode.
 """
@@ -117,6 +120,7 @@ from dp.pacing import (
     Allocation,
     Pacing,
     Pool,
+    ReservePacing,
     StaticPacing,
     initial_pacing,
     next_charge,
@@ -190,6 +194,7 @@ class EngineConfig:
     eps_min: float | None = None
     reuse: bool | None = None
     reallocate: bool | None = None
+    reserve_pacing: Literal["halving", "estimate"] | None = None
     #: The privacy unit's bound (``dp.units``): row-level unless the table declares a unit.
     contribution: Contribution = ROW_LEVEL
 
@@ -200,6 +205,7 @@ class EngineConfig:
     min_fraction: float = field(init=False)
     reuse_releases: bool = field(init=False)
     reallocate_leftovers: bool = field(init=False)
+    reserve_kind: ReservePacing = field(init=False)
     t: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -243,6 +249,8 @@ class EngineConfig:
         _param(self.allocation in ("static", "smooth"), "allocation must be static or smooth")
         pacing = self.static_pacing or ("literal" if paper else "even")
         _param(pacing in ("literal", "even"), "static_pacing must be literal or even")
+        reserve = self.reserve_pacing or ("halving" if paper else "estimate")
+        _param(reserve in ("halving", "estimate"), "reserve_pacing must be halving or estimate")
         w = self.warmup
         _param(
             w in ("log2", "log2_squared")
@@ -267,6 +275,7 @@ class EngineConfig:
             ("min_fraction", eps_min / eps),
             ("reuse_releases", (not paper) if self.reuse is None else self.reuse),
             ("reallocate_leftovers", (not paper) if self.reallocate is None else self.reallocate),
+            ("reserve_kind", ReservePacing(reserve)),
             ("t", warmup_length(w, s)),
         ):
             object.__setattr__(self, name, value)
@@ -874,7 +883,7 @@ def decide(state: EngineState, batch: QueryBatch) -> Decision:
     reuse = cfg.reuse_releases
     if _is_good(state, batch):
         found = _best(state, batch, stored=reuse)
-        if found is not None:
+        if found is not None and not (reuse and _fresh_is_better(state, batch, found)):
             return _answered(state, batch, found, Source.MATRIX)
 
     # a bad query
@@ -901,6 +910,20 @@ def decide(state: EngineState, batch: QueryBatch) -> Decision:
     return Decision(kind=DecisionKind.FRESH, batch=batch, events=(charge,), charge=charge)
 
 
+def _fresh_is_better(
+    state: EngineState, batch: QueryBatch, found: tuple[FloatArray, FloatArray]
+) -> bool:
+    """Default mode's check for a predicted query: a fresh answer at the current pacing would
+    have a lower total variance than the release's (a weakly measured P, e.g. a small MM
+    share over many candidates, then costs online budget instead of accuracy). Public
+    quantities only: variances and the pacing."""
+    try:
+        charge = _plan_charge(state, batch)
+    except BudgetExhaustedError:
+        return False
+    return noise_variance(charge.noise, charge.scale) * batch.num_queries < float(np.sum(found[1]))
+
+
 def _plan_charge(state: EngineState, batch: QueryBatch) -> Charged:
     cfg = state.config
     if state.fresh >= cfg.stream_length:
@@ -920,6 +943,7 @@ def _plan_charge(state: EngineState, batch: QueryBatch) -> Charged:
         static_pacing=cfg.pacing_kind,
         reallocate=cfg.reallocate_leftovers,
         min_charge=state.min_charge,
+        reserve_pacing=cfg.reserve_kind,
     )
     if step is None:
         raise ReserveExhaustedError(

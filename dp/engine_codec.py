@@ -53,6 +53,7 @@ CONFIG_FIELDS = (
     "eps_min",
     "reuse",
     "reallocate",
+    "reserve_pacing",
 )
 _PACING_FIELDS = ("warmup_pool", "bad_pool", "reserve", "b_est", "k", "per_query", "in_reserve")
 

@@ -26,9 +26,17 @@ is the fixed ``bad_pool / k`` when every bad query is charged.
 Smooth (``allocation="smooth"``): one pool (warm-up and bad merged); ``amount = pool /
 (max(1, B_hat(b) - b) + 1)`` and ``pool -= amount`` (Lemma 4.5: never overspends).
 
-Reserve (both): once ``B_est`` is frozen, a bad query with ``b > B_est`` gets ``reserve / 2``
-and the reserve halves. If that half is below ``min_charge`` (``eps_min`` in the unit), the
-reserve is exhausted: no further fresh answer (:func:`next_charge` returns ``None``). With
+Reserve (both): once ``B_est`` is frozen, a bad query with ``b > B_est`` draws from the reserve.
+``reserve_pacing="halving"`` is Algorithm 1: it gets ``reserve / 2`` and the reserve halves, so
+an underestimate of ``B`` by more than ~log2(reserve / min_charge) refuses the rest of the
+stream. ``reserve_pacing="estimate"`` (default mode) spreads the reserve the way Smooth spreads
+its pool, over the bad queries still expected by the running estimate and never more than the
+stream positions left: ``amount = reserve / (min(max(1, B_hat(b) - b), max(1, S - n)) + 1)``
+(never the whole reserve, so it never overspends; Lemma 4.5's argument). The estimate assumes
+bad queries arrive in random order, which a predicted workload breaks (its statements are
+often asked first, so ``B_est`` undershoots): the running estimate recovers as the stream
+goes on where halving would run out. If the amount is below ``min_charge`` (``eps_min`` in the
+unit), the reserve is exhausted: no further fresh answer (:func:`next_charge` returns ``None``). With
 ``reallocate=True`` (default mode's reading of the undefined ``Reallocate`` of Algorithm 1,
 line 29; PRIVACY-NOTES §3 gap #3) the leftovers of the warm-up and bad pools join the reserve
 when the reserve phase starts; paper mode does nothing (``reallocate=False``).
@@ -49,6 +57,11 @@ class Allocation(StrEnum):
 class StaticPacing(StrEnum):
     LITERAL = "literal"
     EVEN = "even"
+
+
+class ReservePacing(StrEnum):
+    HALVING = "halving"
+    ESTIMATE = "estimate"
 
 
 class Pool(StrEnum):
@@ -159,6 +172,7 @@ def next_charge(
     static_pacing: StaticPacing,
     reallocate: bool,
     min_charge: float,
+    reserve_pacing: ReservePacing = ReservePacing.HALVING,
 ) -> Step | None:
     """The charge for the b-th bad query at stream position ``n``; ``None`` = reserve spent.
 
@@ -166,7 +180,11 @@ def next_charge(
     """
     s = stream_length
     if p.b_est is not None and b > p.b_est:
-        return _reserve(p, reallocate=reallocate, min_charge=min_charge)
+        if reserve_pacing is ReservePacing.HALVING:
+            divisor = 2.0
+        else:
+            divisor = min(max(1.0, b_hat(b, n, s) - b), max(1.0, float(s - n))) + 1.0
+        return _reserve(p, divisor=divisor, reallocate=reallocate, min_charge=min_charge)
 
     if allocation is Allocation.SMOOTH:
         est = b_hat(b, n, s)
@@ -198,12 +216,12 @@ def next_charge(
     return Step(amount=amount, pool=Pool.BAD, after=replace(p, bad_pool=p.bad_pool - amount))
 
 
-def _reserve(p: Pacing, *, reallocate: bool, min_charge: float) -> Step | None:
+def _reserve(p: Pacing, *, divisor: float, reallocate: bool, min_charge: float) -> Step | None:
     if reallocate and not p.in_reserve:
         p = replace(
             p, reserve=p.reserve + p.warmup_pool + p.bad_pool, warmup_pool=0.0, bad_pool=0.0
         )
-    amount = p.reserve / 2.0
+    amount = p.reserve / divisor
     if not amount >= min_charge or amount <= 0.0:
         return None
     return Step(

@@ -576,7 +576,7 @@ def _predict(args: argparse.Namespace) -> int:
             f"was asked again in {rec.rate:.0%} of the cases"
             if rec.origins
             else "the log has one window: nothing is known of recurrence across windows "
-            "(a statement asked c times gets c / (c + 1))"
+            "(a statement asked c times gets c / (c + 3))"
         )
         print(f"  recurrence {learned}")
     if p.split is not None:

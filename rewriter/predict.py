@@ -372,6 +372,7 @@ class Resolver:
         self.schema = schema
         self._cache: dict[str, tuple[str, tuple[object, ...] | None, Plan | None, bool] | None] = {}
         self._keys: dict[str, str] = {}  # batch key -> canonical key
+        self._templates: dict[str, DPStatement | None] = {}
 
     def statement(
         self, sql: str
@@ -382,6 +383,29 @@ class Resolver:
         res = self._resolve(sql)
         self._cache[sql] = res
         return res
+
+    def instance(
+        self, template: str, bindings: tuple[object, ...]
+    ) -> tuple[str, tuple[str, tuple[object, ...] | None, Plan | None, bool] | None]:
+        """The SQL of a template's instance and what :meth:`statement` makes of it, by
+        binding the template's prepared statement (parsed once per template) rather than
+        parsing each instance; the SQL text is resolved when the template does not bind.
+        Raises ValueError when a placeholder has no binding."""
+        sql = render(template, bindings)
+        if sql in self._cache:
+            return sql, self._cache[sql]
+        if template not in self._templates:
+            sts = classify(template, self.schema)
+            st = sts[0] if len(sts) == 1 and isinstance(sts[0], DPStatement) else None
+            self._templates[template] = st
+        st = self._templates[template]
+        got = _bound(st, bindings, self.schema) if st is not None else None
+        if st is None or len(st.param_types) != len(bindings) or got is None:
+            return sql, self.statement(sql)
+        plan, rounded = got
+        res = (plan.fingerprint.template, plan.fingerprint.bindings, plan, rounded)
+        self._cache[sql] = res
+        return sql, res
 
     def _resolve(self, sql: str) -> tuple[str, tuple[object, ...] | None, Plan | None, bool] | None:
         sts = classify(sql, self.schema)
@@ -597,10 +621,12 @@ class Recurrence:
     it is an *origin*: each statement asked before it counts once in its feature class, and
     is a *hit* when it is asked again in that window. ``probability(features)`` is then
     ``(hits + 2 rate) / (seen + 2)``: the class's rate, shrunk towards the log's overall rate
-    ``rate`` when the class is thin (a Beta prior of weight 2). With no origin (a log of one
-    window) nothing is known of recurrence across windows, and a statement asked ``c`` times
-    gets Laplace's rule of succession, ``c / (c + 1)``: once 1/2, a refreshed dashboard's
-    three times 3/4. Statements asked by *other* analysts count like one's own: on logs where users
+    ``rate`` when the class is thin (a Beta prior of weight 2), and then by ``o / (o + 1)``
+    for ``o`` origins: the statements of one window recur together (a new task shares little
+    with the last one, a refreshed dashboard everything), so the evidence is the number of
+    windows, not of statements (one origin halves the rate; ten keep 91% of it). With no origin (a log of one window) nothing is known of recurrence across
+    windows, and a statement asked ``c`` times gets ``c / (c + 3)`` (Laplace's rule with a
+    sceptical prior): once 1/4, a refreshed dashboard's three times 1/2. Statements asked by *other* analysts count like one's own: on logs where users
     repeat each other's questions, the classes with several analysts learn that.
     """
 
@@ -610,9 +636,9 @@ class Recurrence:
 
     def probability(self, features: tuple[int, int, int], calls: int = 1) -> float:
         if self.origins == 0:
-            return calls / (calls + 1.0)
+            return calls / (calls + 3.0)
         hits, seen = self.classes.get(features, (0, 0))
-        return (hits + 2.0 * self.rate) / (seen + 2.0)
+        return (hits + 2.0 * self.rate) / (seen + 2.0) * self.origins / (self.origins + 1.0)
 
 
 def _features(windows: int, analysts: int, recent: bool) -> tuple[int, int, int]:
@@ -795,10 +821,9 @@ def _instances(
             if added >= limit:
                 break
             try:
-                sql = render(template, binding)
+                sql, got = resolver.instance(template, binding)
             except ValueError:
                 continue
-            got = resolver.statement(sql)
             if got is None or got[2] is None or got[2].batch.matrix.nnz == 0:
                 continue  # not a statement, or one that reads no cell (an empty range)
             plan = got[2]
@@ -1157,7 +1182,7 @@ def expected_epoch_error(
 
 #: The Matrix Mechanism shares the cap tries when it chooses the split itself; the rest of
 #: the budget is shared 1:1:1 by the warm-up, the paced online answers and the reserve.
-MM_SHARES = (0.125, 0.25, 0.5, 0.75)
+MM_SHARES = (0.0625, 0.125, 0.25, 0.5, 0.75)
 
 
 def _split_for(mm: float) -> tuple[float, float, float, float]:
@@ -1189,7 +1214,8 @@ def choose_cap(
     One epoch covers the table: its release is planned by ``dp.marginals.plan_release``
     exactly as the engine will (blocks over the candidates' marginals, one certified strategy
     each, the budget split between blocks), so ``E``, the release's total expected squared
-    error per unit noise, is the engine's own. For each prefix k = 1, 2, 4, ..., len and each
+    error per unit noise, is the engine's own. For each prefix k = 1, 2, 4, ..., min(len, 4 S)
+    and each
     split (``cfg.split``, or the MM shares of :data:`MM_SHARES`: the release's share follows
     what P is expected to cover), the expected total squared error of the next window is
 
@@ -1226,7 +1252,9 @@ def choose_cap(
     best_total = s * rows_per * only * only
     if not ranked:
         return best
-    sizes = sorted({min(2**i, len(ranked)) for i in range(int(math.log2(len(ranked))) + 2)})
+    # a P beyond 4 S is not tried: at most S statements come, and each prefix is a release plan
+    top = min(len(ranked), 4 * s)
+    sizes = sorted({min(2**i, top) for i in range(int(math.log2(top)) + 2)})
     for k in sizes:
         prefix = list(ranked[:k])
         e_total, m, released = release_error(

@@ -8,6 +8,9 @@ contrib modules): that source is tested when the backend has the extension, skip
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -79,8 +82,8 @@ def test_predict_from_the_proxy_log_then_start_an_epoch_from_it(
 
     out = tmp_path / "p.sql"
     # Without the error cap P is every candidate: the log has one window (all of it today), so
-    # recurrence is Laplace's rule on the calls, the refreshed dashboard first (3/4), the
-    # one-off last (1/2).
+    # recurrence is Laplace's rule with a sceptical prior on the calls, c / (c + 3): the
+    # refreshed dashboard first (3/6), the one-off last (1/4).
     text = lapras(
         "predict",
         "--config",
@@ -96,8 +99,8 @@ def test_predict_from_the_proxy_log_then_start_an_epoch_from_it(
     p = probabilities(out)
     assert len(p) == len(DASHBOARD) + 1
     one_off = [q for q in p if "61" in q]
-    assert len(one_off) == 1 and p[one_off[0]] == 0.5
-    assert {v for q, v in p.items() if q not in one_off} == {0.75}
+    assert len(one_off) == 1 and p[one_off[0]] == 0.25
+    assert {v for q, v in p.items() if q not in one_off} == {0.5}
 
     lapras("epoch", "close", "--config", str(config_file), "--table", "adult")
     text = lapras(
@@ -165,16 +168,20 @@ def test_predict_from_a_csvlog_written_by_postgresql(
         "predict", "--config", str(config_file), "--table", "adult", "--source", "csvlog",
         "--file", str(csvlog), "--out", str(out), "--dry-run", "--no-error-cap",
     )  # fmt: skip
-    # one window: the dashboard (refreshed five times: 5/6) above the one-off (1/2)
+    # one window: the dashboard (refreshed five times: 5/8) above the one-off (1/4)
     p = probabilities(out)
     assert set(p) == {*DASHBOARD, ONE_OFF}
-    assert p[ONE_OFF] == 0.5 and all(p[q] == pytest.approx(5 / 6, abs=0.01) for q in DASHBOARD)
+    assert p[ONE_OFF] == 0.25 and all(p[q] == pytest.approx(5 / 8, abs=0.01) for q in DASHBOARD)
 
-    # End to end: the same real log through the error-aware cap, stored, an epoch started
-    # from it, the proxy serving it to psycopg: exactly P's statements come from the release.
+    # End to end: the same real log, its five dashboard refreshes moved to five consecutive
+    # days (a week's log, so that recurrence is learned: one window alone earns P little),
+    # through the error-aware cap, stored, an epoch started from it, the proxy serving it to
+    # psycopg: exactly P's statements come from the release.
+    week = tmp_path / "week.csv"
+    week.write_text(_spread_over_days(csvlog.read_text(), DASHBOARD))
     text = lapras(
         "predict", "--config", str(config_file), "--table", "adult", "--source", "csvlog",
-        "--file", str(csvlog), "--out", str(out),
+        "--file", str(week), "--out", str(out),
     )  # fmt: skip
     assert "split" in text and "expected MAE" in text, text
     chosen = set(predicted_sql(out))
@@ -191,6 +198,24 @@ def test_predict_from_a_csvlog_written_by_postgresql(
             conn.execute(sql).fetchall()
             released = "Matrix Mechanism" in notices[-1]
             assert released == (sql in chosen), (sql, notices[-1])
+
+
+def _spread_over_days(text: str, dashboard: list[str]) -> str:
+    """The csvlog with the k-th run of each dashboard statement (and everything logged
+    between) moved to the k-th of consecutive days ending today; log_time is column 0."""
+    rows = list(csv.reader(io.StringIO(text)))
+    runs = sum(1 for r in rows if r[13:14] == [f"statement: {dashboard[0]}"])
+    k = 0
+    for r in rows:
+        if r[13:14] == [f"statement: {dashboard[0]}"]:
+            k += 1
+        stamp = dt.datetime.strptime(r[0][:19], "%Y-%m-%d %H:%M:%S")
+        r[0] = (stamp - dt.timedelta(days=runs - max(k, 1))).strftime("%Y-%m-%d %H:%M:%S") + r[0][
+            19:
+        ]
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
 
 
 def _system_postgres() -> Path | None:

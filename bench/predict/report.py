@@ -140,14 +140,31 @@ def targets_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def section(rows: Sequence[Row], *, command: str, seconds: float, jobs: int) -> str:
-    today = dt.date.today().isoformat()
+def times(rows: Sequence[Row]) -> str:
+    """Where the time went: the predictor and each engine run, summed."""
+
+    def tot(f: Callable[[Row], Run | None]) -> float:
+        return sum(run.seconds for r in rows if (run := f(r)) is not None) / 60
+
+    pred = sum(r.predict_seconds for r in rows) / 60
+    slowest = max((r.predict_seconds for r in rows), default=0.0)
+    return (
+        f"predictor {pred:.0f} min (slowest window {slowest:.0f} s); engine runs: product "
+        f"{tot(lambda r: r.product):.0f} min, literal {tot(lambda r: r.literal):.0f} min, "
+        f"online {tot(lambda r: r.online):.0f} min, oracle {tot(lambda r: r.oracle):.0f} min; "
+        "one process's time, summed; a cached run counts the time it took when it was computed"
+    )
+
+
+def section(rows: Sequence[Row], *, command: str, seconds: float, jobs: int, date: str = "") -> str:
+    today = date or dt.date.today().isoformat()
     names = sorted({r.dataset for r in rows}, key=D.DATASETS.index)
     return f"""Command: `{command}` ({today}; {seconds / 60:.1f} min with {jobs} worker processes on
-{os.cpu_count()} cores). Method: the docstrings of `bench/predict/run.py` (scenarios, the four
-runs), `replay.py` (traces to SQL) and `datasets.py` (the synthesised tables). epsilon = 1,
-delta = 1e-6, `dp.engine` default mode, S = the window's distinct statements; the product runs
-with the split its prediction chose, the others matrix-heavy.
+{os.cpu_count()} cores; {times(rows)}). Method: the docstrings of `bench/predict/run.py`
+(scenarios, the four runs), `replay.py` (traces to SQL) and `datasets.py` (the synthesised
+tables). epsilon = 1, delta = 1e-6, `dp.engine` default mode; every run plans the S the product
+predicted from the log; the product runs with the split its prediction chose, the others
+matrix-heavy.
 
 **Data** (synthesised; the traces' data tables are not shipped). Declared bins from the
 traces' binning; rows from a seeded generator (`datasets.py`), `cell_limit` 1,000,000:

@@ -28,8 +28,10 @@ Scenarios (``--scenario``), each a test session (the *window*) and the log befor
 
 For each test window (its S distinct statements, in order; exact repeats are free) the real
 engine (``dp.engine.start`` / ``answer``, default mode, epsilon = 1, delta = 1e-6, static
-allocation, ``SeededSampler`` noise, S = the window's S) is run four times, with the same noise
-seed:
+allocation, ``SeededSampler`` noise) is run four times, with the same noise seed and the same
+planned stream length S: the one the product predicted from the log (``Prediction.stream_length``,
+what ``lapras epoch start --from-prediction`` configures; a deployment without prediction would
+estimate it from the same log), else the window's own:
 
 * **product**: P = ``rewriter.predict.predict`` on the log (``PredictConfig(epsilon, delta)``,
   the error-aware cap as ``lapras predict`` runs it), with the budget split the prediction
@@ -45,14 +47,15 @@ exact| over the rows (linear queries) of the answered statements, and the statem
 for budget. Overlap rho = the share of the window's distinct statements (by the predictor's
 identity, ``Resolved.ident``) that are in P.
 
-Time. The online and oracle runs depend on the session only, the literal run on its log and
-window only: all three are cached on disk (``bench/out/predict/engine-runs.json``), keyed by
-the batches asked and predicted, the seed and a hash of ``dp/``; the replayed statements'
+Time. The online, oracle and literal runs do not depend on the predictor: they are cached on
+disk (``bench/out/predict/engine-runs.json``), keyed by
+the batches asked and predicted, the seed, S and a hash of ``dp/``; the replayed statements'
 resolution through the rewriter is cached per session (``resolved/``, keyed by a hash of
 ``rewriter/`` but its ``predict.py``, ``dp/`` and the declaration). So a re-run after a change of
 the predictor only predicts and runs the product again. Work is spread over ``--jobs`` processes (fork).
 
     python -m bench.predict --quick          # the cheapest window per dataset and scenario
+    python -m bench.predict --sample 2       # two windows per dataset and scenario, short to long log
     python -m bench.predict                  # every session of every dataset
     python -m bench.predict --dataset movies --scenario rolling --write-docs
 """
@@ -414,8 +417,11 @@ class RunCache:
         predicted: Sequence[QueryBatch],
         seed: int,
         split: object,
+        stream_length: int,
     ) -> str:
-        h = hashlib.sha256(f"{self.salt}|{dataset}|{seed}|{split}|{EPS}|{DELTA}".encode())
+        h = hashlib.sha256(
+            f"{self.salt}|{dataset}|{seed}|{split}|{stream_length}|{EPS}|{DELTA}".encode()
+        )
         for b in stream:
             h.update(b"s" + b.key.encode())
         for b in predicted:
@@ -453,11 +459,13 @@ def cached_run(
     predicted: Sequence[QueryBatch],
     seed: int,
     split: str | tuple[float, float, float, float] = DEFAULT_SPLIT,
+    *,
+    stream_length: int,
 ) -> Run:
-    key = _CACHE.key(data.name, stream, predicted, seed, split)
+    key = _CACHE.key(data.name, stream, predicted, seed, split, stream_length)
     got = _CACHE.get(key)
     if got is None:
-        got = engine_run(data.pin, stream, predicted, seed, split)
+        got = engine_run(data.pin, stream, predicted, seed, split, stream_length=stream_length)
         _CACHE.put(key, got)
     return got
 
@@ -557,8 +565,14 @@ def run_unit(unit: Unit, seed: int) -> Row:
     pred = w.prediction
     split = pred.split if pred.split is not None else DEFAULT_SPLIT
     p_batches = [v.batch for v in pred.views]
-    product = engine_run(data.pin, w.stream.batches, p_batches, sd, split)
-    literal = cached_run(data, w.stream.batches, [r.plan.batch for r in w.literal if r.plan], sd)
+    # every run plans the S the deployment would configure from the log (the prediction's)
+    s_len = pred.stream_length or len(w.stream.batches)
+    stream = w.stream.batches
+    product = engine_run(data.pin, stream, p_batches, sd, split, stream_length=s_len)
+    lit = [r.plan.batch for r in w.literal if r.plan]
+    literal = cached_run(data, stream, lit, sd, stream_length=s_len)
+    online = cached_run(data, stream, [], sd, stream_length=s_len)
+    oracle = cached_run(data, stream, stream, sd, stream_length=s_len)
     return Row(
         dataset=unit.dataset,
         scenario=unit.scenario,
@@ -580,36 +594,16 @@ def run_unit(unit: Unit, seed: int) -> Row:
         predict_seconds=w.predict_seconds,
         product=product,
         literal=literal,
+        online=online,
+        oracle=oracle,
     )
-
-
-@dataclass(frozen=True, slots=True)
-class SessionRuns:
-    dataset: str
-    session: int
-    online: Run
-    oracle: Run
-
-
-def run_session(dataset: str, i: int, seed: int) -> SessionRuns:
-    data = _DATA[dataset]
-    s = data.sessions[i]
-    stream = stream_of(data, s, 0)
-    sd = session_seed(seed, s)
-    online = cached_run(data, stream.batches, [], sd)
-    oracle = cached_run(data, stream.batches, stream.batches, sd)
-    return SessionRuns(dataset, i, online, oracle)
 
 
 def _task(args: tuple[str, object, int]) -> tuple[str, object, dict[str, dict[str, object]], str]:
     kind, what, seed = args
     try:
-        if kind == "unit":
-            assert isinstance(what, Unit)
-            out: object = run_unit(what, seed)
-        else:
-            assert isinstance(what, tuple)
-            out = run_session(what[0], what[1], seed)
+        assert kind == "unit" and isinstance(what, Unit)
+        out: object = run_unit(what, seed)
         err = ""
     except Exception:
         out, err = what, traceback.format_exc()
@@ -645,17 +639,34 @@ def select_quick(data: Data, us: list[Unit]) -> list[Unit]:
     return [min(us, key=size)]
 
 
+def select_sample(us: list[Unit], n: int) -> list[Unit]:
+    """``n`` windows of a scenario spread evenly over its windows (by test session), the
+    first and the last included: short logs and long ones."""
+    if n <= 0 or len(us) <= n:
+        return us
+    ordered = sorted(us, key=lambda u: (len(u.train), u.test))
+    if n == 1:
+        return [ordered[len(ordered) // 2]]
+    return [ordered[round(i * (len(ordered) - 1) / (n - 1))] for i in range(n)]
+
+
 def plan(
-    names: Sequence[str], scenarios: Sequence[str], *, quick: bool = False, max_train: int = 0
+    names: Sequence[str],
+    scenarios: Sequence[str],
+    *,
+    quick: bool = False,
+    max_train: int = 0,
+    sample: int = 0,
 ) -> list[Unit]:
     """The test windows of a run (``quick``: the cheapest window per dataset and scenario,
-    learning from the latest session only)."""
+    learning from the latest session only; ``sample``: that many per dataset and scenario,
+    from the shortest log to the longest)."""
     out: list[Unit] = []
     for name in names:
         data = dataset_data(name)
         for sc in scenarios:
             us = units(data, sc, max_train=max_train or (1 if quick else 0))
-            out += select_quick(data, us) if quick else us
+            out += select_quick(data, us) if quick else select_sample(us, sample)
     return out
 
 
@@ -666,6 +677,7 @@ def run(
     seed: int = 1,
     quick: bool = False,
     max_train: int = 0,
+    sample: int = 0,
     jobs: int = 1,
     cache: bool = True,
     log: Callable[[str], None] = print,
@@ -674,7 +686,7 @@ def run(
     global _CACHE
     t0 = time.perf_counter()
     _CACHE = RunCache(OUT / "engine-runs.json" if cache else None)
-    us = plan(names, scenarios, quick=quick, max_train=max_train)
+    us = plan(names, scenarios, quick=quick, max_train=max_train, sample=sample)
     need = {(u.dataset, u.test) for u in us} | {(u.dataset, j) for u in us for j, _ in u.train}
     prepare(need, jobs=jobs, cache=cache, log=log)
     tasks: list[tuple[float, tuple[str, object, int]]] = []
@@ -688,11 +700,8 @@ def run(
             continue
         first[sig] = u
         tasks.append((_cost(_DATA[u.dataset], u, u.test), ("unit", u, seed)))
-    for name, i in sorted({(u.dataset, u.test) for u in us}):
-        tasks.append((_cost(_DATA[name], None, i), ("session", (name, i), seed)))
     tasks.sort(key=lambda t: -t[0])
     rows: list[Row] = []
-    per_session: dict[tuple[str, int], SessionRuns] = {}
     failures: list[str] = []
     done = 0
 
@@ -715,8 +724,6 @@ def run(
                 f"{out.product.mae:6.1f} ({out.product.refused}) literal {out.literal.mae:6.1f} "
                 f"({out.literal.refused}) predict {out.predict_seconds:.0f} s"
             )
-        elif isinstance(out, SessionRuns):
-            per_session[(out.dataset, out.session)] = out
         if done % 20 == 0:
             _CACHE.save()
 
@@ -734,14 +741,24 @@ def run(
         got = by_unit.get((orig.dataset, orig.scenario, orig.test))
         if got is not None:
             rows.append(replace(got, scenario=u.scenario))
-    for row in rows:
-        sr = per_session.get((row.dataset, row.index))
-        if sr is not None:
-            row.online, row.oracle = sr.online, sr.oracle
     rows.sort(key=lambda r: (names.index(r.dataset), scenarios.index(r.scenario), r.session))
     if failures:
         log(f"{len(failures)} task(s) failed")
     return rows, time.perf_counter() - t0
+
+
+def rows_from_json(items: Iterable[dict[str, object]]) -> list[Row]:
+    """Rows stored by :func:`main` (``results.json``), rebuilt."""
+    out = []
+    for d in items:
+        d = dict(d)
+        for k in ("product", "literal", "online", "oracle"):
+            v = d.get(k)
+            d[k] = Run(**v) if isinstance(v, dict) else None
+        if isinstance(d.get("split"), list):
+            d["split"] = tuple(d["split"])  # type: ignore[arg-type]
+        out.append(Row(**d))  # type: ignore[arg-type]
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -749,6 +766,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m bench.predict", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="one small window per dataset/scenario")
+    ap.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        help="N windows per dataset and scenario, shortest log to longest (default: all)",
+    )
     ap.add_argument("--dataset", default=",".join(D.DATASETS), help="comma-separated datasets")
     ap.add_argument("--scenario", default=",".join(SCENARIOS), help="comma-separated scenarios")
     ap.add_argument("--seed", type=int, default=1, help="noise seed (default 1)")
@@ -758,6 +781,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--no-cache", action="store_true", help="recompute every cached result")
     ap.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
+    ap.add_argument(
+        "--render",
+        action="store_true",
+        help="no run: the tables from the last run's bench/out/predict/results.json "
+        "(quick.json with --quick)",
+    )
     args = ap.parse_args(argv)
     names = [n.strip() for n in args.dataset.split(",") if n.strip()]
     scenarios = [s.strip() for s in args.scenario.split(",") if s.strip()]
@@ -767,24 +796,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     for s in scenarios:
         if s not in SCENARIOS:
             ap.error(f"unknown scenario {s!r} (of: {', '.join(SCENARIOS)})")
-    flags = [a for a in (sys.argv[1:] if argv is None else list(argv)) if a != "--write-docs"]
+    flags = [
+        a
+        for a in (sys.argv[1:] if argv is None else list(argv))
+        if a not in ("--write-docs", "--render")
+    ]
     command = " ".join(["python -m bench.predict", *flags])
-    rows, seconds = run(
-        names,
-        scenarios,
-        seed=args.seed,
-        quick=args.quick,
-        max_train=args.max_train,
-        jobs=max(1, args.jobs),
-        cache=not args.no_cache,
-        log=lambda m: print(m, flush=True),
-    )
-    OUT.mkdir(parents=True, exist_ok=True)
-    stem = "quick" if args.quick else "results"
-    (OUT / f"{stem}.json").write_text(
-        json.dumps({"command": command, "seconds": seconds, "rows": [asdict(r) for r in rows]})
-    )
-    text = report.section(rows, command=command, seconds=seconds, jobs=args.jobs)
+    stem = "quick" if args.quick else f"sample{args.sample}" if args.sample else "results"
+    path = OUT / f"{stem}.json"
+    if args.render:
+        stored = json.loads(path.read_text())
+        rows = rows_from_json(stored["rows"])
+        command, seconds = stored["command"], float(stored["seconds"])
+        jobs, date = int(stored.get("jobs", args.jobs)), str(stored.get("date", ""))
+    else:
+        jobs, date = max(1, args.jobs), dt.date.today().isoformat()
+        rows, seconds = run(
+            names,
+            scenarios,
+            seed=args.seed,
+            quick=args.quick,
+            max_train=args.max_train,
+            sample=args.sample,
+            jobs=jobs,
+            cache=not args.no_cache,
+            log=lambda m: print(m, flush=True),
+        )
+        OUT.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "command": command,
+            "seconds": seconds,
+            "jobs": jobs,
+            "date": date,
+            "rows": [asdict(r) for r in rows],
+        }
+        path.write_text(json.dumps(payload))
+    text = report.section(rows, command=command, seconds=seconds, jobs=jobs, date=date)
     print(text)
     if args.write_docs:
         report.write_docs(text)

@@ -320,6 +320,20 @@ def test_default_mode_reuse_and_exhaustion() -> None:
     assert rel.std_errors[0] < np.sqrt(rel.noise_variance)
 
 
+def test_default_mode_answers_a_weakly_released_prediction_fresh() -> None:
+    """A P measured with 2% of the budget: default mode answers its query online (a fresh
+    answer at the pacing is more accurate), paper mode from the release; with the equal split
+    the release is the more accurate and answers in both."""
+    weak = (0.02, 0.49, 0.29, 0.2)
+    d, _ = Run.begin(EngineConfig(epsilon=1.0, delta=1e-3, stream_length=8, split=weak)).ask(GOOD0)
+    assert d.kind is DecisionKind.FRESH and d.charge is not None and d.charge.b == 1
+    d, _ = Run.begin(paper(split=weak)).ask(GOOD0)
+    assert d.kind is DecisionKind.MATRIX
+    for cfg in (EngineConfig(epsilon=1.0, delta=1e-3, stream_length=8, split="equal"), paper()):
+        d, _ = Run.begin(cfg).ask(GOOD0)
+        assert d.kind is DecisionKind.MATRIX
+
+
 def test_default_mode_serves_stored_answers_when_budget_is_gone() -> None:
     cfg = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=1, split="equal", eps_min=1e-3)
     run = Run.begin(cfg)
@@ -391,6 +405,7 @@ def test_mode_defaults() -> None:
         True,
     )
     assert d.min_fraction == pytest.approx(1e-3)
+    assert (p.reserve_kind.value, d.reserve_kind.value) == ("halving", "estimate")
     e = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=10, split=(0.4, 0.2, 0.2, 0.2))
     assert e.fractions == pytest.approx((0.4, 0.2, 0.2, 0.2))
 

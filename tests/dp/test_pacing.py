@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 from dp.pacing import (
     Allocation,
     Pool,
+    ReservePacing,
     StaticPacing,
     b_est,
     b_hat,
@@ -52,7 +55,16 @@ def test_theorem_4_2_unbiased_and_4_3_variance(s: int, bad: int, t: int) -> None
     assert est.var() < bound * 1.05
 
 
-def _drive(allocation: Allocation, pacing: StaticPacing, positions: list[int], s: int, t: int):
+def _drive(
+    allocation: Allocation,
+    pacing: StaticPacing,
+    positions: list[int],
+    s: int,
+    t: int,
+    reserve: ReservePacing = ReservePacing.HALVING,
+    reallocate: bool = False,
+    min_charge: float = 0.01,
+):
     p = initial_pacing(warmup=0.25, bad=0.25, reserve=0.25, allocation=allocation)
     steps = []
     for b, n in enumerate(positions, start=1):
@@ -64,8 +76,9 @@ def _drive(allocation: Allocation, pacing: StaticPacing, positions: list[int], s
             t=t,
             allocation=allocation,
             static_pacing=pacing,
-            reallocate=False,
-            min_charge=0.01,
+            reallocate=reallocate,
+            min_charge=min_charge,
+            reserve_pacing=reserve,
         )
         if step is None:
             steps.append(None)
@@ -102,16 +115,24 @@ def test_static_literal_is_geometric() -> None:
     t=st.integers(min_value=3, max_value=20),
     allocation=st.sampled_from(list(Allocation)),
     pacing=st.sampled_from(list(StaticPacing)),
+    reserve=st.sampled_from(list(ReservePacing)),
+    reallocate=st.booleans(),
     data=st.data(),
 )
 def test_pacing_never_overspends_its_pools(
-    s: int, t: int, allocation: Allocation, pacing: StaticPacing, data: st.DataObject
+    s: int,
+    t: int,
+    allocation: Allocation,
+    pacing: StaticPacing,
+    reserve: ReservePacing,
+    reallocate: bool,
+    data: st.DataObject,
 ) -> None:
     """Lemma 4.5 and its Static analogue: whatever the positions, pools never go negative."""
     positions = sorted(
         data.draw(st.sets(st.integers(min_value=1, max_value=2 * s), max_size=2 * s))
     )
-    steps = _drive(allocation, pacing, positions, s, t)
+    steps = _drive(allocation, pacing, positions, s, t, reserve, reallocate)
     total = 0.0
     for step in steps:
         if step is None:
@@ -123,3 +144,26 @@ def test_pacing_never_overspends_its_pools(
         if step.pool is Pool.RESERVE:
             assert step.amount >= 0.01
     assert total <= 0.75 * (1 + 1e-12)
+
+
+def test_reserve_estimate_survives_a_stream_whose_predicted_queries_come_first() -> None:
+    """S = 40: 10 predicted statements answered from the release first, then 30 bad ones.
+    B_est = 40 * 2 / 12 ~ 6.7 undershoots B = 30: halving runs the reserve out after ~10
+    answers (eps_min = 1e-3 of the budget) and refuses the rest; the running estimate spreads it and answers every one, the
+    reserve never spent whole."""
+    positions = list(range(11, 41))
+    halving = _drive(
+        Allocation.STATIC, StaticPacing.EVEN, positions, 40, 3, ReservePacing.HALVING, True, 1e-3
+    )
+    spread = _drive(
+        Allocation.STATIC, StaticPacing.EVEN, positions, 40, 3, ReservePacing.ESTIMATE, True, 1e-3
+    )
+    assert sum(x is None for x in halving) >= 10
+    assert all(x is not None for x in spread)
+    last = spread[-1]
+    assert last is not None and last.after.reserve > 0
+    # no single reserve charge takes more than half of what the reserve holds
+    for prev, step in itertools.pairwise(spread):
+        if prev is not None and step is not None and step.pool is Pool.RESERVE:
+            held = prev.after.reserve + (prev.after.warmup_pool + prev.after.bad_pool)
+            assert step.amount <= held / 2 + 1e-12

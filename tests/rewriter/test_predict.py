@@ -81,8 +81,9 @@ def test_recurrence_is_learned_from_the_log() -> None:
     assert p.recurrence is not None and p.recurrence.origins == 4
     # classes: the dashboard was asked again at 4 of 4 origins, the one-off at 0 of 2
     assert p.recurrence.rate == pytest.approx(4 / 6)
-    assert dash.probability == pytest.approx((1 + 2 * 4 / 6) / 3)
-    assert one.probability == pytest.approx((0 + 2 * 4 / 6) / 3)
+    # each class's rate, shrunk to the log's, times o / (o + 1) for the o = 4 origins
+    assert dash.probability == pytest.approx((1 + 2 * 4 / 6) / 3 * 4 / 5)
+    assert one.probability == pytest.approx((0 + 2 * 4 / 6) / 3 * 4 / 5)
     assert [q.sql for q in predict(log, SCHEMA, now=T0 + 5 * DAY, config=PredictConfig(
         min_probability=0.5)).queries] == [DASH]  # fmt: skip
     # spacing/case variants are the same query (same rows)
@@ -130,8 +131,8 @@ def test_a_log_of_one_window_knows_nothing_of_recurrence() -> None:
     log = [rec(0.1, DASH), rec(0.2, ONEOFF), rec(0.3, DASH), rec(0.4, DASH)]
     p = predict(log, SCHEMA, now=T0 + 1 * DAY)
     assert p.recurrence is not None and p.recurrence.origins == 0
-    # Laplace's rule of succession on the calls: 3 / 4 and 1 / 2
-    assert [(q.sql, q.probability) for q in p.queries] == [(DASH, 0.75), (ONEOFF, 0.5)]
+    # Laplace's rule with a sceptical prior on the calls, c / (c + 3): 3 / 6 and 1 / 4
+    assert [(q.sql, q.probability) for q in p.queries] == [(DASH, 0.5), (ONEOFF, 0.25)]
 
 
 def test_sliding_date_window_shifted_to_next_day() -> None:
