@@ -2,6 +2,7 @@
 
     python -m bench.proxy            # Adult + a 10-million-row synthetic table
     python -m bench.proxy --quick    # Adult + a 1-million-row synthetic table, fewer requests
+    python -m bench.proxy.pgbouncer  # beside PgBouncer and direct PostgreSQL (pgbench; issue 18)
 
 Starts the embedded PostgreSQL in a temporary folder, provisions Adult and a synthetic protected
 table ``synth`` (``a`` in 0..99, ``b`` in 0..9), runs ``lapras serve`` as its own process (the
