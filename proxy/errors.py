@@ -1,7 +1,10 @@
-"""Proxy-level errors and the one function that renders any error as an ErrorResponse.
+"""The one place errors and notices are rendered as protocol messages.
 
 Every error that reaches a client is a :class:`dp.errors.LaprasError` subclass declaring its
-SQLSTATE and severity (STYLE.md "Errors"). The codes follow PostgreSQL's errcodes table
+SQLSTATE and severity (STYLE.md "Errors"); the proxy's own are in :mod:`proxy.exceptions`
+(re-exported here). :func:`render_error` renders any of them as an ErrorResponse,
+:func:`render_unexpected` any other exception (a bug: XX000, the traceback logged),
+:func:`render_notice` a NoticeResponse. The codes follow PostgreSQL's errcodes table
 (https://www.postgresql.org/docs/current/errcodes-appendix.html); FATAL means the connection
 is closed after the ErrorResponse, as the server does (protocol-flow, "Termination").
 """
@@ -9,12 +12,36 @@ is closed after the ErrorResponse, as the server does (protocol-flow, "Terminati
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, ClassVar
 
-from dp.errors import LaprasError, Severity
-
-if TYPE_CHECKING:
-    from proxy.wire.messages import ErrorResponse
+from dp.errors import LaprasError
+from proxy.exceptions import (
+    AdminShutdown,
+    AuthenticationFailed,
+    CharacterNotInRepertoire,
+    DuplicateCursor,
+    DuplicatePreparedStatement,
+    FeatureNotSupported,
+    IdleInTransactionTimeout,
+    IdleSessionTimeout,
+    InFailedTransaction,
+    InsufficientPrivilege,
+    InvalidAuthorization,
+    InvalidBinaryRepresentation,
+    InvalidParameterValue,
+    InvalidStatementName,
+    NoActiveTransaction,
+    NotInPrerequisiteState,
+    ProtocolError,
+    ProtocolViolation,
+    QueryCanceled,
+    StartupFeatureNotSupported,
+    StatementTooLong,
+    TooManyConnections,
+    UndefinedCursor,
+    UnsupportedFormatCode,
+    UpstreamUnavailable,
+)
+from proxy.wire.messages import ErrorResponse, NoticeResponse
 
 __all__ = [
     "AdminShutdown",
@@ -45,196 +72,12 @@ __all__ = [
     "UpstreamUnavailable",
     "error_fields",
     "render_error",
+    "render_hidden_error",
+    "render_notice",
     "render_unexpected",
 ]
 
 log = logging.getLogger("lapras.proxy")
-
-
-class ProtocolViolation(LaprasError):
-    """08P01: malformed, oversized or out-of-order message. The connection is closed.
-
-    ``silent`` marks the cases where PostgreSQL closes without answering (e.g. plaintext
-    already buffered behind an SSLRequest, where an answer could be read as TLS bytes).
-    """
-
-    sqlstate = "08P01"
-    severity: ClassVar[Severity] = "FATAL"
-
-    def __init__(self, message: str, *, silent: bool = False, detail: str | None = None) -> None:
-        super().__init__(message, detail=detail)
-        self.silent = silent
-
-
-class StartupFeatureNotSupported(LaprasError):
-    """0A000 at start-up (protocol 4.x, replication connections): FATAL."""
-
-    sqlstate = "0A000"
-    severity: ClassVar[Severity] = "FATAL"
-
-
-class FeatureNotSupported(LaprasError):
-    """0A000 for a statement or message the proxy does not serve (e.g. FunctionCall)."""
-
-    sqlstate = "0A000"
-
-
-class AuthenticationFailed(LaprasError):
-    """28P01 invalid_password: FATAL. Also used for unknown users, so names are not probed."""
-
-    sqlstate = "28P01"
-    severity: ClassVar[Severity] = "FATAL"
-
-
-class InvalidAuthorization(LaprasError):
-    """28000 invalid_authorization_specification: FATAL (e.g. trust from a non-loopback peer)."""
-
-    sqlstate = "28000"
-    severity: ClassVar[Severity] = "FATAL"
-
-
-class TooManyConnections(LaprasError):
-    """53300 too_many_connections: FATAL."""
-
-    sqlstate = "53300"
-    severity: ClassVar[Severity] = "FATAL"
-
-
-class AdminShutdown(LaprasError):
-    """57P01 admin_shutdown: FATAL, sent to every session on a graceful shutdown."""
-
-    sqlstate = "57P01"
-    severity: ClassVar[Severity] = "FATAL"
-
-
-class IdleSessionTimeout(LaprasError):
-    """57P05 idle_session_timeout: FATAL (PostgreSQL 14+ uses the same code)."""
-
-    sqlstate = "57P05"
-    severity: ClassVar[Severity] = "FATAL"
-
-
-class IdleInTransactionTimeout(LaprasError):
-    """25P03 idle_in_transaction_session_timeout: FATAL."""
-
-    sqlstate = "25P03"
-    severity: ClassVar[Severity] = "FATAL"
-
-
-class QueryCanceled(LaprasError):
-    """57014 query_canceled: a CancelRequest or the statement timeout stopped a statement."""
-
-    sqlstate = "57014"
-
-
-class InFailedTransaction(LaprasError):
-    """25P02 in_failed_sql_transaction, with PostgreSQL's own wording."""
-
-    sqlstate = "25P02"
-
-    def __init__(self) -> None:
-        super().__init__(
-            "current transaction is aborted, commands ignored until end of transaction block"
-        )
-
-
-class ProtocolError(LaprasError):
-    """08P01 at ERROR level: a message whose framing (type, length) is fine but whose content is
-    not -- a field running past the end, trailing bytes ("insufficient data left in message",
-    "invalid message format": PostgreSQL's pq_getmsg* functions) -- or that does not fit (a
-    Bind with the wrong number of parameters). PostgreSQL reports these without closing the
-    connection (and skips to Sync after an extended-query message)."""
-
-    sqlstate = "08P01"
-
-
-class DuplicatePreparedStatement(LaprasError):
-    sqlstate = "42P05"
-
-
-class DuplicateCursor(LaprasError):
-    """42P03 duplicate_cursor: a named portal that already exists."""
-
-    sqlstate = "42P03"
-
-
-class UndefinedCursor(LaprasError):
-    """34000 invalid_cursor_name: ``cursor "x" does not exist`` (FETCH, MOVE, CLOSE)."""
-
-    sqlstate = "34000"
-
-
-class InvalidStatementName(LaprasError):
-    """26000 invalid_sql_statement_name: ``prepared statement "x" does not exist``."""
-
-    sqlstate = "26000"
-
-
-class NoActiveTransaction(LaprasError):
-    """25P01 no_active_sql_transaction: ``DECLARE CURSOR can only be used in transaction
-    blocks`` (a cursor without HOLD outside a transaction block)."""
-
-    sqlstate = "25P01"
-
-
-class NotInPrerequisiteState(LaprasError):
-    """55000 object_not_in_prerequisite_state: ``cursor can only scan forward``."""
-
-    sqlstate = "55000"
-
-
-class InvalidParameterValue(LaprasError):
-    """22P02 invalid_text_representation (or a bad binary value) in a bind parameter."""
-
-    sqlstate = "22P02"
-
-
-class UnsupportedFormatCode(LaprasError):
-    """22023 invalid_parameter_value: a parameter or result format code other than 0 (text) and
-    1 (binary), PostgreSQL's "unsupported format code: N"."""
-
-    sqlstate = "22023"
-
-
-class InvalidBinaryRepresentation(LaprasError):
-    """22P03 invalid_binary_representation: a binary bind parameter longer than its type."""
-
-    sqlstate = "22P03"
-
-
-class CharacterNotInRepertoire(LaprasError):
-    """22021 character_not_in_repertoire: a protocol string that is not valid in the client
-    encoding (PostgreSQL's "invalid byte sequence for encoding ...")."""
-
-    sqlstate = "22021"
-
-
-class InsufficientPrivilege(LaprasError):
-    """42501 insufficient_privilege: row-level access to a protected table."""
-
-    sqlstate = "42501"
-
-
-class StatementTooLong(LaprasError):
-    """54000 program_limit_exceeded: the SQL text of a Query or Parse is longer than
-    ``[server] max_statement_size``. Refused before it is split, routed or parsed; the
-    message names only the client's own size and the setting."""
-
-    sqlstate = "54000"
-
-    def __init__(self, size: int, limit: int) -> None:
-        super().__init__(
-            f"statement is too long: {size} bytes, more than the {limit} bytes this proxy accepts",
-            hint="the limit is [server] max_statement_size in lapras.toml; send bulk data "
-            "with COPY, or split the statement",
-        )
-
-
-class UpstreamUnavailable(LaprasError):
-    """08006 connection_failure: the proxy could not reach or log into the backend."""
-
-    sqlstate = "08006"
-    severity: ClassVar[Severity] = "FATAL"
 
 
 def error_fields(err: LaprasError) -> tuple[tuple[str, str], ...]:
@@ -257,14 +100,40 @@ def error_fields(err: LaprasError) -> tuple[tuple[str, str], ...]:
 
 def render_error(err: LaprasError) -> ErrorResponse:
     """Render any :class:`LaprasError` as an ErrorResponse message."""
-    # Imported here: proxy.wire.messages itself raises ProtocolViolation from this module.
-    from proxy.wire.messages import ErrorResponse
-
     return ErrorResponse(fields=error_fields(err))
 
 
-def render_unexpected(exc: BaseException, *, where: str) -> ErrorResponse:
+def render_unexpected(exc: BaseException, *, where: str, fatal: bool = False) -> ErrorResponse:
     """An exception that is not a LaprasError is a bug: log the traceback here, send the
-    client XX000 with a generic message that reveals nothing about data or internals."""
+    client XX000 with a generic message that reveals nothing about data or internals. ``fatal``:
+    the session ends with it (severity FATAL, the connection closes after it)."""
     log.error("internal error in %s", where, exc_info=exc)
-    return render_error(LaprasError("internal error in the LAPRAS proxy; see the server log"))
+    err = render_error(LaprasError("internal error in the LAPRAS proxy; see the server log"))
+    if fatal:
+        err = ErrorResponse(fields=tuple((c, "FATAL" if c in "SV" else v) for c, v in err.fields))
+    return err
+
+
+def render_notice(
+    message: str,
+    *,
+    severity: str = "NOTICE",
+    sqlstate: str = "00000",
+    detail: str | None = None,
+    hint: str | None = None,
+) -> NoticeResponse:
+    """A NoticeResponse (protocol-error-fields, as an error's: S, V, C, M, then D and H when
+    known), e.g. what a DP answer spent (:class:`proxy.wire.router.Notice`)."""
+    fields = [("S", severity), ("V", severity), ("C", sqlstate), ("M", message)]
+    if detail:
+        fields.append(("D", detail))
+    if hint:
+        fields.append(("H", hint))
+    return NoticeResponse(fields=tuple(fields))
+
+
+def render_hidden_error(err: ErrorResponse) -> ErrorResponse:
+    """The backend's error of a statement the proxy ran unseen for the client's (a check of a
+    name), as the error of the client's statement: its severity, code, message, detail and
+    hint; no position or context, which would point into the hidden text."""
+    return ErrorResponse(fields=tuple(f for f in err.fields if f[0] in "SVCMDH"))

@@ -6,7 +6,7 @@ start-up is ``Byte1 type, Int32 length (including itself), body``; the start-up 
 (StartupMessage, SSLRequest, GSSENCRequest, CancelRequest) have no type byte.
 
 Decoding is defensive: every length and count is checked against what is left of the body and
-against a bound, and any malformed input raises :class:`proxy.errors.ProtocolViolation`, never
+against a bound, and any malformed input raises :class:`proxy.exceptions.ProtocolViolation`, never
 another exception (a property the tests check with random bytes).
 
 >>> Query(sql="SELECT 1").encode()
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from dp.errors import LaprasError
-from proxy.errors import CharacterNotInRepertoire, ProtocolError, ProtocolViolation
+from proxy.exceptions import CharacterNotInRepertoire, ProtocolError, ProtocolViolation
 
 # Bounds (PostgreSQL's own where it has one: MAX_STARTUP_PACKET_LENGTH is 10000 bytes,
 # PQ_SMALL_MESSAGE_LIMIT 10000 bytes for messages that never carry user data).
@@ -706,7 +706,7 @@ class PqReader:
     >>> PqReader(b"\\x00").int32()
     Traceback (most recent call last):
     ...
-    proxy.errors.ProtocolError: insufficient data left in message
+    proxy.exceptions.ProtocolError: insufficient data left in message
     """
 
     __slots__ = ("_data", "_pos")

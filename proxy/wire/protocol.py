@@ -35,6 +35,7 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from proxy.errors import ProtocolViolation, StartupFeatureNotSupported
 from proxy.wire.messages import (
@@ -161,11 +162,25 @@ CONNECTION_CLOSED = ConnectionClosed()
 Event = FrontendMessage | StartupPacket | NeedData | ConnectionClosed | MalformedMessage
 
 
+class ConnSnapshot(NamedTuple):
+    """The connection's state as a value (:meth:`ServerConnection.snapshot`): what the
+    replay caches of the session (:mod:`proxy.wire.replay`) key by and restore. A tuple, so
+    it hashes at C speed: it is taken for every remembered read."""
+
+    state: ConnState
+    txn_status: str
+    pending_ready: int
+    batch_open: bool
+
+
 class ServerConnection:
     """State machine for the server side of one client connection."""
 
     def __init__(self, *, max_message: int = DEFAULT_MAX_MESSAGE) -> None:
         self.state = ConnState.PRE_STARTUP
+        # The backend's transaction status ('I', 'T', 'E'), the one copy of it: from the last
+        # ReadyForQuery sent or relayed, or reported by the backend to a hidden request
+        # (backend_status). What the connection becomes at the end of a batch.
         self.txn_status: str = "I"
         self._frames = FrameBuffer(
             max_message=max_message,
@@ -364,6 +379,36 @@ class ServerConnection:
     def close(self) -> None:
         self.state = ConnState.CLOSED
 
+    def forget_frame(self) -> None:
+        """Let go of the last message's frame (a big one is not kept while the session
+        waits for the next)."""
+        self.last_frame = b""
+
+    def backend_status(self, status: str) -> None:
+        """The backend's ReadyForQuery said ``status``, also for a request the client never
+        sees (a hidden BEGIN, a check): the transaction status the next ReadyForQuery sent
+        carries, and the state the end of a batch returns to."""
+        self.txn_status = status if status in _STATUS_STATE else "I"
+
+    def ready_skipped(self) -> None:
+        """A Query or FunctionCall received gets no ReadyForQuery: it came inside an extended
+        batch that failed (protocol-flow "Extended Query": the backend discards it)."""
+        if self.pending_ready > 0:
+            self.pending_ready -= 1
+
+    def snapshot(self) -> ConnSnapshot:
+        """The state as a value, for :meth:`restore`."""
+        # (tuple.__new__: half the cost of the NamedTuple's own __new__; taken per read)
+        state = (self.state, self.txn_status, self.pending_ready, self.batch_open)
+        return _new_tuple(ConnSnapshot, state)
+
+    def restore(self, snapshot: ConnSnapshot) -> None:
+        """Put the connection where a snapshot found it: a replay cache relayed a read whose
+        full handling was seen to leave this state (:mod:`proxy.wire.replay`)."""
+        self.state, self.txn_status, self.pending_ready, self.batch_open = snapshot
+
+
+_new_tuple = tuple.__new__
 
 # The backend message types that change the connection's state; the rest pass unobserved.
 _R, _Z, _E, _G, _W = b"RZEGW"

@@ -1,6 +1,6 @@
 """The listening server: the only place that accepts sockets; one task per connection.
 
->>> # server = ProxyServer(ServerConfig(upstream=..., auth=...), router)   # doctest: +SKIP
+>>> # server = ProxyServer(ServerConfig(upstream=..., auth=...), router)
 >>> # await server.start(); print(server.port); ...; await server.shutdown()
 
 Graceful shutdown (after uvicorn/hypercorn): stop listening, end idle sessions at once with
@@ -26,94 +26,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import secrets
-import ssl
 import struct
 import threading
 import time
-from collections.abc import Coroutine, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Coroutine
 from typing import Any
 
 from proxy.errors import TooManyConnections
 from proxy.wire.admission import Admission, LoginBackoff
-from proxy.wire.auth import AuthConfig
-from proxy.wire.messages import CANCEL_REQUEST_CODE, DEFAULT_MAX_MESSAGE, CancelRequest
+from proxy.wire.host import ServerConfig, WorkerSlot
+from proxy.wire.messages import CANCEL_REQUEST_CODE, CancelRequest
 from proxy.wire.router import StatementRouter
 from proxy.wire.session import Session
-from proxy.wire.upstream import UpstreamConfig
+
+__all__ = ["BackgroundServer", "ProxyServer", "ServerConfig", "WorkerSlot"]
 
 log = logging.getLogger("lapras.proxy.server")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WorkerSlot:
-    """This process's place among the proxy's worker processes."""
-
-    index: int  # 0 .. count - 1
-    count: int
-    sockets: str  # the group's folder of cancel sockets
-    connections: Any  # multiprocessing.Value("i"): sessions open in the whole group
-
-    def cancel_socket(self, index: int) -> str:
-        return os.path.join(self.sockets, f"cancel-{index}.sock")
-
-    def owner(self, pid: int) -> int:
-        """The worker whose session has this BackendKeyData pid."""
-        return (pid - 1) % self.count
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ServerConfig:
-    """The wire server's settings.
-
-    Admission (see :mod:`proxy.wire.admission`; with several workers only ``max_connections``
-    is shared, the other counts are per worker process, so with N workers a user may hold up
-    to N times ``max_user_connections`` sessions, as the kernel spreads its connections):
-
-    * ``login_timeout`` -- seconds from accept to authenticated, one deadline for the whole
-      start-up (not per read); then the connection is closed without a message, as PostgreSQL
-      does at ``authentication_timeout`` (it logs "canceling authentication due to timeout").
-    * ``max_pending_logins`` / ``max_pending_logins_per_address`` -- connections not yet
-      authenticated, overall and per client address; a new one beyond a bound closes the
-      oldest (of its address for the per-address bound).
-    * ``max_connections`` -- authenticated sessions ("sorry, too many clients already");
-      ``max_user_connections`` / ``max_address_connections`` -- per user, per client address
-      (0 = no limit); each refusal is FATAL 53300.
-    * ``auth_failure_delay`` -- the cap, in seconds, of the delay before a failed login is
-      answered (0.1 s, doubling per consecutive failure from the address); 0 = no delay.
-
-    ``max_statement_size`` -- the longest SQL text, in bytes, of a Query or a Parse: a longer
-    one is refused (54000) before it is split, routed or parsed, and the session goes on.
-    """
-
-    upstream: UpstreamConfig
-    auth: AuthConfig
-    # Each user's own backend role (ARCHITECTURE.md §4: analysts cannot see or act on each
-    # other's sessions); a user without one logs in upstream as ``upstream``.
-    upstream_users: Mapping[str, UpstreamConfig] = field(default_factory=dict)
-    host: str = "127.0.0.1"
-    port: int = 0  # 0 = any free port; see ProxyServer.port
-    max_connections: int = 100
-    max_message_size: int = DEFAULT_MAX_MESSAGE
-    max_statement_size: int = 1 << 20
-    login_timeout: float = 5.0  # from accept to authenticated (PostgreSQL's is 60 s)
-    max_pending_logins: int = 100
-    max_pending_logins_per_address: int = 20
-    max_user_connections: int = 0  # 0 = no limit
-    max_address_connections: int = 0  # 0 = no limit
-    auth_failure_delay: float = 5.0  # seconds, the backoff's cap; 0 = none
-    idle_session_timeout: float | None = None
-    idle_in_transaction_timeout: float | None = None
-    statement_timeout: float | None = None  # local answers; also set upstream
-    ssl_context: ssl.SSLContext | None = None  # answer SSLRequest with 'S' when set
-    upstream_database: str | None = None  # None: the client's database
-    shutdown_grace: float = 5.0
-    worker: WorkerSlot | None = None  # one of several processes serving the port
-
-    def upstream_for(self, user: str) -> UpstreamConfig:
-        return self.upstream_users.get(user, self.upstream)
 
 
 class ProxyServer:

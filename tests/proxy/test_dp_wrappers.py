@@ -29,8 +29,8 @@ from psycopg import pq
 
 from proxy import provision
 from proxy.config import parse_config
+from proxy.wire.answering import LocalAnswering
 from proxy.wire.copyout import copy_data
-from proxy.wire.session import Session
 from rewriter import wrappers
 
 BY_SEX = "SELECT sex, count(*) FROM adult GROUP BY sex"  # predicted: no budget
@@ -61,13 +61,13 @@ def proxy(pg: Any) -> Iterator[Proxy]:
 def seen(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """The wrappers the proxy's sessions answered (the real sessions, observed)."""
     out: list[object] = []
-    original = Session._wrapped_answer
+    original = LocalAnswering._wrapped_answer
 
-    async def spy(self: Session, execution: Any, *, extended: bool) -> Any:
+    async def spy(self: LocalAnswering, execution: Any, *, extended: bool) -> Any:
         out.append(execution.route.wrapper)
         return await original(self, execution, extended=extended)
 
-    monkeypatch.setattr(Session, "_wrapped_answer", spy)
+    monkeypatch.setattr(LocalAnswering, "_wrapped_answer", spy)
     return out
 
 

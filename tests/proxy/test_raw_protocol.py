@@ -35,7 +35,7 @@ from proxy.wire.messages import (
     Sync,
 )
 from proxy.wire.protocol import ConnState
-from proxy.wire.session import Kind
+from proxy.wire.relay import Kind
 from proxy.wire.upstream import UpstreamConfig
 
 Connect = Callable[[], Awaitable[RawClient]]
@@ -503,25 +503,26 @@ async def test_repeated_read_follows_its_statement_and_state(proxied: Connect) -
 
 async def test_remembered_exchanges_leave_the_state_of_a_full_handling(proxy: Proxy) -> None:
     """Repeated exchanges are relayed from the session's memory of them (client reads in
-    ``_relay_known``, backend reads in ``_on_backend_read``); after each ReadyForQuery the
-    session must be where handling every message would have left it: nothing owed, no
-    ReadyForQuery outstanding, no batch open, the backend's transaction status."""
+    ``_relay_known``, backend reads in ``_on_backend_read``: proxy.wire.replay); after each
+    ReadyForQuery the session must be where handling every message would have left it:
+    nothing owed, no ReadyForQuery outstanding, no batch open, the backend's transaction
+    status."""
     c = await RawClient.login(proxy.host, proxy.port, proxy.user, proxy.password, proxy.database)
     assert c.key is not None
     session = proxy.server.server._sessions[c.key.pid]  # the proxy's side of this client
 
     def assert_settled(status: str) -> None:
-        assert not session.pending
+        assert not session.relay.pending
         assert session.conn.pending_ready == 0
         assert not session.conn.batch_open
-        assert not session.upstream_open
-        assert session.status == status
+        assert not session.relay.upstream_open
+        assert session.conn.txn_status == status
         assert session.conn.state is _STATE[status]
 
     await c.send(Parse(name="s", sql="SELECT 7"), Sync())
     await c.until_ready()
     for status in ("I", "I", "I", "T", "T", "T"):
-        if status == "T" and session.status == "I":
+        if status == "T" and session.conn.txn_status == "I":
             await c.send(Query(sql="BEGIN"))
             await c.until_ready()
         await c.send_together(Bind(statement="s"), Execute(), Sync())
@@ -532,12 +533,12 @@ async def test_remembered_exchanges_leave_the_state_of_a_full_handling(proxy: Pr
             ReadyForQuery(status=status),  # type: ignore[arg-type]
         ]
         assert_settled(status)
-    assert session._relayed and session._replies  # the memory was used
+    assert session.memory.reads and session.memory.replies  # the memory was used
     for _ in range(3):  # replies to the simple protocol too
         await c.send(Query(sql="SELECT 8"))
         assert DataRow(values=(b"8",)) in await c.until_ready()
         assert_settled("T")
-    assert any(key[0] == (Kind.QUERY,) for key in session._replies)
+    assert any(key[0] == (Kind.QUERY,) for key in session.memory.replies)
     await c.send(Parse(name="commit", sql="COMMIT"), Parse(name="begin", sql="BEGIN"), Sync())
     await c.until_ready()
     for _ in range(3):  # the same replies to COMMIT and BEGIN each time
@@ -582,7 +583,7 @@ async def test_remembered_exchange_keeps_its_place_before_a_local_answer(proxy: 
     ):
         await c.send_together(*slow)  # from memory; the backend takes 0.2 s
         await asyncio.sleep(0.05)  # a read of its own
-        assert len(session.pending) == 3  # Bind, Execute and Sync are owed
+        assert len(session.relay.pending) == 3  # Bind, Execute and Sync are owed
         assert session.conn.pending_ready == 1
         await c.send_together(*local)
         assert await c.until_ready() == slow_replies

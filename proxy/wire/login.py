@@ -1,0 +1,250 @@
+"""Start-up and login of one client connection: the start-up packet, authentication, and
+opening the session (admission to a slot, the upstream connection, the start-up's answer).
+
+Start-up and login run in the session task on asyncio streams, under one deadline from accept
+to authenticated (``login_timeout``). Until authenticated the session is only a *pending login*
+(:mod:`proxy.wire.admission`), which a newer one may close; once authenticated it registers
+(a session slot, its BackendKeyData pid). Then the session (:mod:`proxy.wire.session`) takes
+both sockets over.
+
+:class:`Login` is the session's part that does this; what it uses of the rest of the session
+(its client output and state) is :class:`LoginSide`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+from dp.errors import LaprasError
+from proxy.errors import (
+    AdminShutdown,
+    AuthenticationFailed,
+    InvalidAuthorization,
+    ProtocolViolation,
+    StartupFeatureNotSupported,
+    TooManyConnections,
+    UpstreamUnavailable,
+)
+from proxy.wire.auth import Authenticator
+from proxy.wire.messages import (
+    AuthenticationOk,
+    BackendKeyData,
+    BackendMessage,
+    CancelRequest,
+    GSSENCRequest,
+    NegotiateProtocolVersion,
+    PasswordMessage,
+    ReadyForQuery,
+    SSLRequest,
+    StartupMessage,
+    Terminate,
+)
+from proxy.wire.protocol import ConnectionClosed, Event, ServerConnection
+from proxy.wire.upstream import UpstreamConnection, UpstreamStartupError
+
+if TYPE_CHECKING:
+    from proxy.wire.host import ServerConfig, SessionHost
+    from proxy.wire.relay import BackendRelay
+
+log = logging.getLogger("lapras.proxy.session")
+
+
+class LoginFailed(Exception):
+    """The authentication exchange failed with ``error`` (28P01/28000): answered after the
+    failed-login delay, outside the login deadline."""
+
+    def __init__(self, error: LaprasError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+class LoginSide(Protocol):
+    """What the login uses of its session: the streams, the client output, and the state
+    the login fills in."""
+
+    cfg: ServerConfig
+    server: SessionHost[Any]
+    conn: ServerConnection
+    relay: BackendRelay
+    writer: asyncio.StreamWriter
+    address: str
+    user: str
+    database: str
+    pid: int
+    key: int
+    upstream: UpstreamConnection | None
+    evicted: bool
+    _failure: LaprasError | None
+    _handshaking: bool
+
+    def _send(self, msg: BackendMessage) -> None: ...
+
+    def _flush_client(self) -> None: ...
+
+    async def _write(self, *msgs: BackendMessage) -> None: ...
+
+    async def _fatal(self, err: LaprasError) -> None: ...
+
+    async def _next_event(self, timeout: float | None = None) -> Event: ...
+
+
+class Login(LoginSide):
+    """The session's start-up and login (protocol-flow "Start-up")."""
+
+    upstream: UpstreamConnection | None  # the backend connection, once opened
+    _failure: LaprasError | None  # a failed login's answer, held back
+
+    def _farewell(self) -> LaprasError:
+        """What a cancelled session tells its client."""
+        if not self.evicted:
+            return AdminShutdown("terminating connection due to administrator command")
+        if self._failure is not None:  # evicted while its failure was held back
+            return self._failure
+        return TooManyConnections(
+            "sorry, too many clients already",
+            detail="Too many connections were logging in at once; this one had waited longest.",
+        )
+
+    async def _startup(self) -> bool:
+        """protocol-flow "Start-up": the login, under one deadline from accept to authenticated
+        (``login_timeout``, PostgreSQL's ``authentication_timeout``), then the session. Returns
+        False when the connection is done (a cancel request, the client gone, timed out)."""
+        startup: StartupMessage | None = None
+        try:
+            async with asyncio.timeout(self.cfg.login_timeout):
+                startup = await self._startup_packet()
+                if startup is None or not await self._authenticate(startup):
+                    return False
+        except TimeoutError:
+            # As PostgreSQL: the reason goes to the log alone, nothing to a client that may be
+            # in the middle of a message (postgres.c ProcessInterrupts, ClientAuthInProgress).
+            log.info("canceling authentication due to timeout (client %s)", self.address)
+            return False
+        except LoginFailed as failed:
+            self._failure = failed.error
+            delay = self.server.login_failed(self)
+            if delay > 0:
+                # auth_delay: held back, and held as a pending login, for the whole delay even
+                # if the client has left (see proxy.wire.admission for why).
+                await asyncio.sleep(delay)
+            raise failed.error from None
+        return await self._open_session(startup)
+
+    async def _startup_packet(self) -> StartupMessage | None:
+        """Read up to the StartupMessage, answering SSLRequest/GSSENCRequest; None when the
+        connection is done (a CancelRequest, or the client gone)."""
+        while True:
+            ev = await self._next_event()
+            if isinstance(ev, ConnectionClosed):
+                return None
+            if isinstance(ev, SSLRequest):
+                ctx = self.cfg.ssl_context
+                if ctx is not None:
+                    self.writer.write(self.conn.send_ssl_answer(True))
+                    await self.writer.drain()
+                    self._handshaking = True
+                    await self.writer.start_tls(ctx)
+                    self._handshaking = False
+                else:
+                    self.writer.write(self.conn.send_ssl_answer(False))
+                    await self.writer.drain()
+                continue
+            if isinstance(ev, GSSENCRequest):
+                self.writer.write(self.conn.send_ssl_answer(False))
+                await self.writer.drain()
+                continue
+            if isinstance(ev, CancelRequest):
+                await self.server.cancel(ev.pid, ev.key)
+                return None
+            if isinstance(ev, StartupMessage):
+                return ev
+            raise ProtocolViolation("unexpected message before startup")
+
+    async def _authenticate(self, startup: StartupMessage) -> bool:
+        """The authentication exchange; False when the client leaves it. A failure raises
+        LoginFailed (answered later, see _startup)."""
+        user = startup.get("user") or ""
+        if not user:
+            raise InvalidAuthorization("no PostgreSQL user name specified in startup packet")
+        repl = (startup.get("replication") or "").lower()
+        if repl and repl not in ("false", "off", "no", "0"):
+            raise StartupFeatureNotSupported(
+                "replication connections are not supported by the LAPRAS proxy"
+            )
+        self.user = user
+        self.database = startup.get("database") or user
+        neg = self.conn.negotiation_needed()
+        if neg is not None:
+            self._send(NegotiateProtocolVersion(newest_minor=neg[0], unrecognized=neg[1]))
+        auth = Authenticator(self.cfg.auth, user, peer_is_loopback=_is_loopback(self.address))
+        try:
+            first = auth.start()
+            done = not first
+            await self._write(*first)
+            while not done:
+                ev = await self._next_event()
+                if isinstance(ev, ConnectionClosed | Terminate):
+                    return False
+                if not isinstance(ev, PasswordMessage):
+                    raise ProtocolViolation("expected password response")
+                reply, done = auth.step(ev)
+                if reply:
+                    await self._write(*reply)
+        except (AuthenticationFailed, InvalidAuthorization) as e:
+            raise LoginFailed(e) from None
+        return True
+
+    async def _open_session(self, startup: StartupMessage) -> bool:
+        """After authentication: admission to a session (53300 at a limit, after
+        AuthenticationOk as PostgreSQL refuses a role over its connection limit), the upstream
+        connection, and the start-up's answer."""
+        user = self.user
+        self._send(AuthenticationOk())
+        self.server.register(self)  # a slot, the BackendKeyData pid; or TooManyConnections
+        params = [(k, v) for k, v in startup.params if k not in ("user", "database")]
+        if self.cfg.statement_timeout and not any(k == "statement_timeout" for k, _ in params):
+            params.append(("statement_timeout", str(int(self.cfg.statement_timeout * 1000))))
+        upstream = self.cfg.upstream_for(user)
+        try:
+            up_db = self.cfg.upstream_database or startup.get("database")
+            self.upstream = await UpstreamConnection.connect(upstream, params, database=up_db)
+        except UpstreamStartupError as e:
+            if e.error.field("C") in ("28P01", "28000") and user in self.cfg.upstream_users:
+                # Our own role for this user is missing or has another password: say so to the
+                # (authenticated) user, not the backend's text about a role they never named.
+                await self._fatal(
+                    InvalidAuthorization(
+                        f'the backend role "{upstream.user}" of user "{user}" cannot log in',
+                        hint="an administrator runs: lapras provision --config lapras.toml",
+                    )
+                )
+                return False
+            # The backend's own FATAL (unknown database, unknown GUC...), after our AuthOk
+            # just as PostgreSQL sends it after its AuthenticationOk.
+            await self._write(e.error)
+            return False
+        except UpstreamUnavailable as e:
+            await self._fatal(e)
+            return False
+        self.database = up_db or upstream.database
+        up = self.upstream
+        for ps in up.parameters:
+            self.relay.params[ps.name] = ps.value
+            self._send(ps)
+        for n in up.notices:
+            self._send(n)
+        self._send(BackendKeyData(pid=self.pid, key=self.key))
+        self._send(ReadyForQuery(status="I"))
+        self._flush_client()
+        await self.writer.drain()
+        return True
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:  # no address (a Unix socket), or not an IP address
+        return False
