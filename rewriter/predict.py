@@ -633,6 +633,16 @@ class Recurrence:
     classes: Mapping[tuple[int, int, int], tuple[int, int]]  # features -> (hits, seen)
     rate: float
     origins: int
+    #: per table, the mean over origins of how many of the window's distinct statements had
+    #: been asked before it (what any P of earlier statements could have covered)
+    repeats: Mapping[str, float] = field(default_factory=dict)
+
+    def expected_repeats(self, table: str) -> float | None:
+        """How many of the next window's statements are expected to have been asked before,
+        shrunk like the rates (``o / (o + 1)``); None with no origin."""
+        if self.origins == 0:
+            return None
+        return self.repeats.get(table, 0.0) * self.origins / (self.origins + 1.0)
 
     def probability(self, features: tuple[int, int, int], calls: int = 1) -> float:
         if self.origins == 0:
@@ -658,11 +668,15 @@ def recurrence(res: Sequence[Resolved], cfg: PredictConfig) -> Recurrence:
             who.setdefault((math.floor(r.time / p), r.ident), set()).add(r.analyst)
     seen: dict[tuple[str, str, str], tuple[int, set[str], int]] = {}
     counts: dict[tuple[int, int, int], list[int]] = {}
+    repeats: dict[str, int] = {}
     origins = 0
     for rank, w in enumerate(sorted(by_window)):
         asked = by_window[w]
         if seen:
             origins += 1
+            for ident in asked:
+                if ident in seen:
+                    repeats[ident[0]] = repeats.get(ident[0], 0) + 1
             for ident, (n, analysts, last) in seen.items():
                 c = counts.setdefault(_features(n, len(analysts), last == rank - 1), [0, 0])
                 c[1] += 1
@@ -676,6 +690,7 @@ def recurrence(res: Sequence[Resolved], cfg: PredictConfig) -> Recurrence:
         classes={k: (v[0], v[1]) for k, v in counts.items()},
         rate=hits / total if total else 0.5,
         origins=origins,
+        repeats={t: n / origins for t, n in repeats.items()},
     )
 
 
@@ -988,7 +1003,13 @@ def predict(
         kept = []
         for table, qs in sorted(by_table.items()):
             s_len = cfg.stream_length or stream.get(table, len(qs))
-            cap = choose_cap(qs, cfg, s_len, mean_rows=_mean_rows(res, table))
+            cap = choose_cap(
+                qs,
+                cfg,
+                s_len,
+                mean_rows=_mean_rows(res, table),
+                expected_repeats=learned.expected_repeats(table),
+            )
             kept += qs[: cap.k]
             split, mae, only_mae = cap.split, cap.mae, cap.online_only_mae
     per_view: dict[tuple[str, str], list[PredictedQuery]] = {}
@@ -1208,6 +1229,7 @@ def choose_cap(
     stream_length: int,
     *,
     mean_rows: float | None = None,
+    expected_repeats: float | None = None,
 ) -> Cap:
     """How many of the ranked candidates of one table to keep, and the budget split.
 
@@ -1221,11 +1243,15 @@ def choose_cap(
 
         good_rows * sigma_MM^2 * E / m  +  bad_rows * sigma_online^2
 
-    with ``good = sum of the prefix's probabilities`` (at most S statements), ``good_rows``
-    their rows (each weighted by its probability), ``bad = S - good`` statements of
+    with ``good = sum of the prefix's probabilities``, at most S statements and at most
+    ``expected_repeats`` (:meth:`Recurrence.expected_repeats`: how many of a window's
+    statements the backtest found asked before, so that many weak candidates cannot add up to
+    more coverage than the log ever showed), ``good_rows`` their rows (each weighted by its
+    probability, scaled alike), ``bad = S - good`` statements of
     ``mean_rows`` rows answered online at the pacing's expected share ``(badInit + bad) / bad``;
     ``sigma`` is the noise at sensitivity 1 for the epoch's accounting (Gaussian, or Laplace for
-    ``pure``). The best of these is kept unless answering everything online (P empty: the MM
+    ``pure``). Each prefix costs a release plan, so once the best total has risen at two
+    prefixes in a row the larger ones are not tried (the error is taken to be unimodal in k). The best of these is kept unless answering everything online (P empty: the MM
     share joins the online pool; the reserve kept) is at least as good: the cap never chooses
     a P it expects to be worse than no P.
     """
@@ -1255,7 +1281,11 @@ def choose_cap(
     # a P beyond 4 S is not tried: at most S statements come, and each prefix is a release plan
     top = min(len(ranked), 4 * s)
     sizes = sorted({min(2**i, top) for i in range(int(math.log2(top)) + 2)})
+    rising = 0  # consecutive prefixes whose best total rose
+    previous = math.inf
     for k in sizes:
+        if rising >= 2:
+            break  # the error has risen twice in a row: larger prefixes are not tried
         prefix = list(ranked[:k])
         e_total, m, released = release_error(
             [q.batch for q in prefix],
@@ -1265,20 +1295,26 @@ def choose_cap(
         inside = [q for q in prefix if id(q.batch) in released]
         if not inside or m == 0:
             continue
-        good = min(sum(q.probability for q in inside), float(s))
-        g_rows = min(sum(q.probability * q.batch.num_queries for q in inside), s * rows_per)
+        p_sum = sum(q.probability for q in inside)
+        good = min(p_sum, float(s), math.inf if expected_repeats is None else expected_repeats)
+        g_rows = sum(q.probability * q.batch.num_queries for q in inside) * good / p_sum
+        g_rows = min(g_rows, s * rows_per)
         bad = max(s - good, 0.0)
         b_rows = bad * rows_per
+        this = math.inf
         for fr in splits:
             mm_var = sd(fr[0], 1.0) ** 2 * e_total / m
             on = sd(fr[1] + fr[2], bad) if bad > 0 else 0.0
             total = g_rows * mm_var + b_rows * on * on
+            this = min(this, total)
             if total < best_total:
                 mae = (
                     _SQRT_2_OVER_PI * (g_rows * math.sqrt(mm_var) + b_rows * on) / (g_rows + b_rows)
                 )
                 best_total = total
                 best = Cap(k=k, split=fr, mae=mae, online_only_mae=only_mae, mm_var=mm_var)
+        rising = rising + 1 if this > previous else 0
+        previous = this
     return best
 
 
