@@ -197,7 +197,12 @@ def plan_release(
 ) -> tuple[BlockPlan, ...]:
     """Blocks, reductions, strategies and the budget split for P (see the module doc). A
     block whose reduced workload would exceed :data:`MAX_BLOCK_ENTRIES` keeps, in P's order,
-    the batches that fit; the others are left out of the release."""
+    the batches that fit; the others are left out of the release. A batch that reads no cell
+    (an empty range: its answer is 0 whatever the data, which the engine gives exactly) is
+    left out too: a block of such batches alone would have no column to measure."""
+    predicted = [b for b in predicted if b.matrix.nnz > 0]
+    if not predicted:
+        return ()
     blocks = block_domains(predicted)
     reduced: list[tuple[Reduction, FloatArray]] = []
     kept: list[tuple[QueryBatch, ...]] = []

@@ -271,6 +271,24 @@ def test_identity_reduction() -> None:
 # blocks
 
 
+def test_a_predicted_statement_that_reads_no_cell_is_left_out_of_the_release() -> None:
+    """An empty range (``WHERE age BETWEEN 5 AND 1``) in a real log: alone on its marginal
+    its block would have no column; it is left out (the engine answers it 0 exactly), the
+    rest is released, and a P of only such statements releases nothing."""
+    dom = Domain.of(("a", 3), ("b", 2))
+    empty = batch(dom, ("b",), np.zeros((1, 2)))
+    real = batch(dom, ("a",), prefix_sums(3))
+    plans = plan_release([empty, real], laplace=False)
+    assert [pl.batches for pl in plans] == [(real,)]
+    assert plan_release([empty], laplace=False) == ()
+    cfg = EngineConfig(epsilon=1.0, delta=1e-6, stream_length=4)
+    pin = random_pin(np.random.default_rng(1), dom, 20)
+    state, events = start(cfg, dom, [empty], pin, SeededSampler(1))
+    assert not any(isinstance(e, MatrixReleased) for e in events)
+    _, _, r = answer(state, empty, pin, SeededSampler(2))
+    assert r.answers == (0.0,)
+
+
 def test_blocks_are_the_maximal_marginals_and_batches_go_to_the_smallest() -> None:
     dom = Domain.of(("a", 3), ("b", 2), ("c", 4), ("d", 2))
     p = [
