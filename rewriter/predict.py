@@ -1236,7 +1236,7 @@ def choose_cap(
     One epoch covers the table: its release is planned by ``dp.marginals.plan_release``
     exactly as the engine will (blocks over the candidates' marginals, one certified strategy
     each, the budget split between blocks), so ``E``, the release's total expected squared
-    error per unit noise, is the engine's own. For each prefix k = 1, 2, 4, ..., min(len, 4 S)
+    error per unit noise, is the engine's own. For each prefix k = 1, 2, 4, ..., min(len, 2 S)
     and each
     split (``cfg.split``, or the MM shares of :data:`MM_SHARES`: the release's share follows
     what P is expected to cover), the expected total squared error of the next window is
@@ -1278,8 +1278,9 @@ def choose_cap(
     best_total = s * rows_per * only * only
     if not ranked:
         return best
-    # a P beyond 4 S is not tried: at most S statements come, and each prefix is a release plan
-    top = min(len(ranked), 4 * s)
+    # a P beyond 2 S is not tried: at most S statements come, a release spread over many more
+    # candidates measures each of them weakly, and each prefix is a release plan
+    top = min(len(ranked), 2 * s)
     sizes = sorted({min(2**i, top) for i in range(int(math.log2(top)) + 2)})
     rising = 0  # consecutive prefixes whose best total rose
     previous = math.inf
