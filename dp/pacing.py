@@ -35,9 +35,9 @@ stream positions left: ``amount = reserve / (min(max(1, B_hat(b) - b), max(1, S 
 (never the whole reserve, so it never overspends; Lemma 4.5's argument). The estimate assumes
 bad queries arrive in random order, which a predicted workload breaks (its statements are
 often asked first, so ``B_est`` undershoots): the running estimate recovers as the stream
-goes on where halving would run out. If the amount is below ``min_charge`` (``eps_min`` in the
-unit), the reserve is exhausted: no further fresh answer (:func:`next_charge` returns ``None``). With
-``reallocate=True`` (default mode's reading of the undefined ``Reallocate`` of Algorithm 1,
+goes on where halving would run out. If the amount is below ``min_charge`` (``eps_min`` in
+the unit), the reserve is exhausted: no further fresh answer (:func:`next_charge` returns
+``None``). With ``reallocate=True`` (default mode's reading of the undefined ``Reallocate`` of Algorithm 1,
 line 29; PRIVACY-NOTES §3 gap #3) the leftovers of the warm-up and bad pools join the reserve
 when the reserve phase starts; paper mode does nothing (``reallocate=False``).
 """

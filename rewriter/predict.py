@@ -617,16 +617,17 @@ class Recurrence:
 
     A statement's features at the start of a window: in how many earlier windows it was asked
     (1, 2, 3, 4 or more), by how many analysts (1, 2, 3 or more), and whether it was asked in
-    the latest active window before (1/0). Every active window of the log with history before
-    it is an *origin*: each statement asked before it counts once in its feature class, and
-    is a *hit* when it is asked again in that window. ``probability(features)`` is then
-    ``(hits + 2 rate) / (seen + 2)``: the class's rate, shrunk towards the log's overall rate
-    ``rate`` when the class is thin (a Beta prior of weight 2), and then by ``o / (o + 1)``
-    for ``o`` origins: the statements of one window recur together (a new task shares little
-    with the last one, a refreshed dashboard everything), so the evidence is the number of
-    windows, not of statements (one origin halves the rate; ten keep 91% of it). With no origin (a log of one window) nothing is known of recurrence across
-    windows, and a statement asked ``c`` times gets ``c / (c + 3)`` (Laplace's rule with a
-    sceptical prior): once 1/4, a refreshed dashboard's three times 1/2. Statements asked by *other* analysts count like one's own: on logs where users
+    the latest active window before (1/0). Every active window of the log with history before it
+    is an *origin*: each statement asked before it counts once in its feature class, and is a
+    *hit* when it is asked again in that window. ``probability(features)`` is then ``(hits + 2
+    rate) / (seen + 2)``: the class's rate, shrunk towards the log's overall rate ``rate`` when
+    the class is thin (a Beta prior of weight 2), and then by ``o / (o + 1)`` for ``o`` origins:
+    the statements of one window recur together (a new task shares little with the last one, a
+    refreshed dashboard everything), so the evidence is the number of windows, not of statements
+    (one origin halves the rate; ten keep 91% of it). With no origin (a log of one window)
+    nothing is known of recurrence across windows, and a statement asked ``c`` times gets ``c /
+    (c + 3)`` (Laplace's rule with a sceptical prior): once 1/4, a refreshed dashboard's three
+    times 1/2. Statements asked by *other* analysts count like one's own: on logs where users
     repeat each other's questions, the classes with several analysts learn that.
     """
 
@@ -1237,23 +1238,22 @@ def choose_cap(
     exactly as the engine will (blocks over the candidates' marginals, one certified strategy
     each, the budget split between blocks), so ``E``, the release's total expected squared
     error per unit noise, is the engine's own. For each prefix k = 1, 2, 4, ..., min(len, 2 S)
-    and each
-    split (``cfg.split``, or the MM shares of :data:`MM_SHARES`: the release's share follows
+    and each split (``cfg.split``, or the MM shares of :data:`MM_SHARES`: the release's share follows
     what P is expected to cover), the expected total squared error of the next window is
 
         good_rows * sigma_MM^2 * E / m  +  bad_rows * sigma_online^2
 
     with ``good = sum of the prefix's probabilities``, at most S statements and at most
-    ``expected_repeats`` (:meth:`Recurrence.expected_repeats`: how many of a window's
-    statements the backtest found asked before, so that many weak candidates cannot add up to
-    more coverage than the log ever showed), ``good_rows`` their rows (each weighted by its
-    probability, scaled alike), ``bad = S - good`` statements of
-    ``mean_rows`` rows answered online at the pacing's expected share ``(badInit + bad) / bad``;
-    ``sigma`` is the noise at sensitivity 1 for the epoch's accounting (Gaussian, or Laplace for
-    ``pure``). Each prefix costs a release plan, so once the best total has risen at two
-    prefixes in a row the larger ones are not tried (the error is taken to be unimodal in k). The best of these is kept unless answering everything online (P empty: the MM
-    share joins the online pool; the reserve kept) is at least as good: the cap never chooses
-    a P it expects to be worse than no P.
+    ``expected_repeats`` (:meth:`Recurrence.expected_repeats`: how many of a window's statements
+    the backtest found asked before, so that many weak candidates cannot add up to more coverage
+    than the log ever showed), ``good_rows`` their rows (each weighted by its probability,
+    scaled alike), ``bad = S - good`` statements of ``mean_rows`` rows answered online at the
+    pacing's expected share ``(badInit + bad) / bad``; ``sigma`` is the noise at sensitivity 1
+    for the epoch's accounting (Gaussian, or Laplace for ``pure``). Each prefix costs a release
+    plan, so once the best total has risen at two prefixes in a row the larger ones are not
+    tried (the error is taken to be unimodal in k). The best of these is kept unless answering
+    everything online (P empty: the MM share joins the online pool; the reserve kept) is at
+    least as good: the cap never chooses a P it expects to be worse than no P.
     """
     assert cfg.epsilon is not None and cfg.delta is not None
     eps, delta = cfg.epsilon, cfg.delta
