@@ -72,6 +72,7 @@ import scipy.sparse as sp
 from dp.calibration import agm_sigma, gdp_mu
 from dp.domain import Domain, QueryBatch
 from dp.marginals import plan_release
+from dp.pacing import warmup_length
 
 from .classify import DPStatement, Refused, bind, classify
 from .normalise import Param
@@ -1124,6 +1125,20 @@ def _pool_sigma(
     return 1.0 / (mu * math.sqrt(fraction / releases))
 
 
+def _online_sigma(
+    init: float, bad_pool: float, bad: float, epsilon: float, delta: float, s: int, accounting: str
+) -> float:
+    """RMS noise sd (sensitivity 1) of ``bad`` online answers: the first T = ceil(log2 S)
+    share the warm-up pool ``init``, the others the bad pool (Static pacing, the reserve kept)."""
+    if bad <= 0:
+        return 0.0
+    t = min(float(warmup_length("log2", s)), bad)
+    var = t * _pool_sigma(init, t, epsilon, delta, s, accounting) ** 2
+    if bad > t:
+        var += (bad - t) * _pool_sigma(bad_pool, bad - t, epsilon, delta, s, accounting) ** 2
+    return math.sqrt(var / bad)
+
+
 def release_error(
     batches: Sequence[QueryBatch], *, accounting: str = "gdp", time_limit: float = 2.0
 ) -> tuple[float, int, frozenset[int]]:
@@ -1158,9 +1173,10 @@ def expected_epoch_error(
 
     * Matrix Mechanism: sigma_MM = the pool's sd for one release of fraction ``MM``; the
       per-row variance of the predicted rows is ``sigma_MM^2 * E / m``;
-    * online: each bad statement gets ``(init + bad) / B`` of the budget (static pacing in
-      expectation, the reserve kept), sd ``sigma_on`` at sensitivity 1;
-    * with P empty the MM share joins the online pool: ``(MM + init + bad) / S``;
+    * online: the first T = ceil(log2 S) bad statements share ``init``, the others ``bad``
+      (static pacing in expectation, the reserve kept), ``sigma_on`` the RMS sd at sensitivity
+      1 (:func:`_online_sigma`);
+    * with P empty the MM share joins the bad pool, as in the engine;
     * MAE of a Gaussian answer is ``sqrt(2 / pi) * sd``; the stream's expected MAE is the
       row-weighted mean ``(g_rows * sqrt(2/pi) * sqrt(mm_var) + b_rows * sqrt(2/pi) *
       sigma_on) / (g_rows + b_rows)`` (the MM part uses the RMS over P's rows, an upper bound
@@ -1168,7 +1184,7 @@ def expected_epoch_error(
     """
     f_mm, f_init, f_bad, _ = SPLITS[split] if isinstance(split, str) else split
     s = max(round(good + bad), 1)
-    only = _pool_sigma(f_mm + f_init + f_bad, s, epsilon, delta, s, accounting)
+    only = _online_sigma(f_init, f_mm + f_bad, s, epsilon, delta, s, accounting)
     online_only_var = only * only
     if release is None or release[1] == 0 or good <= 0:
         mm_var = math.inf
@@ -1180,7 +1196,7 @@ def expected_epoch_error(
     else:
         sig_mm = _pool_sigma(f_mm, 1.0, epsilon, delta, s, accounting)
         mm_var = sig_mm * sig_mm * release[0] / release[1]
-        on = _pool_sigma(f_init + f_bad, bad, epsilon, delta, s, accounting)
+        on = _online_sigma(f_init, f_bad, bad, epsilon, delta, s, accounting)
         g, b = float(good), float(bad)
         g_rows, b_rows_eff = good_rows, bad_rows
     total_rows = g_rows + b_rows_eff
@@ -1203,13 +1219,15 @@ def expected_epoch_error(
 
 
 #: The Matrix Mechanism shares the cap tries when it chooses the split itself; the rest of
-#: the budget is shared 1:1:1 by the warm-up, the paced online answers and the reserve.
+#: the warm-up and the reserve keep the default split's 1/6 each (less when the MM share leaves
+#: less than 1/2) and the paced online answers the rest, so the MM share is taken from them: with
+#: P empty the engine gives the MM share to the same pool.
 MM_SHARES = (0.0625, 0.125, 0.25, 0.5, 0.75)
 
 
 def _split_for(mm: float) -> tuple[float, float, float, float]:
-    rest = (1.0 - mm) / 3.0
-    return (mm, rest, rest, rest)
+    side = min(1.0 / 6.0, (1.0 - mm) / 3.0)
+    return (mm, side, 1.0 - mm - 2.0 * side, side)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1272,7 +1290,7 @@ def choose_cap(
     def sd(fraction: float, releases: float) -> float:
         return _pool_sigma(fraction, releases, eps, delta, s, cfg.accounting)
 
-    only = sd(1.0 - standard[3], s)
+    only = _online_sigma(standard[1], standard[0] + standard[2], s, eps, delta, s, cfg.accounting)
     only_mae = _SQRT_2_OVER_PI * only
     best = Cap(k=0, split=standard, mae=only_mae, online_only_mae=only_mae, mm_var=None)
     best_total = s * rows_per * only * only
@@ -1305,7 +1323,7 @@ def choose_cap(
         this = math.inf
         for fr in splits:
             mm_var = sd(fr[0], 1.0) ** 2 * e_total / m
-            on = sd(fr[1] + fr[2], bad) if bad > 0 else 0.0
+            on = _online_sigma(fr[1], fr[2], bad, eps, delta, s, cfg.accounting)
             total = g_rows * mm_var + b_rows * on * on
             this = min(this, total)
             if total < best_total:
