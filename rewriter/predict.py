@@ -1265,8 +1265,9 @@ def choose_cap(
     ``expected_repeats`` (:meth:`Recurrence.expected_repeats`: how many of a window's statements
     the backtest found asked before, so that many weak candidates cannot add up to more coverage
     than the log ever showed), ``good_rows`` their rows (each weighted by its probability,
-    scaled alike), ``bad = S - good`` statements of ``mean_rows`` rows answered online at the
-    pacing's expected share ``(badInit + bad) / bad``; ``sigma`` is the noise at sensitivity 1
+    scaled alike), ``bad = S - good`` statements of ``mean_rows`` rows answered online
+    (:func:`_online_sigma`: the warm-up pool over the first T, the bad pool over the rest);
+    ``sigma`` is the noise at sensitivity 1
     for the epoch's accounting (Gaussian, or Laplace for ``pure``). Each prefix costs a release
     plan, so once the best total has risen at two prefixes in a row the larger ones are not
     tried (the error is taken to be unimodal in k). The best of these is kept unless answering
