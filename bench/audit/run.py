@@ -18,6 +18,7 @@ import numpy as np
 
 from bench.audit.cases import BY_NAME, CASES, DELTA, Case, Claim, Prepared, ScaledSampler
 from bench.audit.stats import Bound, audit
+from bench.docs import write_block
 from dp.domain import FloatArray
 from dp.noise import Sampler, SecureSampler, SeededSampler
 
@@ -191,16 +192,8 @@ def block_text(results: Sequence[Result], *, command: str, seconds: float, alpha
 
 def write_docs(body: str, path: Path = DOCS) -> None:
     """Put ``body`` between ``<!-- audit:begin -->`` and ``<!-- audit:end -->`` in ``path``
-    (the rest of the file unchanged); without the markers, append the section with them."""
-    text = path.read_text()
-    block = f"{BEGIN}\n{body.strip()}\n{END}"
-    i = text.find(BEGIN)
-    j = text.find(END, i) if i >= 0 else -1
-    if i >= 0 and j >= 0:
-        text = text[:i] + block + text[j + len(END) :]
-    else:
-        text = text.rstrip("\n") + f"\n\n{HEADING}\n\n{block}\n"
-    path.write_text(text)
+    (:func:`bench.docs.write_block`)."""
+    write_block(path, body, begin=BEGIN, end=END, heading=HEADING)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.docs import write_block
 from bench.predict import datasets as D
 from bench.predict.run import IDE_TITLES, ROOT, SCENARIOS, TITLES, WORSE, Row, Run
 
@@ -193,20 +194,5 @@ worse than online*: windows where the product's MAE is above online-only by more
 
 
 def write_docs(body: str, path: Path = DOCS) -> None:
-    """Put ``body`` between the predict markers of ``path``, re-read right before writing (the
-    rest unchanged). Without the markers, the body of the ``Template prediction`` section is
-    replaced by the block (or the section is appended)."""
-    text = path.read_text()
-    block = f"{BEGIN}\n{body.strip()}\n{END}"
-    i = text.find(BEGIN)
-    j = text.find(END, i) if i >= 0 else -1
-    if i >= 0 and j >= 0:
-        text = text[:i] + block + text[j + len(END) :]
-    elif (h := text.find(HEADING)) >= 0:
-        start = h + len(HEADING)
-        nxt = text.find("\n## ", start)
-        end = len(text) if nxt < 0 else nxt + 1
-        text = text[:start] + "\n\n" + block + "\n\n" + text[end:]
-    else:
-        text = text.rstrip("\n") + f"\n\n{HEADING}\n\n{block}\n"
-    path.write_text(text)
+    """Put ``body`` between the predict markers of ``path`` (:func:`bench.docs.write_block`)."""
+    write_block(path, body, begin=BEGIN, end=END, heading=HEADING)

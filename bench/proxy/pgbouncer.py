@@ -60,6 +60,7 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 import psycopg
 
+from bench.docs import write_block
 from bench.serving import serve, stop, wait_until_serving, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -604,23 +605,20 @@ def load_note(start: tuple[float, float, float]) -> str:
 
 
 def write_docs(block: str, docs: Path = DOCS) -> None:
-    """Replace the block between BEGIN and END in ``docs`` (keeping a hand-written
-    ``<!-- reading:pgbouncer -->`` ... ``<!-- /reading -->`` part of it), or add the section
-    before BEFORE (at the end when that heading is missing)."""
-    body = docs.read_text()
-    if BEGIN in body and END in body:
-        start = body.index(BEGIN)
-        end = body.index(END) + len(END)
-        old = body[start:end]
-        if READING in old and READING_END in old:
-            kept = old[old.index(READING) : old.index(READING_END) + len(READING_END)]
-            block = block[: -len(END)] + kept + "\n" + END
-        body = body[:start] + block + body[end:]
-    else:
-        section = f"{HEADING}\n\n{block}\n\n"
-        at = body.find(BEFORE)
-        body = body[:at] + section + body[at:] if at != -1 else body.rstrip("\n") + "\n\n" + section
-    docs.write_text(body)
+    """Replace the block between BEGIN and END in ``docs`` by ``block`` (markers included, as
+    :func:`main` builds it), keeping its hand-written ``<!-- reading:pgbouncer -->`` ...
+    ``<!-- /reading -->`` part; the section goes before BEFORE the first time
+    (:func:`bench.docs.write_block`)."""
+    body = block.removeprefix(BEGIN).removesuffix(END)
+    write_block(
+        docs,
+        body,
+        begin=BEGIN,
+        end=END,
+        heading=HEADING,
+        before=BEFORE,
+        keep=(READING, READING_END),
+    )
 
 
 # -- main ----------------------------------------------------------------------------------
