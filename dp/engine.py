@@ -881,12 +881,15 @@ def decide(state: EngineState, batch: QueryBatch) -> Decision:
         )
 
     reuse = cfg.reuse_releases
-    if _is_good(state, batch):
-        found = _best(state, batch, stored=reuse)
-        if found is not None and not (reuse and _fresh_is_better(state, batch, found)):
+    good = _is_good(state, batch)
+    if good and not reuse:  # paper mode: a predicted query is answered from its block
+        found = _best(state, batch, stored=False)
+        if found is not None:
             return _answered(state, batch, found, Source.MATRIX)
 
-    # a bad query
+    # default mode: the best stored source (for a predicted query, its block among them) is
+    # compared with a fresh answer at the current pacing; a predicted query it answers stays
+    # a good one (no b, no pacing step)
     known = _best(state, batch, stored=True) if reuse else None
     b = state.bad + 1
     skipped = skip(
@@ -897,31 +900,23 @@ def decide(state: EngineState, batch: QueryBatch) -> Decision:
         t=cfg.t,
         allocation=cfg.allocation_kind,
     )
+
+    def from_known(found: tuple[FloatArray, FloatArray]) -> Decision:
+        if good:
+            return _answered(state, batch, found, Source.MATRIX)
+        return _answered(state, batch, found, Source.STORED, b=b, pacing=skipped)
+
     try:
         charge = _plan_charge(state, batch)
     except BudgetExhaustedError:
         if known is not None:  # no fresh answer possible: serve what is known
-            return _answered(state, batch, known, Source.STORED, b=b, pacing=skipped)
+            return from_known(known)
         raise
     if known is not None:
         fresh_var = noise_variance(charge.noise, charge.scale) * batch.num_queries
         if float(np.sum(known[1])) <= fresh_var:
-            return _answered(state, batch, known, Source.STORED, b=b, pacing=skipped)
+            return from_known(known)
     return Decision(kind=DecisionKind.FRESH, batch=batch, events=(charge,), charge=charge)
-
-
-def _fresh_is_better(
-    state: EngineState, batch: QueryBatch, found: tuple[FloatArray, FloatArray]
-) -> bool:
-    """Default mode's check for a predicted query: a fresh answer at the current pacing would
-    have a lower total variance than the release's (a weakly measured P, e.g. a small MM
-    share over many candidates, then costs online budget instead of accuracy). Public
-    quantities only: variances and the pacing."""
-    try:
-        charge = _plan_charge(state, batch)
-    except BudgetExhaustedError:
-        return False
-    return noise_variance(charge.noise, charge.scale) * batch.num_queries < float(np.sum(found[1]))
 
 
 def _plan_charge(state: EngineState, batch: QueryBatch) -> Charged:
