@@ -1,4 +1,4 @@
-"""Read-only admin views over the wire: ``SHOW LAPRAS BUDGET | EPOCHS | RELEASES``.
+"""Read-only admin views over the wire: ``SHOW LAPRAS BUDGET | EPOCHS | RELEASES | POOLS``.
 
 Answered by the proxy itself (never relayed), only to users declared ``admin = true`` in
 ``[[users]]``; anyone else gets 42501. One function per command, registered in
@@ -15,13 +15,16 @@ histogram, and no answer value either (an admin view is not a way around the que
   Matrix Mechanism release, fresh online releases (with their charge) and answers served from
   stored releases (no charge); a charge whose release never followed (a crash between the two:
   budget lost, never overspent) shows as ``charged, not released``.
+- ``SHOW LAPRAS POOLS``: the backend connection pools of the worker process serving the
+  session (PgBouncer's ``SHOW POOLS``): per pool its user, database, backend role, mode,
+  connections in use and idle, sessions waiting for one and the longest wait, and its size.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING
 from dp import engine
 from dp.errors import LaprasError
 from proxy.ledger import LedgerEntry
+from proxy.wire.pool import PoolStats
 from proxy.wire.router import Column
 from proxy.wire.types import FLOAT8, INT8, TEXT
 
@@ -46,7 +50,18 @@ class UnknownAdminView(LaprasError):
 
 
 Row = tuple[object, ...]
-Runner = Callable[["EpochService"], Awaitable[list[Row]]]
+
+
+@dataclass(frozen=True, slots=True)
+class AdminSources:
+    """What the admin views read: the epochs' service (ledger, budgets) and this worker
+    process's backend connection pools."""
+
+    service: EpochService
+    pools: Callable[[], Sequence[PoolStats]] = tuple
+
+
+Runner = Callable[[AdminSources], Awaitable[list[Row]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +78,8 @@ def _cols(*spec: tuple[str, int]) -> tuple[Column, ...]:
     return tuple(Column(name=n, type_oid=t) for n, t in spec)
 
 
-async def _budget(service: EpochService) -> list[Row]:
+async def _budget(src: AdminSources) -> list[Row]:
+    service = src.service
     rows: list[Row] = []
     for table in sorted(service.schema.tables):
         cap = service.lifetime(table)
@@ -97,7 +113,8 @@ async def _budget(service: EpochService) -> list[Row]:
     return rows
 
 
-async def _epochs(service: EpochService) -> list[Row]:
+async def _epochs(src: AdminSources) -> list[Row]:
+    service = src.service
     return [
         (
             e.id,
@@ -170,7 +187,8 @@ def release_rows(table: str, epoch: int, unit: str, history: list[LedgerEntry]) 
     return [r for _, r in sorted(out, key=lambda x: x[0], reverse=True)]
 
 
-async def _releases(service: EpochService) -> list[Row]:
+async def _releases(src: AdminSources) -> list[Row]:
+    service = src.service
     rows: list[Row] = []
     for table in sorted(service.schema.tables):
         st = await service.status(table)
@@ -181,6 +199,14 @@ async def _releases(service: EpochService) -> list[Row]:
             table, epoch.id, s.unit, await service.ledger.history(epoch.id, RECENT)
         )
     return rows
+
+
+async def _pools(src: AdminSources) -> list[Row]:
+    return [
+        (p.user, p.database, p.backend_role, p.mode, p.active, p.idle, p.waiting, p.max_wait,
+         p.pool_size)
+        for p in sorted(src.pools(), key=lambda p: (p.user, p.database))
+    ]  # fmt: skip
 
 
 COMMANDS: Mapping[str, AdminCommand] = MappingProxyType(
@@ -236,6 +262,21 @@ COMMANDS: Mapping[str, AdminCommand] = MappingProxyType(
                 ("at", TEXT),
             ),
             _releases,
+        ),
+        "pools": AdminCommand(
+            "pools",
+            _cols(
+                ("user", TEXT),
+                ("database", TEXT),
+                ("backend_role", TEXT),
+                ("pool_mode", TEXT),
+                ("active", INT8),
+                ("idle", INT8),
+                ("waiting", INT8),
+                ("max_wait", FLOAT8),
+                ("pool_size", INT8),
+            ),
+            _pools,
         ),
     }
 )

@@ -22,12 +22,14 @@ from dp import engine, engine_codec
 from dp.errors import LaprasError, PrivacyParameterError
 from dp.noise import Sampler, SecureSampler
 from proxy import provision
+from proxy.admin import AdminSources
 from proxy.config import Config
 from proxy.dp_router import LOG_DAYS, LOG_ROWS, DPRouter
 from proxy.epoch_watch import EpochWatch
 from proxy.epochs import EpochService
 from proxy.ledger import PgLedger
 from proxy.wire.auth import AuthConfig, AuthMethod, UserCredential
+from proxy.wire.pool import PoolMode
 from proxy.wire.server import ProxyServer, ServerConfig, WorkerSlot
 from proxy.wire.upstream import UpstreamConfig
 from rewriter.errors import ConfigError
@@ -206,9 +208,14 @@ async def running(
                 ssl_context=_ssl(config),
                 shutdown_grace=s.shutdown_grace,
                 worker=worker,
+                pool_mode=PoolMode(s.pool_mode),
+                pool_size=s.pool_size,
+                pool_timeout=s.pool_timeout,
+                server_idle_timeout=s.server_idle_timeout,
             ),
             router,
         )
+        router.admin_sources = AdminSources(service, server.pooler.stats)
         # Every active epoch is loaded before the port accepts anything (the first DP
         # statement would otherwise replay the ledger while its session waits).
         await service.warm()

@@ -74,6 +74,11 @@ class ServerConfig:
     auth: AuthMethod = "scram-sha-256"
     workers: int = 1  # processes serving the port
     max_statement_size: int = 1 << 20  # bytes of SQL text in one Query or Parse
+    # pooling of the analysts' backend connections (proxy.wire.pool)
+    pool_mode: str = "transaction"  # or "session"
+    pool_size: int = 20  # backend connections per pool (user, database, start-up parameters)
+    pool_timeout: float = 60.0  # seconds a session waits for a free one
+    server_idle_timeout: float = 600.0  # seconds an idle one is kept; 0 = until stop
 
 
 #: Accepted values of ``[server] max_statement_size`` (bytes). Clients send statements of up to
@@ -200,6 +205,10 @@ def _server(source: str, data: Any) -> ServerConfig:
             "shutdown_grace",
             "workers",
             "max_statement_size",
+            "pool_mode",
+            "pool_size",
+            "pool_timeout",
+            "server_idle_timeout",
         }
     )
     auth = s.get("auth", str, "scram-sha-256")
@@ -251,8 +260,24 @@ def _server(source: str, data: Any) -> ServerConfig:
             "max_statement_size",
             f"must be between {low} and {high} bytes (16 KiB to 16 MiB; the default is 1 MiB)",
         )
+    pool_mode = s.get("pool_mode", str, "transaction")
+    if pool_mode not in ("transaction", "session"):
+        raise s.error("pool_mode", 'must be "transaction" (the default) or "session"')
+    pool_size = s.get("pool_size", int, 20)
+    if not 1 <= pool_size <= 10000:
+        raise s.error("pool_size", "must be between 1 and 10000 (backend connections per pool)")
+    pool_timeout = float(s.get("pool_timeout", (int, float), 60.0))
+    if pool_timeout <= 0:
+        raise s.error("pool_timeout", "must be > 0 seconds (a session's wait for a connection)")
+    idle_keep = float(s.get("server_idle_timeout", (int, float), 600.0))
+    if idle_keep < 0:
+        raise s.error("server_idle_timeout", "must be >= 0 seconds (0 = keep until stopped)")
     return ServerConfig(
         host=host,
+        pool_mode=pool_mode,
+        pool_size=pool_size,
+        pool_timeout=pool_timeout,
+        server_idle_timeout=idle_keep,
         port=int(port_text),
         max_connections=max_conn,
         login_timeout=login_timeout,

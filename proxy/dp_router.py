@@ -205,6 +205,8 @@ class DPRouter:
         ``reveal_sources``: NOTICEs say whether an answer came from the predicted release or
         is a repeat (:func:`describe_answer`)."""
         self.service = service
+        # the admin views' sources; the server sets the pools' (see proxy.app)
+        self.admin_sources = admin.AdminSources(service)
         self.reveal_sources = reveal_sources
         self.log_interval = log_interval
         self.log_retention = log_retention
@@ -310,7 +312,7 @@ class DPRouter:
     async def execute(self, execution: Execution) -> LocalResult:
         st = execution.route.plan
         if isinstance(st, admin.AdminCommand):
-            return LocalResult(rows=tuple(await st.run(self.service)))
+            return LocalResult(rows=tuple(await st.run(self.admin_sources)))
         if not isinstance(st, rewriter.DPStatement):
             return LocalResult(rows=())
         params = execution.params

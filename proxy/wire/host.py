@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from proxy.wire.auth import AuthConfig
 from proxy.wire.messages import DEFAULT_MAX_MESSAGE
+from proxy.wire.pool import Pooler, PoolMode
 from proxy.wire.router import StatementRouter
 from proxy.wire.upstream import UpstreamConfig
 
@@ -61,6 +62,10 @@ class ServerConfig:
     * ``auth_failure_delay`` -- the cap, in seconds, of the delay before a failed login is
       answered (0.1 s, doubling per consecutive failure from the address); 0 = no delay.
 
+    Pooling (:mod:`proxy.wire.pool`): ``pool_mode`` (transaction or session), ``pool_size``
+    backend connections per pool at most, ``pool_timeout`` seconds a session waits for one,
+    ``server_idle_timeout`` seconds an idle one is kept (0 = until the proxy stops).
+
     ``max_statement_size`` -- the longest SQL text, in bytes, of a Query or a Parse: a longer
     one is refused (54000) before it is split, routed or parsed, and the session goes on.
     """
@@ -88,6 +93,10 @@ class ServerConfig:
     upstream_database: str | None = None  # None: the client's database
     shutdown_grace: float = 5.0
     worker: WorkerSlot | None = None  # one of several processes serving the port
+    pool_mode: PoolMode = PoolMode.TRANSACTION
+    pool_size: int = 20
+    pool_timeout: float = 60.0
+    server_idle_timeout: float = 600.0
 
     def upstream_for(self, user: str) -> UpstreamConfig:
         return self.upstream_users.get(user, self.upstream)
@@ -101,6 +110,9 @@ class SessionHost(Protocol[S_contra]):
 
     @property
     def router(self) -> StatementRouter: ...
+
+    @property
+    def pooler(self) -> Pooler: ...
 
     def register(self, session: S_contra) -> None:
         """Admit an authenticated session (a slot, its BackendKeyData pid); raises

@@ -1,5 +1,5 @@
 """Start-up and login of one client connection: the start-up packet, authentication, and
-opening the session (admission to a slot, the upstream connection, the start-up's answer).
+opening the session (admission to a slot, a backend connection from the session's pool, the start-up's answer).
 
 Start-up and login run in the session task on asyncio streams, under one deadline from accept
 to authenticated (``login_timeout``). Until authenticated the session is only a *pending login*
@@ -42,6 +42,7 @@ from proxy.wire.messages import (
     StartupMessage,
     Terminate,
 )
+from proxy.wire.pool import Pooled, PoolKey, PoolTimeout, ServerPool
 from proxy.wire.protocol import ConnectionClosed, Event, ServerConnection
 from proxy.wire.upstream import UpstreamConnection, UpstreamStartupError
 
@@ -76,6 +77,8 @@ class LoginSide(Protocol):
     pid: int
     key: int
     upstream: UpstreamConnection | None
+    pool: ServerPool | None
+    _pooled: Pooled | None
     evicted: bool
     _failure: LaprasError | None
     _handshaking: bool
@@ -94,7 +97,8 @@ class LoginSide(Protocol):
 class Login(LoginSide):
     """The session's start-up and login (protocol-flow "Start-up")."""
 
-    upstream: UpstreamConnection | None  # the backend connection, once opened
+    pool: ServerPool | None  # the session's pool of backend connections
+    _pooled: Pooled | None  # the one it holds
     _failure: LaprasError | None  # a failed login's answer, held back
 
     def _farewell(self) -> LaprasError:
@@ -208,9 +212,12 @@ class Login(LoginSide):
         if self.cfg.statement_timeout and not any(k == "statement_timeout" for k, _ in params):
             params.append(("statement_timeout", str(int(self.cfg.statement_timeout * 1000))))
         upstream = self.cfg.upstream_for(user)
+        up_db = self.cfg.upstream_database or startup.get("database")
+        self.pool = self.server.pooler.pool(
+            PoolKey(user=user, upstream=upstream, database=up_db, params=tuple(params))
+        )
         try:
-            up_db = self.cfg.upstream_database or startup.get("database")
-            self.upstream = await UpstreamConnection.connect(upstream, params, database=up_db)
+            self._pooled = await self.pool.acquire(self)
         except UpstreamStartupError as e:
             if e.error.field("C") in ("28P01", "28000") and user in self.cfg.upstream_users:
                 # Our own role for this user is missing or has another password: say so to the
@@ -226,15 +233,20 @@ class Login(LoginSide):
             # just as PostgreSQL sends it after its AuthenticationOk.
             await self._write(e.error)
             return False
-        except UpstreamUnavailable as e:
+        except (UpstreamUnavailable, PoolTimeout) as e:
             await self._fatal(e)
             return False
+        except (OSError, TimeoutError) as e:  # a pooled connection's reset failed
+            await self._fatal(
+                UpstreamUnavailable("could not reset a backend connection", detail=str(e))
+            )
+            return False
         self.database = up_db or upstream.database
-        up = self.upstream
-        for ps in up.parameters:
+        pooled = self._pooled
+        for ps in pooled.welcome:
             self.relay.params[ps.name] = ps.value
             self._send(ps)
-        for n in up.notices:
+        for n in pooled.up.notices:
             self._send(n)
         self._send(BackendKeyData(pid=self.pid, key=self.key))
         self._send(ReadyForQuery(status="I"))

@@ -37,6 +37,7 @@ from proxy.errors import TooManyConnections
 from proxy.wire.admission import Admission, LoginBackoff
 from proxy.wire.host import ServerConfig, WorkerSlot
 from proxy.wire.messages import CANCEL_REQUEST_CODE, CancelRequest
+from proxy.wire.pool import Pooler
 from proxy.wire.router import StatementRouter
 from proxy.wire.session import Session
 
@@ -62,6 +63,12 @@ class ProxyServer:
             max_address_connections=config.max_address_connections,
         )
         self._backoff = LoginBackoff(cap=config.auth_failure_delay)
+        self.pooler = Pooler(
+            mode=config.pool_mode,
+            size=config.pool_size,
+            timeout=config.pool_timeout,
+            idle_timeout=config.server_idle_timeout,
+        )
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -80,6 +87,7 @@ class ProxyServer:
             # a second later; the kernel caps it at net.core.somaxconn.
             backlog=min(4096, max(128, 2 * (c.max_connections + c.max_pending_logins))),
         )
+        self.keep(asyncio.create_task(self.pooler.sweep()))
         if w is not None:
             self._cancels = await asyncio.start_unix_server(
                 self._on_passed_cancel, w.cancel_socket(w.index)
@@ -119,6 +127,7 @@ class ProxyServer:
                 await asyncio.wait(still, timeout=5.0)
         for t in list(self._tasks):
             t.cancel()
+        await self.pooler.close()
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5.0)

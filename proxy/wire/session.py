@@ -94,6 +94,7 @@ from proxy.wire.messages import (
     read_parse,
     read_query,
 )
+from proxy.wire.pool import Pooled, PoolMode, ServerPool, pins_session
 from proxy.wire.protocol import (
     IDLE_STATES,
     NEED_DATA,
@@ -116,7 +117,7 @@ from proxy.wire.router import (
     StatementInfo,
 )
 from proxy.wire.sqlsplit import split_statements
-from proxy.wire.upstream import UpstreamConnection
+from proxy.wire.upstream import UpstreamConnection, UpstreamStartupError
 
 __all__ = ["Kind", "Portal", "Session", "SessionClosed", "Statement"]
 
@@ -189,7 +190,13 @@ class Session(Login, LocalAnswering):
         self.conn = ServerConnection(max_message=self.cfg.max_message_size)
         self.pid = 0
         self.key = secrets.randbits(32)
-        self.upstream: UpstreamConnection | None = None
+        self.upstream: UpstreamConnection | None = None  # the backend connection held now
+        self.pool: ServerPool | None = None  # where it comes from (proxy.wire.pool)
+        self._pooled: Pooled | None = None  # ... and goes back to
+        self._pinned = False  # keeps its connection (session state in the backend)
+        self._cancelling = 0  # cancel requests under way: the connection is kept
+        # the protocol-level statements the backend held when the session gave it back
+        self._released_statements: dict[str, Statement] = {}
         self._out = bytearray()  # for the client, written in one go
         self.statements = {}
         self.portals = {}
@@ -297,8 +304,7 @@ class Session(Login, LocalAnswering):
             self._stash is None
             and not self.stop_requested
             and not self.relay.closed
-            and up is not None
-            and not up.writing_paused
+            and not (up is not None and up.writing_paused)
             and not (self._client is not None and self._client.writing_paused)
             # with idle timeouts the task keeps the time: it sees every message
             and not (self.cfg.idle_session_timeout or self.cfg.idle_in_transaction_timeout)
@@ -328,14 +334,16 @@ class Session(Login, LocalAnswering):
             if self._decided is not None:
                 self._drop_decision()
         outgoing = self.relay.outgoing
-        if outgoing and self.upstream is not None:
+        if outgoing and (self.upstream is not None or self._attach_now()):
+            assert self.upstream is not None
             data = bytes(outgoing)
             self.upstream.write(data)
             outgoing.clear()
             if binds is not None and before is not None and data == read and not self._out:
                 self.memory.remember_read(before, data, tuple(binds), self.conn, self.relay)
         self._flush_client()  # the local answers of this read, in one write
-        return True
+        # no connection free at once: the task waits for one (_flush_up)
+        return not outgoing
 
     def _clean_state(self) -> ConnSnapshot | None:
         """The connection's state when nothing is owed, no batch is open and no portal is
@@ -355,7 +363,9 @@ class Session(Login, LocalAnswering):
             stmt = self.statements.get(name)
             if stmt is not None and not isinstance(stmt.route, Relay):
                 return False
-        assert self.upstream is not None  # the fast lane is open
+        if self.upstream is None and not self._attach_now():
+            return False
+        assert self.upstream is not None
         self.upstream.write(data)
         ReplayMemory.replay_read(known, self.conn, self.relay)
         return True
@@ -406,7 +416,7 @@ class Session(Login, LocalAnswering):
             if ev is not NEED_DATA:
                 self._frame = self.conn.last_frame
                 return ev
-            if self.relay.outgoing and self.upstream is not None and not self.relay.closed:
+            if self.relay.outgoing and not self.relay.closed:
                 await self._flush_up()
                 continue  # input may have come meanwhile: look again before parking
             await self._wait_client()
@@ -450,14 +460,14 @@ class Session(Login, LocalAnswering):
     def _take_over(self) -> None:
         """After login: the backend's replies and the client's messages are handled in
         the sockets' callbacks from now on."""
-        up = self.upstream
-        assert up is not None
+        assert self._pooled is not None
         self.relay.pid = self.pid
-        up.start_relay(self._on_frames, self._on_upstream_lost, self._on_backend_read)
+        self._take(self._pooled)
         self._client = Channel.take_over(
             self.reader, self.writer, self._on_client_data, self._on_client_lost
         )
         self._client_write = self._client.transport.write  # TLS, if any, is set up by now
+        self._release_if_idle()
 
     async def refuse(self, err: LaprasError) -> None:
         """Refuse the connection at once with a FATAL, before reading anything (the client
@@ -475,10 +485,9 @@ class Session(Login, LocalAnswering):
         if self.registered:
             self.server.unregister(self)
             self.registered = False
+        reusable = self._backend_idle()
         self.relay.close()  # our own close: nothing more to relay or report
-        if self.upstream is not None:
-            with contextlib.suppress(Exception):
-                await self.upstream.close()
+        self._give_back(reusable)
         with contextlib.suppress(Exception):
             self._flush_client()
         await Channel.close_stream(self.writer, self._client)
@@ -765,11 +774,90 @@ class Session(Login, LocalAnswering):
 
     async def _flush_up(self) -> None:
         outgoing = self.relay.outgoing
-        if outgoing and self.upstream is not None and not self.relay.closed:
+        if outgoing and not self.relay.closed:
+            if self.upstream is None:
+                await self._attach()
+            assert self.upstream is not None
             data = bytes(outgoing)
             outgoing.clear()
             self.upstream.write(data)
             await self.upstream.drain()
+
+    # The pooler's side (proxy.wire.pool): the connection is taken when something is to be
+    # sent, and given back when the backend owes nothing and has no transaction open.
+
+    def _attach_now(self) -> bool:
+        """Take the idle connection this session used last, if there is one (it holds this
+        session's state: nothing to wait for)."""
+        assert self.pool is not None
+        p = self.pool.take_own(self)
+        if p is None:
+            return False
+        self._take(p)
+        return True
+
+    async def _attach(self) -> None:
+        """Take a connection from the pool, made ready for this session: FATAL 53300 when
+        none is free within pool_timeout, 08006 when a new one cannot be opened."""
+        assert self.pool is not None
+        # the statements the backend held when the session gave it back, unless the client
+        # has closed or replaced them since (its messages on their way say so themselves)
+        statements = [
+            Parse(name=n, sql=st.sql, param_oids=st.param_oids)
+            for n, st in self._released_statements.items()
+            if self.statements.get(n) is st
+        ]
+        try:
+            p = await self.pool.acquire(self, params=self.relay.params, statements=statements)
+        except UpstreamStartupError as e:
+            raise UpstreamUnavailable(
+                "could not open a backend connection", detail=e.error.field("M") or None
+            ) from None
+        except (OSError, TimeoutError) as e:
+            raise UpstreamUnavailable(
+                "could not open a backend connection", detail=type(e).__name__
+            ) from None
+        self._take(p)
+
+    def _take(self, p: Pooled) -> None:
+        self._pooled, self.upstream = p, p.up
+        p.up.bind(self._on_frames, self._on_upstream_lost, self._on_backend_read)
+
+    def _backend_idle(self) -> bool:
+        """The backend owes nothing, has no transaction, batch or COPY open."""
+        relay = self.relay
+        return (
+            self._pooled is not None
+            and not relay.pending
+            and not relay.outgoing
+            and not relay.upstream_open
+            and not relay.copy_in
+            and not relay.closed
+            and self.conn.txn_status == "I"
+            and not self._cancelling
+        )
+
+    def _release_if_idle(self) -> None:
+        """Transaction pooling: give the connection back between transactions."""
+        if self.cfg.pool_mode is PoolMode.TRANSACTION and not self._pinned and self._backend_idle():
+            self._give_back(True, owner=self)
+
+    def _give_back(self, reusable: bool, owner: object | None = None) -> None:
+        p, self._pooled, self.upstream = self._pooled, None, None
+        if p is None or self.pool is None:
+            return
+        self._released_statements = {
+            n: st for n, st in self.statements.items() if isinstance(st.route, Relay)
+        }
+        if reusable and not p.up.closed:
+            self.pool.release(p, owner)
+        else:
+            self.pool.discard(p)
+
+    def _pin(self, sql: str) -> None:
+        """A relayed statement that may leave session state keeps the connection."""
+        if not self._pinned and pins_session(sql):
+            self._pinned = True
 
     async def _quiesce(self) -> None:
         """Wait until the backend has answered everything forwarded so far."""
@@ -813,10 +901,10 @@ class Session(Login, LocalAnswering):
     def _after_backend_read(self) -> None:
         if not self.relay.pending:
             self.idle.set()
-        if self._client is not None and self._client.writing_paused:
+            self._release_if_idle()
+        if self._client is not None and self._client.writing_paused and self.upstream:
             # The client reads slower than the backend writes: stop reading the backend
             # until the client has caught up (what awaiting drain() did in a read loop).
-            assert self.upstream is not None
             self.upstream.pause_reading()
             self.server.keep(asyncio.create_task(self._resume_upstream()))
 
@@ -994,6 +1082,7 @@ class Session(Login, LocalAnswering):
         self.portals.pop("", None)
         for s in stmts:
             self._on_simple_statement(s)
+            self._pin(s)
         data = self._frame  # the client's Query, as it came
         if any(r.sql is not None for r in relays):
             sql = ";\n".join(r.sql or s for s, r in zip(stmts, relays, strict=True))
@@ -1063,6 +1152,7 @@ class Session(Login, LocalAnswering):
                 ok = await self._simple_command(command)
             elif isinstance(r, Relay):
                 self._on_simple_statement(s)
+                self._pin(s)
                 e = self.relay.forward(
                     Query(sql=r.sql or s).encode(), Kind.QUERY, forward_ready=False
                 )
@@ -1090,6 +1180,7 @@ class Session(Login, LocalAnswering):
             m = Parse(name=m.name, sql=route.sql, param_oids=m.param_oids)
             frame = m.encode()
         stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info)
+        self._pin(m.sql)
         if m.name and existing is not None:
             self.relay.forward(self._frame, Kind.PARSE)  # the backend answers 42P05
             return
@@ -1135,8 +1226,18 @@ class Session(Login, LocalAnswering):
             self._local_task.cancel()
             return
         if self.upstream is not None and self.relay.pending:
-            task = asyncio.create_task(self.upstream.cancel())
-            self.server.keep(task)
+            self.server.keep(asyncio.create_task(self._cancel_upstream(self.upstream)))
+
+    async def _cancel_upstream(self, up: UpstreamConnection) -> None:
+        """Cancel what the backend runs; the connection is kept meanwhile, so that the
+        cancel never reaches another client's query on it."""
+        self._cancelling += 1
+        try:
+            await up.cancel()
+        finally:
+            self._cancelling -= 1
+        if self._pooled is not None and self._pooled.up is up:
+            self._release_if_idle()
 
 
 def _refusal(e: Exception) -> Refuse:

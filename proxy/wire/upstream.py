@@ -229,6 +229,9 @@ class UpstreamConnection:
         self.closed = False
         self._channel: Channel | None = None
         self._write: Callable[[bytes], None] = writer.write
+        self._on_frames: Callable[[list[bytes]], None] = _ignore
+        self._on_lost: Callable[[BaseException], None] = _ignore
+        self._on_read: Callable[[bytes], bool] | None = None
 
     @classmethod
     async def connect(
@@ -391,12 +394,13 @@ class UpstreamConnection:
         loop; ``on_lost`` is called once when the connection ends or the backend breaks the
         protocol. ``on_read`` first sees each read that starts a frame, and takes it whole
         when it returns True (its frames then never reach ``on_frames``). No ``read_*``
-        after this."""
+        after this; :meth:`bind` hands the callbacks to another owner (the pooler's)."""
+        self.bind(on_frames, on_lost, on_read)
 
         def lost(e: BaseException) -> None:
             if not self.closed:
                 self.closed = True
-                on_lost(e)
+                self._on_lost(e)
 
         def deliver() -> None:
             try:
@@ -405,12 +409,13 @@ class UpstreamConnection:
                 lost(e)
                 return
             if frames and not self.closed:
-                on_frames(frames)
+                self._on_frames(frames)
 
         def on_data(data: bytes) -> None:
             if not data:
                 lost(ConnectionResetError("upstream closed the connection"))
                 return
+            on_read = self._on_read
             if on_read is not None and not len(self._frames) and on_read(data):
                 return
             self._frames.feed(data)
@@ -419,6 +424,15 @@ class UpstreamConnection:
         self._channel = Channel.take_over(self._reader, self._writer, on_data, lost)
         self._write = self._channel.transport.write
         asyncio.get_running_loop().call_soon(deliver)  # frames read with the login's last bytes
+
+    def bind(
+        self,
+        on_frames: Callable[[list[bytes]], None],
+        on_lost: Callable[[BaseException], None],
+        on_read: Callable[[bytes], bool] | None = None,
+    ) -> None:
+        """The callbacks of :meth:`start_relay`, for the connection's next owner."""
+        self._on_frames, self._on_lost, self._on_read = on_frames, on_lost, on_read
 
     @property
     def writing_paused(self) -> bool:
@@ -474,6 +488,10 @@ class UpstreamConnection:
             w.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(w.wait_closed(), 2.0)
+
+
+def _ignore(_: object) -> None:
+    pass
 
 
 async def _open(

@@ -1,5 +1,5 @@
 """The admin surface end to end: the real CLI (``lapras epoch start|show|close``, ``lapras
-budget``) and the read-only wire views (``SHOW LAPRAS BUDGET | EPOCHS | RELEASES``) of a real
+budget``) and the read-only wire views (``SHOW LAPRAS BUDGET | EPOCHS | RELEASES | POOLS``) of a real
 proxy process, for admins only, never showing a value computed from the data."""
 
 from __future__ import annotations
@@ -81,6 +81,27 @@ def test_cli_and_wire_admin_views(pg: Any, tmp_path: Path) -> None:
             assert by_kind["matrix release"]["charge"] > 0
             shown = {v for r in releases for v in r}
             assert fresh[0] not in shown and matrix[0] not in shown  # no answer value
+
+            cur = conn.execute("SHOW LAPRAS POOLS")
+            cols = [d.name for d in cur.description]
+            assert cols == [
+                "user",
+                "database",
+                "backend_role",
+                "pool_mode",
+                "active",
+                "idle",
+                "waiting",
+                "max_wait",
+                "pool_size",
+            ]
+            pools = {r[0]: dict(zip(cols, r, strict=True)) for r in cur.fetchall()}
+            # the analyst's session has closed: its backend connection waits in its pool
+            assert pools["analyst"]["backend_role"] == "lapras_user_analyst"
+            assert (pools["analyst"]["active"], pools["analyst"]["idle"]) == (0, 1)
+            mine = pools[ADMIN[0]]
+            assert mine["pool_mode"] == "transaction" and mine["pool_size"] == 20
+            assert mine["active"] + mine["idle"] == 1 and mine["waiting"] == 0
 
             epochs = conn.execute("SHOW LAPRAS EPOCHS").fetchall()
             assert [(e[0], e[1], e[3], e[6]) for e in epochs] == [

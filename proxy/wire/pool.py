@@ -1,0 +1,444 @@
+"""The pooler: backend connections shared by the sessions of one user (PgBouncer's pooler).
+
+A session holds a backend connection only while it needs one. With ``pool_mode =
+"transaction"`` (the default) it takes one when it has something to send and gives it back
+when the backend has answered everything and reports no transaction open (ReadyForQuery
+'I', no extended batch or COPY under way); with ``"session"`` it keeps one from login to
+close. A session that runs a statement leaving state in the backend's session (``SET``
+outside a transaction block, ``LISTEN``, ``PREPARE``, ``DECLARE ... WITH HOLD``, a temporary
+table, a session-level advisory lock, ``set_config``) is *pinned*: it keeps its connection
+until it closes, as if in session mode (:func:`pins_session`).
+
+Safety between clients does not rest on that text check: a connection passes from one client
+to another only through ``DISCARD ALL`` (PostgreSQL's own reset of every kind of session
+state: settings, prepared statements, cursors, ``LISTEN``, advisory locks, temporary tables,
+sequences, plans), followed by what the new client had that the reset took away -- the
+reported parameters it was told (``application_name``, ``DateStyle``...: the ones it changed
+are set again) and the protocol-level prepared statements it made (parsed again, as PgBouncer
+1.21 does with ``max_prepared_statements``). A connection given back to the client that last
+used it needs neither, so a client that finds its own connection idle takes it at once.
+
+Pools are per *key*: the backend role (each analyst has their own, so pools are per user), the
+database, and the start-up parameters the client sent -- every connection of a pool started
+with the same ones, so ``DISCARD ALL`` brings any of them back to what the client was told at
+login. Each pool opens at most ``pool_size`` connections; a session that needs one when all
+are busy waits, first come first served, up to ``pool_timeout`` seconds, then ends with FATAL
+53300 (its transaction cannot start). Connections idle longer than ``server_idle_timeout`` are
+closed.
+
+The pool owns its idle connections: it reads them (a notice or a parameter change is taken in,
+anything else, or the connection closing, drops it) and it resets them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from proxy.errors import TooManyConnections
+from proxy.wire.messages import ParameterStatus, Parse, Query, Sync
+from proxy.wire.upstream import UpstreamConfig, UpstreamConnection
+
+log = logging.getLogger("lapras.proxy.pool")
+
+
+class PoolMode(enum.Enum):
+    TRANSACTION = "transaction"
+    SESSION = "session"
+
+
+#: Reported parameters (GUC_REPORT) a client may change and a reset sets back to its value.
+TRACKED_PARAMETERS = (
+    "application_name",
+    "client_encoding",
+    "DateStyle",
+    "IntervalStyle",
+    "TimeZone",
+    "standard_conforming_strings",
+    "search_path",
+    "default_transaction_read_only",
+)
+
+# Statements that leave state in the backend's session beyond their transaction. The first
+# word (after comments) or a function anywhere in the text; SET LOCAL, SET TRANSACTION and the
+# transaction-level advisory locks do not pin.
+_PINNING_HEAD = re.compile(
+    r"""^(?:\s|--[^\n]*\n?|/\*.*?\*/)*
+    (?:SET(?!\s+(?:LOCAL|TRANSACTION)\b)\b|RESET\b|LISTEN\b|PREPARE(?!\s+TRANSACTION)\b|LOAD\b
+      |DECLARE\b[^;]*\bWITH\s+HOLD\b
+      |CREATE\s+(?:(?:GLOBAL|LOCAL)\s+)?(?:TEMP|TEMPORARY)\b
+      |(?:CREATE\s+)?(?:UNLOGGED\s+)?TABLE\b[^;]*\b(?:TEMP|TEMPORARY)\b)""",
+    re.IGNORECASE | re.VERBOSE | re.DOTALL,
+)
+_PINNING_CALL = re.compile(
+    r"\b(?:set_config|pg_(?:try_)?advisory_lock(?:_shared)?|dblink_connect(?:_u)?)\s*\(",
+    re.IGNORECASE,
+)
+_SELECT_INTO_TEMP = re.compile(r"\bINTO\s+(?:TEMP|TEMPORARY)\b", re.IGNORECASE)
+
+
+def pins_session(sql: str) -> bool:
+    """Whether ``sql`` may leave state in the backend's session (see the module doc).
+
+    >>> [pins_session(s) for s in ("SET search_path = x", "SET LOCAL work_mem = '1MB'",
+    ...                            "select set_config('a.b', '1', false)", "SELECT 1")]
+    [True, False, True, False]
+    """
+    return bool(
+        _PINNING_HEAD.match(sql) or _PINNING_CALL.search(sql) or _SELECT_INTO_TEMP.search(sql)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PoolKey:
+    """What connections of one pool share: who logs in, where, with which start-up
+    parameters (in the client's order)."""
+
+    user: str  # the proxy user
+    upstream: UpstreamConfig
+    database: str | None
+    params: tuple[tuple[str, str], ...]
+
+
+@dataclass(eq=False, slots=True)
+class Pooled:
+    """One backend connection of a pool, and what the pool knows of it."""
+
+    up: UpstreamConnection
+    welcome: tuple[ParameterStatus, ...]  # what it reported at login
+    owner: object | None  # the client whose session state it holds (None: no one's)
+    clean: bool = True  # as it logged in: used by no client yet
+    idle_since: float = 0.0
+
+
+class PoolTimeout(TooManyConnections):
+    """53300: no connection of the pool became free within ``pool_timeout``."""
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    """One row of ``SHOW LAPRAS POOLS``."""
+
+    user: str
+    database: str
+    backend_role: str
+    mode: str
+    active: int
+    idle: int
+    waiting: int
+    max_wait: float  # seconds the longest-waiting client has waited
+    pool_size: int
+
+
+class ServerPool:
+    """The connections of one key (module doc)."""
+
+    def __init__(
+        self,
+        key: PoolKey,
+        *,
+        mode: PoolMode,
+        size: int,
+        timeout: float,
+        idle_timeout: float,
+    ) -> None:
+        self.key = key
+        self.mode = mode
+        self.size = size
+        self.timeout = timeout
+        self.idle_timeout = idle_timeout
+        self._idle: list[Pooled] = []  # most recently released last
+        self._active: set[Pooled] = set()
+        self._opening = 0
+        self._waiters: deque[tuple[float, asyncio.Future[Pooled]]] = deque()
+
+    # ------------------------------------------------------------------ taking and giving
+
+    def take_own(self, client: object) -> Pooled | None:
+        """The idle connection ``client`` used last, taken at once (nothing to reset), if
+        there is one and no other client is waiting."""
+        if self._waiters:
+            return None
+        for i in range(len(self._idle) - 1, -1, -1):
+            p = self._idle[i]
+            if p.owner is client:
+                del self._idle[i]
+                self._active.add(p)
+                return p
+        return None
+
+    def has_own(self, client: object) -> bool:
+        return not self._waiters and any(p.owner is client for p in self._idle)
+
+    async def acquire(
+        self,
+        client: object,
+        *,
+        params: dict[str, str] | None = None,
+        statements: Sequence[Parse] = (),
+    ) -> Pooled:
+        """A connection for ``client``, made ready for it: its own idle one as it is, else
+        another idle one reset (``DISCARD ALL``, then the reported ``params`` the client was
+        told where they differ from the connection's, then its prepared ``statements`` parsed
+        again), else a new one (the same but for the reset), else, at ``pool_size``, the
+        next one given back (waiting at most ``pool_timeout``: PoolTimeout)."""
+        own = self.take_own(client)
+        if own is not None:
+            return own
+        self.close_expired()
+        if self._idle and not self._waiters:
+            p = self._idle.pop()
+        elif len(self._active) + len(self._idle) + self._opening < self.size:
+            p = await self._open(client)
+        else:
+            p = await self._wait()
+        self._active.add(p)
+        try:
+            await self._ready(p, client, params or {}, statements)
+            p.clean = False
+        except BaseException:
+            self._active.discard(p)
+            self._wake_next()
+            await p.up.close()
+            raise
+        return p
+
+    def release(self, p: Pooled, owner: object | None) -> None:
+        """``p`` is idle again (the backend owes nothing, no transaction is open) with the
+        session state of ``owner`` (None: reset it before anyone uses it)."""
+        self._active.discard(p)
+        p.owner = owner
+        if p.up.closed:
+            self._wake_next()
+            return
+        p.up.resume_reading()
+        while self._waiters:
+            _, fut = self._waiters.popleft()
+            if not fut.done():
+                self._active.add(p)
+                fut.set_result(p)
+                return
+        p.idle_since = time.monotonic()
+        p.up.bind(*self._idle_callbacks(p))
+        self._idle.append(p)
+
+    def discard(self, p: Pooled) -> None:
+        """``p`` cannot be used again (lost, or left in an unknown state): closed."""
+        self._active.discard(p)
+        if p in self._idle:
+            self._idle.remove(p)
+        with contextlib.suppress(RuntimeError):
+            asyncio.get_running_loop().create_task(p.up.close())
+        self._wake_next()
+
+    async def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for p in idle:
+            await p.up.close()
+
+    def stats(self) -> PoolStats:
+        now = time.monotonic()
+        waits = [now - t for t, f in self._waiters if not f.done()]
+        k = self.key
+        return PoolStats(
+            user=k.user,
+            database=k.database or k.upstream.database,
+            backend_role=k.upstream.user,
+            mode=self.mode.value,
+            active=len(self._active),
+            idle=len(self._idle),
+            waiting=len(waits),
+            max_wait=round(max(waits, default=0.0), 3),
+            pool_size=self.size,
+        )
+
+    # ------------------------------------------------------------------ inside
+
+    async def _open(self, client: object) -> Pooled:
+        self._opening += 1
+        try:
+            k = self.key
+            up = await UpstreamConnection.connect(k.upstream, k.params, database=k.database)
+        finally:
+            self._opening -= 1
+        p = Pooled(up, tuple(up.parameters), owner=client)
+        up.start_relay(*self._idle_callbacks(p))
+        return p
+
+    async def _wait(self) -> Pooled:
+        fut: asyncio.Future[Pooled] = asyncio.get_running_loop().create_future()
+        entry = (time.monotonic(), fut)
+        self._waiters.append(entry)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), self.timeout)
+        except BaseException as e:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                got = fut.result()  # handed over as we stopped waiting: give it back
+                self.release(got, got.owner)
+            fut.cancel()
+            if isinstance(e, TimeoutError):
+                raise PoolTimeout(
+                    f"no backend connection became free within {self.timeout:g} s",
+                    detail=(
+                        f"All {self.size} connections of the pool of user "
+                        f'"{self.key.user}" were in use.'
+                    ),
+                    hint="raise [server] pool_size or pool_timeout, or keep transactions short",
+                ) from None
+            raise
+        finally:
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(entry)
+
+    def _wake_next(self) -> None:
+        """A connection went away: a waiter may open a new one in its place."""
+        while self._waiters and self._waiters[0][1].done():
+            self._waiters.popleft()
+        if self._waiters and len(self._active) + len(self._idle) + self._opening < self.size:
+            _, fut = self._waiters.popleft()
+
+            async def open_for() -> None:
+                try:
+                    p = await self._open(None)
+                except BaseException as e:
+                    if not fut.done():
+                        fut.set_exception(e)
+                    return
+                if fut.done():
+                    self.release(p, None)
+                else:
+                    self._active.add(p)
+                    fut.set_result(p)
+
+            asyncio.get_running_loop().create_task(open_for())
+
+    async def _ready(
+        self,
+        p: Pooled,
+        client: object,
+        params: dict[str, str],
+        statements: Sequence[Parse],
+    ) -> None:
+        """Make ``p`` hold ``client``'s session state (see acquire)."""
+        if p.owner is client:
+            return
+        sql = [] if p.clean else ["DISCARD ALL"]  # back to the welcome's values
+        welcome = {w.name: w.value for w in p.welcome}
+        for name in TRACKED_PARAMETERS:
+            want = params.get(name)
+            if want is not None and want != welcome.get(name):
+                sql.append(f"SET {_ident(name)} TO {_literal(want)}")
+        data = bytearray()
+        if sql:
+            data += Query(sql="; ".join(sql)).encode()
+        for parse in statements:
+            data += parse.encode() + Sync().encode()
+        p.owner = client
+        if data:
+            await _exchange(p, bytes(data), int(bool(sql)) + len(statements), reset=bool(sql))
+
+    def _idle_callbacks(
+        self, p: Pooled
+    ) -> tuple[Callable[[list[bytes]], None], Callable[[BaseException], None]]:
+        def on_frames(frames: list[bytes]) -> None:
+            # a notice, a parameter change or a notification is dropped; anything else is a
+            # FATAL (the backend was terminated) or out of step
+            if any(f[:1] not in b"NSA" for f in frames):
+                self.discard(p)
+
+        def on_lost(e: BaseException) -> None:
+            self.discard(p)
+
+        return on_frames, on_lost
+
+    def close_expired(self) -> None:
+        if not self.idle_timeout:
+            return
+        limit = time.monotonic() - self.idle_timeout
+        for p in [p for p in self._idle if p.idle_since < limit]:
+            self.discard(p)
+
+
+async def _exchange(p: Pooled, data: bytes, readies: int, *, reset: bool) -> None:
+    """Send ``data`` on an idle connection and wait for its ``readies`` ReadyForQuery. An
+    error of the ``reset`` (the first request) loses the connection; one of a prepared
+    statement parsed again leaves it missing from the backend, whose own error then answers
+    the client's use of it."""
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    left = readies
+    reset_failed = False
+
+    def on_frames(frames: list[bytes]) -> None:
+        nonlocal left, reset_failed
+        for f in frames:
+            t = f[:1]
+            if t == b"E" and reset and left == readies:
+                reset_failed = True
+            elif t == b"Z":
+                left -= 1
+                if left == 0 and not done.done():
+                    done.set_result(None)
+
+    def on_lost(e: BaseException) -> None:
+        if not done.done():
+            done.set_exception(ConnectionResetError("upstream closed the connection"))
+
+    p.up.bind(on_frames, on_lost)
+    p.up.write(data)
+    await asyncio.wait_for(done, p.up.config.connect_timeout)
+    if reset_failed:
+        raise ConnectionResetError("the reset of a pooled connection failed")
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+class Pooler:
+    """The pools of one proxy process, by key."""
+
+    def __init__(self, *, mode: PoolMode, size: int, timeout: float, idle_timeout: float) -> None:
+        self.mode = mode
+        self._size, self._timeout, self._idle_timeout = size, timeout, idle_timeout
+        self._pools: dict[PoolKey, ServerPool] = {}
+
+    def pool(self, key: PoolKey) -> ServerPool:
+        p = self._pools.get(key)
+        if p is None:
+            p = self._pools[key] = ServerPool(
+                key,
+                mode=self.mode,
+                size=self._size,
+                timeout=self._timeout,
+                idle_timeout=self._idle_timeout,
+            )
+        return p
+
+    def stats(self) -> list[PoolStats]:
+        return [p.stats() for p in self._pools.values()]
+
+    async def sweep(self) -> None:
+        """Close connections idle past ``server_idle_timeout``, checking every tenth of it
+        (at least every 5 s, at most every 60 s)."""
+        if not self._idle_timeout:
+            return
+        every = min(60.0, max(5.0, self._idle_timeout / 10))
+        while True:
+            await asyncio.sleep(every)
+            for p in self._pools.values():
+                p.close_expired()
+
+    async def close(self) -> None:
+        for p in list(self._pools.values()):
+            await p.close()

@@ -1,0 +1,254 @@
+"""Pooled backend connections (proxy.wire.pool) against the embedded PostgreSQL.
+
+Each test runs its own proxy with a small pool and tags its clients with an
+``application_name`` of its own, so the backends it counts in ``pg_stat_activity`` are its own.
+The leak tests use a pool of one connection: every client of the test gets the same backend
+(checked by its pid), so state one client leaves behind would be seen by the next.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+
+from proxy.wire.pool import PoolMode, pins_session
+from proxy.wire.server import BackgroundServer
+from tests.proxy.conftest import PASSWORD, USER, TestRouter, make_config
+
+
+@contextmanager
+def pooled_proxy(pg: Any, **overrides: object) -> Iterator[BackgroundServer]:
+    cfg = make_config(pg, upstream_database=pg.database, **overrides)
+    with BackgroundServer(cfg, TestRouter({"adult"})) as srv:
+        yield srv
+
+
+def connect(srv: BackgroundServer, pg: Any, app: str, **kw: Any) -> psycopg.Connection[Any]:
+    return psycopg.connect(
+        host="127.0.0.1",
+        port=srv.port,
+        user=USER,
+        password=PASSWORD,
+        dbname=pg.database,
+        application_name=app,
+        autocommit=True,
+        **kw,
+    )
+
+
+def backends(pg: Any, app: str) -> int:
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (app,)
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def pid(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def one(conn: psycopg.Connection[Any], sql: str) -> Any:
+    row = conn.execute(sql).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def test_idle_clients_share_a_few_backends(pg: Any) -> None:
+    app = f"pool-{uuid.uuid4().hex[:8]}"
+    with pooled_proxy(pg, pool_size=4) as srv:
+        conns = [connect(srv, pg, app) for _ in range(40)]
+        try:
+            for i, c in enumerate(conns):
+                assert one(c, f"SELECT {i} + 1") == i + 1
+            assert 1 <= backends(pg, app) <= 4
+            for c in conns:  # every client is still served
+                assert one(c, "SELECT 'again'") == "again"
+        finally:
+            for c in conns:
+                c.close()
+
+
+def test_session_mode_keeps_one_backend_per_client_and_reuses_it(pg: Any) -> None:
+    app = f"pool-{uuid.uuid4().hex[:8]}"
+    with pooled_proxy(pg, pool_size=10, pool_mode=PoolMode.SESSION) as srv:
+        conns = [connect(srv, pg, app) for _ in range(3)]
+        pids = {pid(c) for c in conns}
+        assert len(pids) == 3 and backends(pg, app) == 3
+        for c in conns:
+            c.close()
+        later = [connect(srv, pg, app) for _ in range(3)]
+        try:
+            assert {pid(c) for c in later} == pids  # the same backends, reset
+            assert backends(pg, app) == 3
+        finally:
+            for c in later:
+                c.close()
+
+
+def test_a_transaction_keeps_its_backend_and_others_wait_for_it(pg: Any) -> None:
+    app = f"pool-{uuid.uuid4().hex[:8]}"
+    with pooled_proxy(pg, pool_size=1) as srv:
+        a, b = connect(srv, pg, app), connect(srv, pg, app)
+        try:
+            a.execute("BEGIN")
+            first = pid(a)
+            got: list[Any] = []
+            t = threading.Thread(target=lambda: got.append(one(b, "SELECT 'b ran'")))
+            t.start()
+            time.sleep(0.5)
+            assert not got  # b waits: the only backend is in a's transaction
+            assert pid(a) == first  # ... which keeps it from statement to statement
+            a.execute("COMMIT")
+            t.join(10)
+            assert got == ["b ran"]
+        finally:
+            a.close()
+            b.close()
+
+
+def test_a_client_waiting_past_pool_timeout_gets_53300_and_others_go_on(pg: Any) -> None:
+    app = f"pool-{uuid.uuid4().hex[:8]}"
+    with pooled_proxy(pg, pool_size=1, pool_timeout=0.5) as srv:
+        a, b = connect(srv, pg, app), connect(srv, pg, app)
+        try:
+            a.execute("BEGIN")
+            with pytest.raises(psycopg.OperationalError) as e:
+                b.execute("SELECT 1")
+            assert e.value.sqlstate == "53300"
+            assert "pool_timeout" not in str(e.value) or "pool_size" in str(e.value)
+            assert "no backend connection became free" in str(e.value)
+            a.execute("COMMIT")
+            assert one(a, "SELECT 'a goes on'") == "a goes on"
+        finally:
+            a.close()
+            b.close()
+
+
+# ---------------------------------------------------------------- no state leaks
+
+
+def _leak_case(pg: Any, make: str, probe: str, clean: Any) -> None:
+    """A client makes state (``make``) and leaves; the next client, on the same backend,
+    sees ``clean`` from ``probe``."""
+    app = f"pool-{uuid.uuid4().hex[:8]}"
+    with pooled_proxy(pg, pool_size=1) as srv:
+        with connect(srv, pg, app) as a:
+            a.execute(make)
+            first = pid(a)
+            assert one(a, probe) != clean  # the state is there for its maker
+        with connect(srv, pg, app) as b:
+            assert pid(b) == first  # the same backend...
+            assert one(b, probe) == clean  # ... without the state
+
+
+@pytest.mark.parametrize(
+    ("make", "probe", "clean"),
+    [
+        ("SET work_mem = '1234kB'", "SHOW work_mem", "4MB"),
+        (
+            "SELECT set_config('statement_timeout', '4321', false)",
+            "SHOW statement_timeout",
+            "0",
+        ),
+        ("SET application_name = 'changed'", "SHOW application_name", None),
+        ("PREPARE leak_p AS SELECT 1", "SELECT count(*) FROM pg_prepared_statements", 0),
+        ("LISTEN leak_channel", "SELECT count(*) FROM pg_listening_channels()", 0),
+        (
+            "DECLARE leak_c CURSOR WITH HOLD FOR SELECT 1",
+            "SELECT count(*) FROM pg_cursors",
+            0,
+        ),
+        (  # taken twice: the maker's probe releases one
+            "SELECT pg_advisory_lock(4242), pg_advisory_lock(4242)",
+            "SELECT pg_advisory_unlock(4242)",
+            False,
+        ),
+    ],
+    ids=["set", "set_config", "reported-parameter", "prepare", "listen", "hold-cursor", "lock"],
+)
+def test_session_state_does_not_pass_to_the_next_client(
+    pg: Any, make: str, probe: str, clean: Any
+) -> None:
+    if clean is None:  # the next client's own application_name
+        app = f"pool-{uuid.uuid4().hex[:8]}"
+        with pooled_proxy(pg, pool_size=1) as srv:
+            with connect(srv, pg, app) as a:
+                a.execute(make)
+                first = pid(a)
+            with connect(srv, pg, app) as b:
+                assert pid(b) == first
+                assert one(b, "SHOW application_name") == app
+        return
+    _leak_case(pg, make, probe, clean)
+
+
+def test_protocol_prepared_statements_stay_with_their_client(pg: Any) -> None:
+    """Protocol-level prepared statements: another client on the same backend does not see
+    them (reset), and their client can still execute them after the backend has served
+    another client (parsed again, as PgBouncer's max_prepared_statements)."""
+    app = f"pool-{uuid.uuid4().hex[:8]}"
+    with pooled_proxy(pg, pool_size=1) as srv:
+        a, b = connect(srv, pg, app), connect(srv, pg, app)
+        try:
+            sql = "SELECT %s::int * 2"
+            assert a.execute(sql, (21,), prepare=True).fetchone() == (42,)
+            assert one(a, "SELECT count(*) FROM pg_prepared_statements") == 1
+            assert pid(b) == pid(a)  # b has the backend between a's transactions
+            assert one(b, "SELECT count(*) FROM pg_prepared_statements") == 0
+            assert a.execute(sql, (50,), prepare=True).fetchone() == (100,)
+            assert one(a, "SELECT count(*) FROM pg_prepared_statements") == 1
+        finally:
+            a.close()
+            b.close()
+
+
+def test_a_client_that_sets_session_state_keeps_its_backend(pg: Any) -> None:
+    app = f"pool-{uuid.uuid4().hex[:8]}"
+    with pooled_proxy(pg, pool_size=2) as srv:
+        a, b = connect(srv, pg, app), connect(srv, pg, app)
+        try:
+            a.execute("SET work_mem = '2345kB'")
+            first = pid(a)
+            for _ in range(3):
+                assert one(b, "SELECT 1") == 1
+                assert one(a, "SHOW work_mem") == "2345kB"
+                assert pid(a) == first
+            assert pid(b) != first  # b is served by the other connection
+        finally:
+            a.close()
+            b.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "pins"),
+    [
+        ("SET search_path = x", True),
+        ("set  session work_mem = '1MB'", True),
+        ("/* c */ RESET ALL", True),
+        ("LISTEN ch", True),
+        ("PREPARE p AS SELECT 1", True),
+        ("DECLARE c CURSOR WITH HOLD FOR SELECT 1", True),
+        ("CREATE TEMP TABLE t (a int)", True),
+        ("SELECT 1 INTO TEMP t", True),
+        ("SELECT pg_try_advisory_lock(1)", True),
+        ("SET LOCAL work_mem = '1MB'", False),
+        ("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", False),
+        ("PREPARE TRANSACTION 'x'", False),
+        ("DECLARE c CURSOR FOR SELECT 1", False),
+        ("SELECT pg_advisory_xact_lock(1)", False),
+        ("SELECT settings FROM t", False),
+    ],
+)
+def test_which_statements_pin_the_session(sql: str, pins: bool) -> None:
+    assert pins_session(sql) is pins
