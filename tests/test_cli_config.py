@@ -86,6 +86,10 @@ def test_without_privacy_view_epochs_cover_the_whole_table(
         ("server", "workers = 0", "server.workers: must be between 1 and 64"),
         ("server", "workers = 65", "server.workers: must be between 1 and 64"),
         ("server", 'workers = "2"', "server.workers: must be"),
+        ("server", 'pool_mode = "statement"', 'server.pool_mode: must be "transaction"'),
+        ("server", "pool_size = 0", "server.pool_size: must be between 1 and 10000"),
+        ("server", "pool_timeout = 0", "server.pool_timeout: must be > 0 seconds"),
+        ("server", "server_idle_timeout = -1", "server.server_idle_timeout: must be >= 0"),
         (
             "backend",
             'lockdown = "off"',

@@ -661,7 +661,7 @@ def main() -> None:
     from proxy.embedded import EmbeddedPostgres, _free_port, provision_adult
 
     folder = Path(tempfile.mkdtemp(prefix="lapras-bench-pgbouncer-"))
-    # 1,000 idle clients through the proxy are 1,000 backends today (it does not pool).
+    # Room for a proxy that would not pool: one backend per idle client.
     pg = EmbeddedPostgres(folder / "pg", settings={"max_connections": str(n_idle + 300)}).start()
     server: subprocess.Popen[bytes] | None = None
     bouncer: subprocess.Popen[bytes] | None = None
@@ -753,7 +753,8 @@ def main() -> None:
             f"Method: embedded PostgreSQL ({'max_connections'} = {n_idle + 300}); {bouncer_text} "
             "with its own temporary configuration (`pool_mode = transaction`, "
             "`default_pool_size = 20`, `max_client_conn = 1200`, SCRAM for clients and to "
-            "the server, loopback); `lapras serve` as its own process, the passthrough role "
+            "the server, loopback); `lapras serve` as its own process with its defaults "
+            '(`pool_mode = "transaction"`, `pool_size = 20`), the passthrough role '
             "as its backend user (PgBouncer and direct use the same role). pgbench 15 with a "
             f"custom script, `-n`, `-T {max(2, round(seconds))}` per run, `-j 2` for 50 "
             f"clients; {rounds} alternating rounds, each running direct, PgBouncer and the "
@@ -763,13 +764,14 @@ def main() -> None:
             "transaction's latency in pgbench's `-l` log. The `-M prepared` rows go through "
             "PgBouncer in `pool_mode = session` (a second database entry, pool 60): PgBouncer "
             "1.18 does not carry protocol-level prepared statements across the server "
-            "connections of a transaction pool (1.21 does, with `max_prepared_statements`). "
+            "connections of a transaction pool (1.21 does, with `max_prepared_statements`); "
+            "the proxy serves them in transaction pooling, parsing a client's statements "
+            "again on a connection another client used last. "
             f"Idle clients: {n_idle:,} asyncpg connections through each proxy (each runs one "
             "`SELECT 1`, then stays idle for 2 s), measured before the pgbench rounds on fresh "
             "pools; backends held = the proxy process's established TCP connections to "
             "PostgreSQL's port; RSS = `VmRSS` of its process tree; PostgreSQL's memory = the "
-            "sum of its processes' `Pss`. The proxy does not pool today: one backend per "
-            "client.",
+            "sum of its processes' `Pss`.",
             "",
             result,
             "",

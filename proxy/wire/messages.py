@@ -17,6 +17,7 @@ Query(sql='SELECT 1')
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -1362,6 +1363,18 @@ def decode_backend(type_byte: bytes, body: bytes) -> BackendMessage:
     return dec(_Reader(body, type_byte.decode("latin-1")))
 
 
+@functools.lru_cache(maxsize=16)
+def _frame_limits(
+    max_message: int, small_types: frozenset[int], empty_types: frozenset[int]
+) -> tuple[int, ...]:
+    """Per type byte, the largest length field a frame may have (one table shared by every
+    connection with the same limits)."""
+    return tuple(
+        4 if t in empty_types else SMALL_MESSAGE_LIMIT if t in small_types else max_message
+        for t in range(256)
+    )
+
+
 class FrameBuffer:
     """Splits a byte stream into ``(type, body)`` frames with a bound on each length.
 
@@ -1383,10 +1396,7 @@ class FrameBuffer:
         self._small = small_types
         self._empty = empty_types
         # The largest length field allowed per type byte (4 = no body allowed).
-        self._limits = tuple(
-            4 if t in empty_types else SMALL_MESSAGE_LIMIT if t in small_types else max_message
-            for t in range(256)
-        )
+        self._limits = _frame_limits(max_message, small_types, empty_types)
 
     def feed(self, data: bytes) -> None:
         self._buf += data

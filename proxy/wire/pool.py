@@ -137,8 +137,20 @@ class PoolStats:
     pool_size: int
 
 
+@dataclass(eq=False, slots=True)
+class _Waiter:
+    """A session waiting for a connection of a full pool."""
+
+    client: object
+    grant: Callable[[Pooled], None]
+    fail: Callable[[BaseException], None]
+    since: float
+    timer: asyncio.TimerHandle | None = None
+
+
 class ServerPool:
-    """The connections of one key (module doc)."""
+    """The connections of one key (module doc). Everything runs on the event loop: a
+    connection given back goes, in the same callback, to the session waiting longest."""
 
     def __init__(
         self,
@@ -154,77 +166,92 @@ class ServerPool:
         self.size = size
         self.timeout = timeout
         self.idle_timeout = idle_timeout
-        self._idle: list[Pooled] = []  # most recently released last
+        self._idle: list[Pooled] = []  # most recently given back last
         self._active: set[Pooled] = set()
         self._opening = 0
-        self._waiters: deque[tuple[float, asyncio.Future[Pooled]]] = deque()
+        self._waiters: deque[_Waiter] = deque()
 
     # ------------------------------------------------------------------ taking and giving
 
-    def take_own(self, client: object) -> Pooled | None:
-        """The idle connection ``client`` used last, taken at once (nothing to reset), if
-        there is one and no other client is waiting."""
-        if self._waiters:
+    def take(self, client: object, *, own_only: bool = False) -> Pooled | None:
+        """An idle connection at once, when no session is waiting: the one ``client`` used
+        last (it holds ``client``'s state), else (unless ``own_only``) the one given back
+        last, which the caller resets (:func:`reset_requests`); None when there is none."""
+        if self._waiters or not self._idle:
             return None
-        for i in range(len(self._idle) - 1, -1, -1):
-            p = self._idle[i]
-            if p.owner is client:
-                del self._idle[i]
-                self._active.add(p)
-                return p
-        return None
+        i = next(
+            (i for i in range(len(self._idle) - 1, -1, -1) if self._idle[i].owner is client), -1
+        )
+        if i < 0 and own_only:
+            return None
+        p = self._idle.pop(i)
+        self._active.add(p)
+        return p
 
-    def has_own(self, client: object) -> bool:
-        return not self._waiters and any(p.owner is client for p in self._idle)
-
-    async def acquire(
+    def wait(
         self,
         client: object,
-        *,
-        params: dict[str, str] | None = None,
-        statements: Sequence[Parse] = (),
-    ) -> Pooled:
-        """A connection for ``client``, made ready for it: its own idle one as it is, else
-        another idle one reset (``DISCARD ALL``, then the reported ``params`` the client was
-        told where they differ from the connection's, then its prepared ``statements`` parsed
-        again), else a new one (the same but for the reset), else, at ``pool_size``, the
-        next one given back (waiting at most ``pool_timeout``: PoolTimeout)."""
-        own = self.take_own(client)
-        if own is not None:
-            return own
-        self.close_expired()
-        if self._idle and not self._waiters:
-            p = self._idle.pop()
-        elif len(self._active) + len(self._idle) + self._opening < self.size:
-            p = await self._open(client)
-        else:
-            p = await self._wait()
-        self._active.add(p)
-        try:
-            await self._ready(p, client, params or {}, statements)
-            p.clean = False
-        except BaseException:
-            self._active.discard(p)
-            self._wake_next()
-            await p.up.close()
-            raise
+        grant: Callable[[Pooled], None],
+        fail: Callable[[BaseException], None],
+    ) -> None:
+        """Call ``grant`` with the next connection free or opened for ``client``, first come
+        first served, from the event loop; or ``fail`` with PoolTimeout after pool_timeout,
+        or with the error of opening a connection for it."""
+        w = _Waiter(client, grant, fail, time.monotonic())
+        w.timer = asyncio.get_running_loop().call_later(self.timeout, self._expire, w)
+        self._waiters.append(w)
+        self._open_for_waiters()
+
+    def stop_waiting(self, client: object) -> None:
+        for w in [w for w in self._waiters if w.client is client]:
+            self._waiters.remove(w)
+            if w.timer is not None:
+                w.timer.cancel()
+
+    async def acquire(self, client: object) -> Pooled:
+        """A connection for ``client``'s login, with no other client's session state: an idle
+        one reset with ``DISCARD ALL``, a new one, or one given back (waiting as
+        :meth:`wait`)."""
+        p = self.take(client)
+        if p is None:
+            fut: asyncio.Future[Pooled] = asyncio.get_running_loop().create_future()
+
+            def grant(got: Pooled) -> None:
+                if fut.done():  # the login has gone meanwhile
+                    self.release(got, None)
+                else:
+                    fut.set_result(got)
+
+            def fail(e: BaseException) -> None:
+                if not fut.done():
+                    fut.set_exception(e)
+
+            self.wait(client, grant, fail)
+            try:
+                p = await fut
+            finally:
+                self.stop_waiting(client)
+        if p.owner is not client and not p.clean:
+            try:
+                await _exchange(p, Query(sql="DISCARD ALL").encode())
+            except BaseException:
+                self.discard(p)
+                raise
+        p.owner, p.clean = client, False
         return p
 
     def release(self, p: Pooled, owner: object | None) -> None:
         """``p`` is idle again (the backend owes nothing, no transaction is open) with the
-        session state of ``owner`` (None: reset it before anyone uses it)."""
+        session state of ``owner`` (None: of no session still open)."""
         self._active.discard(p)
         p.owner = owner
         if p.up.closed:
-            self._wake_next()
+            self._open_for_waiters()
             return
         p.up.resume_reading()
-        while self._waiters:
-            _, fut = self._waiters.popleft()
-            if not fut.done():
-                self._active.add(p)
-                fut.set_result(p)
-                return
+        if self._waiters:
+            self._grant(self._waiters.popleft(), p)
+            return
         p.idle_since = time.monotonic()
         p.up.bind(*self._idle_callbacks(p))
         self._idle.append(p)
@@ -236,16 +263,22 @@ class ServerPool:
             self._idle.remove(p)
         with contextlib.suppress(RuntimeError):
             asyncio.get_running_loop().create_task(p.up.close())
-        self._wake_next()
+        self._open_for_waiters()
 
     async def close(self) -> None:
         idle, self._idle = self._idle, []
         for p in idle:
             await p.up.close()
 
+    def close_expired(self) -> None:
+        if not self.idle_timeout:
+            return
+        limit = time.monotonic() - self.idle_timeout
+        for p in [p for p in self._idle if p.idle_since < limit]:
+            self.discard(p)
+
     def stats(self) -> PoolStats:
         now = time.monotonic()
-        waits = [now - t for t, f in self._waiters if not f.done()]
         k = self.key
         return PoolStats(
             user=k.user,
@@ -254,95 +287,64 @@ class ServerPool:
             mode=self.mode.value,
             active=len(self._active),
             idle=len(self._idle),
-            waiting=len(waits),
-            max_wait=round(max(waits, default=0.0), 3),
+            waiting=len(self._waiters),
+            max_wait=round(max((now - w.since for w in self._waiters), default=0.0), 3),
             pool_size=self.size,
         )
 
     # ------------------------------------------------------------------ inside
 
-    async def _open(self, client: object) -> Pooled:
-        self._opening += 1
+    def _grant(self, w: _Waiter, p: Pooled) -> None:
+        if w.timer is not None:
+            w.timer.cancel()
+        self._active.add(p)
         try:
-            k = self.key
-            up = await UpstreamConnection.connect(k.upstream, k.params, database=k.database)
-        finally:
-            self._opening -= 1
-        p = Pooled(up, tuple(up.parameters), owner=client)
-        up.start_relay(*self._idle_callbacks(p))
-        return p
+            w.grant(p)
+        except Exception as e:  # a bug in the session: the connection's state is unknown
+            log.error("pool: handing a connection over failed", exc_info=e)
+            self.discard(p)
 
-    async def _wait(self) -> Pooled:
-        fut: asyncio.Future[Pooled] = asyncio.get_running_loop().create_future()
-        entry = (time.monotonic(), fut)
-        self._waiters.append(entry)
-        try:
-            return await asyncio.wait_for(asyncio.shield(fut), self.timeout)
-        except BaseException as e:
-            if fut.done() and not fut.cancelled() and fut.exception() is None:
-                got = fut.result()  # handed over as we stopped waiting: give it back
-                self.release(got, got.owner)
-            fut.cancel()
-            if isinstance(e, TimeoutError):
-                raise PoolTimeout(
+    def _expire(self, w: _Waiter) -> None:
+        if w in self._waiters:
+            self._waiters.remove(w)
+            w.fail(
+                PoolTimeout(
                     f"no backend connection became free within {self.timeout:g} s",
                     detail=(
                         f"All {self.size} connections of the pool of user "
                         f'"{self.key.user}" were in use.'
                     ),
                     hint="raise [server] pool_size or pool_timeout, or keep transactions short",
-                ) from None
-            raise
-        finally:
-            with contextlib.suppress(ValueError):
-                self._waiters.remove(entry)
+                )
+            )
 
-    def _wake_next(self) -> None:
-        """A connection went away: a waiter may open a new one in its place."""
-        while self._waiters and self._waiters[0][1].done():
-            self._waiters.popleft()
-        if self._waiters and len(self._active) + len(self._idle) + self._opening < self.size:
-            _, fut = self._waiters.popleft()
+    def _open_for_waiters(self) -> None:
+        """Open connections for the waiting sessions, as far as pool_size allows."""
+        room = self.size - len(self._active) - len(self._idle) - self._opening
+        for _ in range(min(room, len(self._waiters) - self._opening)):
+            self._opening += 1
+            asyncio.get_running_loop().create_task(self._open())
 
-            async def open_for() -> None:
-                try:
-                    p = await self._open(None)
-                except BaseException as e:
-                    if not fut.done():
-                        fut.set_exception(e)
-                    return
-                if fut.done():
-                    self.release(p, None)
-                else:
-                    self._active.add(p)
-                    fut.set_result(p)
-
-            asyncio.get_running_loop().create_task(open_for())
-
-    async def _ready(
-        self,
-        p: Pooled,
-        client: object,
-        params: dict[str, str],
-        statements: Sequence[Parse],
-    ) -> None:
-        """Make ``p`` hold ``client``'s session state (see acquire)."""
-        if p.owner is client:
+    async def _open(self) -> None:
+        k = self.key
+        try:
+            up = await UpstreamConnection.connect(k.upstream, k.params, database=k.database)
+        except Exception as e:
+            self._opening -= 1
+            if self._waiters:  # the error is the first waiting session's
+                w = self._waiters.popleft()
+                if w.timer is not None:
+                    w.timer.cancel()
+                w.fail(e)
             return
-        sql = [] if p.clean else ["DISCARD ALL"]  # back to the welcome's values
-        welcome = {w.name: w.value for w in p.welcome}
-        for name in TRACKED_PARAMETERS:
-            want = params.get(name)
-            if want is not None and want != welcome.get(name):
-                sql.append(f"SET {_ident(name)} TO {_literal(want)}")
-        data = bytearray()
-        if sql:
-            data += Query(sql="; ".join(sql)).encode()
-        for parse in statements:
-            data += parse.encode() + Sync().encode()
-        p.owner = client
-        if data:
-            await _exchange(p, bytes(data), int(bool(sql)) + len(statements), reset=bool(sql))
+        self._opening -= 1
+        p = Pooled(up, tuple(up.parameters), owner=None)
+        up.start_relay(*self._idle_callbacks(p))
+        if self._waiters:
+            self._grant(self._waiters.popleft(), p)
+        else:
+            p.idle_since = time.monotonic()
+            self._idle.append(p)
 
     def _idle_callbacks(
         self, p: Pooled
@@ -358,33 +360,38 @@ class ServerPool:
 
         return on_frames, on_lost
 
-    def close_expired(self) -> None:
-        if not self.idle_timeout:
-            return
-        limit = time.monotonic() - self.idle_timeout
-        for p in [p for p in self._idle if p.idle_since < limit]:
-            self.discard(p)
+
+def reset_requests(
+    p: Pooled, params: dict[str, str], statements: Sequence[Parse]
+) -> tuple[bytes, bytes]:
+    """What makes ``p`` hold the session state of a client it was not last used by: a simple
+    Query (``DISCARD ALL`` unless no client used it yet, then ``SET`` for each reported
+    parameter in ``params``, what the client was told, that differs from what ``p`` started
+    with) or b"", and each of the client's prepared ``statements`` as Parse and Sync."""
+    sql = [] if p.clean else ["DISCARD ALL"]  # back to the start-up's values
+    welcome = {w.name: w.value for w in p.welcome}
+    for name in TRACKED_PARAMETERS:
+        want = params.get(name)
+        if want is not None and want != welcome.get(name):
+            sql.append(f"SET {_ident(name)} TO {_literal(want)}")
+    query = Query(sql="; ".join(sql)).encode() if sql else b""
+    sync = Sync().encode()
+    return query, b"".join(parse.encode() + sync for parse in statements)
 
 
-async def _exchange(p: Pooled, data: bytes, readies: int, *, reset: bool) -> None:
-    """Send ``data`` on an idle connection and wait for its ``readies`` ReadyForQuery. An
-    error of the ``reset`` (the first request) loses the connection; one of a prepared
-    statement parsed again leaves it missing from the backend, whose own error then answers
-    the client's use of it."""
+async def _exchange(p: Pooled, data: bytes) -> None:
+    """Send one simple Query on an idle connection and wait for its ReadyForQuery; an error
+    loses the connection (ConnectionResetError)."""
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    left = readies
-    reset_failed = False
+    failed = False
 
     def on_frames(frames: list[bytes]) -> None:
-        nonlocal left, reset_failed
+        nonlocal failed
         for f in frames:
-            t = f[:1]
-            if t == b"E" and reset and left == readies:
-                reset_failed = True
-            elif t == b"Z":
-                left -= 1
-                if left == 0 and not done.done():
-                    done.set_result(None)
+            if f[:1] == b"E":
+                failed = True
+            elif f[:1] == b"Z" and not done.done():
+                done.set_result(None)
 
     def on_lost(e: BaseException) -> None:
         if not done.done():
@@ -393,7 +400,7 @@ async def _exchange(p: Pooled, data: bytes, readies: int, *, reset: bool) -> Non
     p.up.bind(on_frames, on_lost)
     p.up.write(data)
     await asyncio.wait_for(done, p.up.config.connect_timeout)
-    if reset_failed:
+    if failed:
         raise ConnectionResetError("the reset of a pooled connection failed")
 
 

@@ -110,6 +110,8 @@ class Expect:
     forward_ready: bool = True  # relay the closing ReadyForQuery (Query/Sync)
     sink: list[BackendMessage] | None = None  # collect hidden replies here
     on_fail: Callable[[], None] | None = None  # the message failed or was skipped
+    on_error: Callable[[], None] | None = None  # the backend answered it with an error
+    pool: bool = False  # the pooler's reset (proxy.wire.pool): nothing of the client's ends
     failed: bool = False
 
 
@@ -194,6 +196,14 @@ class BackendRelay:
         then ReadyForQuery with its own status)."""
         self.forward(data, Kind.SYNC)
         self.upstream_open = False
+
+    def prepend(self, data: bytes, expects: list[Expect]) -> None:
+        """Requests that go before everything still to be sent, when nothing was sent yet to
+        the backend connection just taken (the pooler's reset, :mod:`proxy.wire.pool`)."""
+        if not self.pending and expects:
+            self.on_busy()
+        self.outgoing[:0] = data
+        self.pending.extendleft(reversed(expects))
 
     def expect(self, e: Expect) -> Expect:
         """Expect the reply of a message sent with an earlier :meth:`forward`."""
@@ -302,6 +312,8 @@ class BackendRelay:
             return
         if tb == _E:
             e.failed = True
+            if e.on_error is not None:
+                e.on_error()
             if e.forward:
                 self._relay(frame)
             elif e.sink is not None:
@@ -336,7 +348,7 @@ class BackendRelay:
                 self._relay(frame)
             if not self.pending:
                 self.upstream_open = False
-            if conn.txn_status == "I":
+            if conn.txn_status == "I" and not e.pool:
                 self.on_idle()
             return
         if tb in b"GW":

@@ -94,7 +94,7 @@ from proxy.wire.messages import (
     read_parse,
     read_query,
 )
-from proxy.wire.pool import Pooled, PoolMode, ServerPool, pins_session
+from proxy.wire.pool import Pooled, PoolMode, ServerPool, pins_session, reset_requests
 from proxy.wire.protocol import (
     IDLE_STATES,
     NEED_DATA,
@@ -105,7 +105,7 @@ from proxy.wire.protocol import (
     MalformedMessage,
     ServerConnection,
 )
-from proxy.wire.relay import BackendRelay, Kind, SessionClosed
+from proxy.wire.relay import BackendRelay, Expect, Kind, SessionClosed
 from proxy.wire.replay import MEMO_READ, ReplayMemory, ReplyKey
 from proxy.wire.router import (
     AnswerLocally,
@@ -132,6 +132,33 @@ _TXN_CONTROL = re.compile(
     r"^\s*(BEGIN|START|COMMIT|END|ROLLBACK|ABORT|SAVEPOINT|RELEASE|PREPARE\s+TRANSACTION)\b",
     re.I,
 )
+
+
+class _Idle:
+    """Set while the backend owes nothing: an :class:`asyncio.Event` without the queue of
+    waiters that every idle session would keep."""
+
+    __slots__ = ("_fut", "_set")
+
+    def __init__(self) -> None:
+        self._set = True
+        self._fut: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        self._set = True
+        fut, self._fut = self._fut, None
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def clear(self) -> None:
+        self._set = False
+
+    async def wait(self) -> None:
+        if self._set:
+            return
+        if self._fut is None:
+            self._fut = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._fut)  # (a waiter cancelled leaves the others waiting)
 
 
 class _IdleTimeout(Exception):
@@ -195,14 +222,14 @@ class Session(Login, LocalAnswering):
         self._pooled: Pooled | None = None  # ... and goes back to
         self._pinned = False  # keeps its connection (session state in the backend)
         self._cancelling = 0  # cancel requests under way: the connection is kept
+        self._granted: asyncio.Future[None] | None = None  # waiting for a connection
         # the protocol-level statements the backend held when the session gave it back
         self._released_statements: dict[str, Statement] = {}
         self._out = bytearray()  # for the client, written in one go
         self.statements = {}
         self.portals = {}
         self.local = LocalObjects()
-        self.idle = asyncio.Event()  # set while the backend owes nothing
-        self.idle.set()
+        self.idle = _Idle()  # set while the backend owes nothing
         self.relay = BackendRelay(
             self.conn, self._out, self.local, on_busy=self.idle.clear, on_idle=self.portals.clear
         )
@@ -334,7 +361,7 @@ class Session(Login, LocalAnswering):
             if self._decided is not None:
                 self._drop_decision()
         outgoing = self.relay.outgoing
-        if outgoing and (self.upstream is not None or self._attach_now()):
+        if outgoing and (self.upstream is not None or self._need_backend()):
             assert self.upstream is not None
             data = bytes(outgoing)
             self.upstream.write(data)
@@ -342,8 +369,7 @@ class Session(Login, LocalAnswering):
             if binds is not None and before is not None and data == read and not self._out:
                 self.memory.remember_read(before, data, tuple(binds), self.conn, self.relay)
         self._flush_client()  # the local answers of this read, in one write
-        # no connection free at once: the task waits for one (_flush_up)
-        return not outgoing
+        return True  # (what waits for a connection goes when it comes: _on_granted)
 
     def _clean_state(self) -> ConnSnapshot | None:
         """The connection's state when nothing is owed, no batch is open and no portal is
@@ -363,8 +389,12 @@ class Session(Login, LocalAnswering):
             stmt = self.statements.get(name)
             if stmt is not None and not isinstance(stmt.route, Relay):
                 return False
-        if self.upstream is None and not self._attach_now():
-            return False
+        if self.upstream is None:
+            assert self.pool is not None
+            p = self.pool.take(self, own_only=True)  # holding this session's state
+            if p is None:
+                return False
+            self._take(p)
         assert self.upstream is not None
         self.upstream.write(data)
         ReplayMemory.replay_read(known, self.conn, self.relay)
@@ -487,6 +517,8 @@ class Session(Login, LocalAnswering):
             self.registered = False
         reusable = self._backend_idle()
         self.relay.close()  # our own close: nothing more to relay or report
+        if self.pool is not None:
+            self.pool.stop_waiting(self)
         self._give_back(reusable)
         with contextlib.suppress(Exception):
             self._flush_client()
@@ -775,53 +807,86 @@ class Session(Login, LocalAnswering):
     async def _flush_up(self) -> None:
         outgoing = self.relay.outgoing
         if outgoing and not self.relay.closed:
-            if self.upstream is None:
-                await self._attach()
-            assert self.upstream is not None
-            data = bytes(outgoing)
-            outgoing.clear()
-            self.upstream.write(data)
-            await self.upstream.drain()
+            if self.upstream is None and not self._need_backend():
+                assert self._granted is not None
+                await self._granted  # the bytes go out when it comes (_on_granted)
+            up = self.upstream
+            assert up is not None
+            if outgoing:
+                data = bytes(outgoing)
+                outgoing.clear()
+                up.write(data)
+            await up.drain()
 
     # The pooler's side (proxy.wire.pool): the connection is taken when something is to be
     # sent, and given back when the backend owes nothing and has no transaction open.
 
-    def _attach_now(self) -> bool:
-        """Take the idle connection this session used last, if there is one (it holds this
-        session's state: nothing to wait for)."""
+    def _need_backend(self) -> bool:
+        """Something is to be sent: take an idle connection (True), or wait for one (False:
+        what is to be sent stays in ``relay.outgoing``, and goes when it comes)."""
         assert self.pool is not None
-        p = self.pool.take_own(self)
-        if p is None:
+        if self._granted is not None:
             return False
-        self._take(p)
-        return True
+        p = self.pool.take(self)
+        if p is not None:
+            self._take(p)
+            return True
+        self._granted = asyncio.get_running_loop().create_future()
+        self.pool.wait(self, self._on_granted, self._on_pool_failed)
+        return False
 
-    async def _attach(self) -> None:
-        """Take a connection from the pool, made ready for this session: FATAL 53300 when
-        none is free within pool_timeout, 08006 when a new one cannot be opened."""
-        assert self.pool is not None
-        # the statements the backend held when the session gave it back, unless the client
-        # has closed or replaced them since (its messages on their way say so themselves)
-        statements = [
-            Parse(name=n, sql=st.sql, param_oids=st.param_oids)
-            for n, st in self._released_statements.items()
-            if self.statements.get(n) is st
-        ]
-        try:
-            p = await self.pool.acquire(self, params=self.relay.params, statements=statements)
-        except UpstreamStartupError as e:
-            raise UpstreamUnavailable(
-                "could not open a backend connection", detail=e.error.field("M") or None
-            ) from None
-        except (OSError, TimeoutError) as e:
-            raise UpstreamUnavailable(
-                "could not open a backend connection", detail=type(e).__name__
-            ) from None
+    def _on_granted(self, p: Pooled) -> None:
+        """The pool hands over a connection (from the event loop): what waited goes now."""
+        granted, self._granted = self._granted, None
         self._take(p)
+        outgoing = self.relay.outgoing
+        if outgoing and not self.relay.closed:
+            p.up.write(bytes(outgoing))
+            outgoing.clear()
+        if granted is not None and not granted.done():
+            granted.set_result(None)
+
+    def _on_pool_failed(self, e: BaseException) -> None:
+        """No connection within pool_timeout (53300), or none could be opened (08006): the
+        session ends, as PgBouncer's query_wait_timeout ends a client."""
+        granted, self._granted = self._granted, None
+        if not isinstance(e, LaprasError):
+            detail = e.error.field("M") if isinstance(e, UpstreamStartupError) else None
+            e = UpstreamUnavailable(
+                "could not open a backend connection", detail=detail or type(e).__name__
+            )
+        self._end(e)
+        if granted is not None and not granted.done():
+            granted.set_exception(SessionClosed())
 
     def _take(self, p: Pooled) -> None:
+        """Hold ``p``: when another client used it last, its reset goes first (pipelined
+        with what this session sends: no round trip of its own)."""
+        if p.owner is not self:
+            # the statements the backend held when the session gave it back, unless the
+            # client has closed or replaced them since (its messages on their way say so)
+            statements = [
+                Parse(name=n, sql=st.sql, param_oids=st.param_oids)
+                for n, st in self._released_statements.items()
+                if self.statements.get(n) is st
+            ]
+            query, parses = reset_requests(p, self.relay.params, statements)
+            expects = [Expect(Kind.QUERY, forward=False, pool=True, on_error=self._reset_failed)]
+            if not query:
+                expects = []
+            for _ in statements:
+                expects += [
+                    Expect(Kind.PARSE, forward=False, pool=True),
+                    Expect(Kind.SYNC, forward=False, pool=True),
+                ]
+            self.relay.prepend(query + parses, expects)
+            p.owner, p.clean = self, False
         self._pooled, self.upstream = p, p.up
         p.up.bind(self._on_frames, self._on_upstream_lost, self._on_backend_read)
+
+    def _reset_failed(self) -> None:
+        log.warning("session %d: the reset of a pooled backend connection failed", self.pid)
+        self._end(UpstreamUnavailable("could not reset a pooled backend connection"))
 
     def _backend_idle(self) -> bool:
         """The backend owes nothing, has no transaction, batch or COPY open."""
@@ -944,17 +1009,17 @@ class Session(Login, LocalAnswering):
             self._upstream_gone(e)
 
     def _upstream_gone(self, e: BaseException) -> None:
-        self.relay.close()
         log.info("session %d: upstream connection lost: %s", self.pid, e)
+        self._end(
+            UpstreamUnavailable("terminating connection because the upstream server closed it")
+        )
+
+    def _end(self, err: LaprasError) -> None:
+        """End the session from a callback: ``err`` to the client, nothing more relayed."""
+        self.relay.close()
         if self.conn.state is not ConnState.CLOSED:
             with contextlib.suppress(Exception):
-                self._send(
-                    render_error(
-                        UpstreamUnavailable(
-                            "terminating connection because the upstream server closed it"
-                        )
-                    )
-                )
+                self._send(render_error(err))
                 self._flush_client()
         self.idle.set()
         self.writer.close()

@@ -1,4 +1,5 @@
-"""The upstream leg: one raw protocol-3.0 connection to the real PostgreSQL per client session.
+"""The upstream leg: a raw protocol-3.0 connection to the real PostgreSQL (pooled by
+:mod:`proxy.wire.pool`).
 
 The proxy logs in as the passthrough role (no SELECT on protected tables) and relays frames
 without re-encoding them, so OIDs, formats, notices and ParameterStatus values are the
