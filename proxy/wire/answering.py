@@ -161,6 +161,8 @@ class AnsweringSide(Protocol):
     """What local answering uses of its session: output to the client, the backend relay,
     routing and the refusal of a statement."""
 
+    __slots__ = ()
+
     cfg: ServerConfig
     server: SessionHost[Any]
     conn: ServerConnection
@@ -195,6 +197,9 @@ class AnsweringSide(Protocol):
 class LocalAnswering(AnsweringSide):
     """The session's local answers, and the statements, portals, cursors and SQL-prepared
     statements it holds."""
+
+    if not TYPE_CHECKING:  # the session's slots hold its attributes (mypy: see Session)
+        __slots__ = ()
 
     statements: dict[str, Statement]  # protocol-level, relayed ones included
     portals: dict[str, Portal]  # answered here

@@ -66,6 +66,8 @@ class LoginSide(Protocol):
     """What the login uses of its session: the streams, the client output, and the state
     the login fills in."""
 
+    __slots__ = ()
+
     cfg: ServerConfig
     server: SessionHost[Any]
     conn: ServerConnection
@@ -96,6 +98,9 @@ class LoginSide(Protocol):
 
 class Login(LoginSide):
     """The session's start-up and login (protocol-flow "Start-up")."""
+
+    if not TYPE_CHECKING:  # the session's slots hold its attributes (mypy: see Session)
+        __slots__ = ()
 
     pool: ServerPool | None  # the session's pool of backend connections
     _pooled: Pooled | None  # the one it holds

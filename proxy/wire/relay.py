@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -147,7 +146,8 @@ class BackendRelay:
         self.local = local
         self.on_busy = on_busy
         self.on_idle = on_idle
-        self.pending: deque[Expect] = deque()
+        # owed, oldest first (a list: short, and a deque's block is 760 bytes per session)
+        self.pending: list[Expect] = []
         self.outgoing = bytearray()  # for the backend, written by the session in one go
         self.params: dict[str, str] = {}  # the backend's ParameterStatus values
         self.upstream_open = False  # extended messages sent upstream since the last Sync
@@ -203,7 +203,7 @@ class BackendRelay:
         if not self.pending and expects:
             self.on_busy()
         self.outgoing[:0] = data
-        self.pending.extendleft(reversed(expects))
+        self.pending[:0] = expects
 
     def expect(self, e: Expect) -> Expect:
         """Expect the reply of a message sent with an earlier :meth:`forward`."""
@@ -251,7 +251,7 @@ class BackendRelay:
                 # completions, descriptions), maybe completing its expectation.
                 out += frame
                 if tb in _COMPLETES[pending[0].kind]:
-                    pending.popleft()
+                    pending.pop(0)
                 continue
             self._frame(frame)
 
@@ -284,7 +284,7 @@ class BackendRelay:
         """The backend skips everything up to the next Sync (protocol-flow "Extended Query"):
         the replies of those messages never come."""
         while self.pending and self.pending[0].kind is not Kind.SYNC:
-            s = self.pending.popleft()
+            s = self.pending.pop(0)
             s.failed = True
             if s.on_fail:
                 s.on_fail()
@@ -320,7 +320,7 @@ class BackendRelay:
                 e.sink.append(_decode(frame))
             if e.kind in EXTENDED_KINDS:
                 # The backend now skips to Sync: the replies of skipped messages never come.
-                self.pending.popleft()
+                self.pending.pop(0)
                 if e.on_fail:
                     e.on_fail()
                 self._skip_to_sync()
@@ -340,7 +340,7 @@ class BackendRelay:
                 self._skip_to_sync()
                 e = self.pending[0] if self.pending else e
             if e.kind in _READY_KINDS and self.pending and self.pending[0] is e:
-                self.pending.popleft()
+                self.pending.pop(0)
                 if e.forward and e.forward_ready:
                     self._relay(frame)
             else:
@@ -360,7 +360,7 @@ class BackendRelay:
         elif e.sink is not None:
             e.sink.append(_decode(frame))
         if tb in _COMPLETES[e.kind]:
-            self.pending.popleft()
+            self.pending.pop(0)
 
 
 def _decode(frame: bytes) -> BackendMessage:
