@@ -116,6 +116,12 @@ class Pooled:
     owner: object | None  # the client whose session state it holds (None: no one's)
     clean: bool = True  # as it logged in: used by no client yet
     idle_since: float = 0.0
+    # the tracked parameters' values at login, which DISCARD ALL comes back to
+    started: tuple[tuple[str, str | None], ...] = ()
+
+    def __post_init__(self) -> None:
+        at_login = {w.name: w.value for w in self.welcome}
+        self.started = tuple((n, at_login.get(n)) for n in TRACKED_PARAMETERS)
 
 
 class PoolTimeout(TooManyConnections):
@@ -233,7 +239,7 @@ class ServerPool:
                 self.stop_waiting(client)
         if p.owner is not client and not p.clean:
             try:
-                await _exchange(p, Query(sql="DISCARD ALL").encode())
+                await _exchange(p, _DISCARD_ALL)
             except BaseException:
                 self.discard(p)
                 raise
@@ -368,15 +374,21 @@ def reset_requests(
     Query (``DISCARD ALL`` unless no client used it yet, then ``SET`` for each reported
     parameter in ``params``, what the client was told, that differs from what ``p`` started
     with) or b"", and each of the client's prepared ``statements`` as Parse and Sync."""
-    sql = [] if p.clean else ["DISCARD ALL"]  # back to the start-up's values
-    welcome = {w.name: w.value for w in p.welcome}
-    for name in TRACKED_PARAMETERS:
-        want = params.get(name)
-        if want is not None and want != welcome.get(name):
-            sql.append(f"SET {_ident(name)} TO {_literal(want)}")
-    query = Query(sql="; ".join(sql)).encode() if sql else b""
-    sync = Sync().encode()
-    return query, b"".join(parse.encode() + sync for parse in statements)
+    sets = [
+        f"SET {_ident(name)} TO {_literal(want)}"
+        for name, at_login in p.started
+        if (want := params.get(name)) is not None and want != at_login
+    ]
+    if sets:
+        query = Query(sql="; ".join(sets if p.clean else ["DISCARD ALL", *sets])).encode()
+    else:
+        query = b"" if p.clean else _DISCARD_ALL
+    parses = b"".join(parse.encode() + _SYNC for parse in statements) if statements else b""
+    return query, parses
+
+
+_DISCARD_ALL = Query(sql="DISCARD ALL").encode()
+_SYNC = Sync().encode()
 
 
 async def _exchange(p: Pooled, data: bytes) -> None:

@@ -916,9 +916,11 @@ class Session(Login, LocalAnswering):
                 if self.statements.get(n) is st
             ]
             query, parses = reset_requests(p, self.relay.params, statements)
-            expects = [Expect(Kind.QUERY, forward=False, pool=True, on_error=self._reset_failed)]
-            if not query:
-                expects = []
+            expects = (
+                [Expect(Kind.QUERY, forward=False, pool=True, on_error=self._reset_failed)]
+                if query
+                else []
+            )
             for _ in statements:
                 expects += [
                     Expect(Kind.PARSE, forward=False, pool=True),
