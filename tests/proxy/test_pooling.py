@@ -320,3 +320,88 @@ def test_clients_that_prepare_everything_share_a_small_pool(pg: Any) -> None:
     with pooled_proxy(pg, pool_size=2) as srv:
         assert asyncio.run(run(srv.port)) == [30] * 8
         assert backends(pg, app) <= 2
+
+
+def test_an_open_extended_batch_keeps_its_backend_until_its_sync(pg: Any) -> None:
+    """Parse/Bind/Execute and a Flush, no Sync yet: the backend's implicit transaction is
+    open, so the connection stays with the session; another client waits for the Sync."""
+    import asyncio
+
+    from proxy.wire.messages import (
+        Bind,
+        CommandComplete,
+        DataRow,
+        Execute,
+        Flush,
+        Parse,
+        ReadyForQuery,
+        Sync,
+    )
+    from tests.proxy.wireclient import RawClient
+
+    app = f"pool-{uuid.uuid4().hex[:8]}"
+
+    async def scenario(port: int) -> None:
+        params = (("application_name", app),)
+        raw = await RawClient.login("127.0.0.1", port, USER, PASSWORD, pg.database, params)
+        other = await RawClient.login("127.0.0.1", port, USER, PASSWORD, pg.database, params)
+        try:
+            await raw.send_together(
+                Parse(name="", sql="SELECT pg_backend_pid()"),
+                Bind(portal="", statement=""),
+                Execute(portal=""),
+                Flush(),
+            )
+            got = await raw.read_n(4)  # ParseComplete, BindComplete, DataRow, CommandComplete
+            assert isinstance(got[2], DataRow) and isinstance(got[3], CommandComplete)
+            await other.send_together(
+                Parse(name="", sql="SELECT 1"),
+                Bind(portal="", statement=""),
+                Execute(portal=""),
+                Sync(),
+            )
+            with pytest.raises(TimeoutError):
+                await other.read(timeout=0.5)  # waits: the only backend is in raw's batch
+            await raw.send(Sync())
+            ready = (await raw.until_ready())[-1]
+            assert isinstance(ready, ReadyForQuery) and ready.status == "I"
+            replies = await other.until_ready()
+            assert any(isinstance(m, DataRow) and m.values == (b"1",) for m in replies)
+        finally:
+            await raw.close()
+            await other.close()
+
+    with pooled_proxy(pg, pool_size=1) as srv:
+        asyncio.run(scenario(srv.port))
+
+
+def test_a_listening_session_keeps_its_backend_and_gets_its_notifications(pg: Any) -> None:
+    app = f"pool-{uuid.uuid4().hex[:8]}"
+    with pooled_proxy(pg, pool_size=2) as srv:
+        listener, talker = connect(srv, pg, app), connect(srv, pg, app)
+        try:
+            listener.execute("LISTEN pool_news")
+            first = pid(listener)
+            for i in range(3):
+                talker.execute(f"NOTIFY pool_news, 'n{i}'")
+                assert one(talker, "SELECT 1") == 1
+            assert pid(listener) == first
+            got = [n.payload for n in listener.notifies(timeout=2, stop_after=3)]
+            assert got == ["n0", "n1", "n2"]
+        finally:
+            listener.close()
+            talker.close()
+
+
+def test_copy_out_through_a_pooled_connection(pg: Any) -> None:
+    app = f"pool-{uuid.uuid4().hex[:8]}"
+    with (
+        pooled_proxy(pg, pool_size=1) as srv,
+        connect(srv, pg, app) as a,
+        connect(srv, pg, app) as b,
+    ):
+        with a.cursor().copy("COPY (SELECT g FROM generate_series(1, 3) g) TO STDOUT") as cp:
+            rows = [bytes(r) for r in cp]
+        assert b"".join(rows) == b"1\n2\n3\n"
+        assert one(b, "SELECT 'b after the copy'") == "b after the copy"
+        assert one(a, "SELECT 'a again'") == "a again"
