@@ -26,8 +26,10 @@ are busy waits, first come first served, up to ``pool_timeout`` seconds, then en
 53300 (its transaction cannot start). Connections idle longer than ``server_idle_timeout`` are
 closed.
 
-The pool owns its idle connections: it reads them (a notice or a parameter change is taken in,
-anything else, or the connection closing, drops it) and it resets them.
+The pool owns its idle connections: it reads them (a notice, a parameter change or a
+notification is dropped; anything else, or the connection closing, drops the connection).
+:class:`ServerPool` is the server side; :class:`PoolClient` is the session's part (taking a
+connection, the pipelined reset, giving it back, pinning).
 """
 
 from __future__ import annotations
@@ -41,10 +43,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
-from proxy.errors import TooManyConnections
+from dp.errors import LaprasError
+from proxy.errors import TooManyConnections, UpstreamUnavailable
 from proxy.wire.messages import ParameterStatus, Parse, Query, Sync
-from proxy.wire.upstream import UpstreamConfig, UpstreamConnection
+from proxy.wire.protocol import ServerConnection
+from proxy.wire.relay import BackendRelay, Expect, Kind, SessionClosed
+from proxy.wire.upstream import UpstreamConfig, UpstreamConnection, UpstreamStartupError
 
 log = logging.getLogger("lapras.proxy.pool")
 
@@ -422,6 +428,150 @@ def _ident(name: str) -> str:
 
 def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
+
+
+class PoolSide(Protocol):
+    """What the pooler's part of a session uses of the rest of it."""
+
+    conn: ServerConnection
+    relay: BackendRelay
+
+    pid: int
+    pool: ServerPool | None
+
+    def _on_frames(self, frames: list[bytes]) -> None: ...
+
+    def _on_upstream_lost(self, e: BaseException) -> None: ...
+
+    def _on_backend_read(self, data: bytes) -> bool: ...
+
+    def _end(self, err: LaprasError) -> None: ...
+
+    def _statements_given_back(self) -> None:
+        """Note the protocol-level statements the backend holds as the session gives it
+        back."""
+
+    def _statements_to_carry(self) -> list[Parse]:
+        """Those of them the session still holds (to parse again on another connection)."""
+        ...
+
+
+class PoolClient(PoolSide):
+    """The session's hold on a backend connection (the pooler's client side): taken when
+    something is to be sent, given back when the backend owes nothing and has no
+    transaction open (transaction pooling), kept by a pinned session."""
+
+    if not TYPE_CHECKING:  # the session's slots hold its attributes
+        __slots__ = ()
+
+    upstream: UpstreamConnection | None  # the backend connection held now
+    _pooled: Pooled | None  # ... and where it goes back
+    _pinned: bool  # keeps its connection: a statement left session state in the backend
+    _cancelling: int  # cancel requests under way: the connection is kept
+    _granted: asyncio.Future[None] | None  # set while waiting for a connection
+
+    def _need_backend(self) -> bool:
+        """Something is to be sent: take an idle connection (True), or wait for one (False:
+        what is to be sent stays in ``relay.outgoing``, and goes when it comes)."""
+        assert self.pool is not None
+        if self._granted is not None:
+            return False
+        p = self.pool.take(self)
+        if p is not None:
+            self._take(p)
+            return True
+        self._granted = asyncio.get_running_loop().create_future()
+        self.pool.wait(self, self._on_granted, self._on_pool_failed)
+        return False
+
+    def _on_granted(self, p: Pooled) -> None:
+        """The pool hands over a connection (from the event loop): what waited goes now."""
+        granted, self._granted = self._granted, None
+        self._take(p)
+        outgoing = self.relay.outgoing
+        if outgoing and not self.relay.closed:
+            p.up.write(bytes(outgoing))
+            outgoing.clear()
+        if granted is not None and not granted.done():
+            granted.set_result(None)
+
+    def _on_pool_failed(self, e: BaseException) -> None:
+        """No connection within pool_timeout (53300), or none could be opened (08006): the
+        session ends, as PgBouncer's query_wait_timeout ends a client."""
+        granted, self._granted = self._granted, None
+        if not isinstance(e, LaprasError):
+            detail = e.error.field("M") if isinstance(e, UpstreamStartupError) else None
+            e = UpstreamUnavailable(
+                "could not open a backend connection", detail=detail or type(e).__name__
+            )
+        self._end(e)
+        if granted is not None and not granted.done():
+            granted.set_exception(SessionClosed())
+
+    def _take(self, p: Pooled) -> None:
+        """Hold ``p``: when another client used it last, its reset goes first (pipelined
+        with what this session sends: no round trip of its own)."""
+        if p.owner is not self:
+            statements = self._statements_to_carry()
+            query, parses = reset_requests(p, self.relay.params, statements)
+            expects = (
+                [Expect(Kind.QUERY, forward=False, pool=True, on_error=self._reset_failed)]
+                if query
+                else []
+            )
+            for _ in statements:
+                expects += [
+                    Expect(Kind.PARSE, forward=False, pool=True),
+                    Expect(Kind.SYNC, forward=False, pool=True),
+                ]
+            self.relay.prepend(query + parses, expects)
+            p.owner, p.clean = self, False
+        self._pooled, self.upstream = p, p.up
+        p.up.bind(self._on_frames, self._on_upstream_lost, self._on_backend_read)
+
+    def _reset_failed(self) -> None:
+        log.warning("session %d: the reset of a pooled backend connection failed", self.pid)
+        self._end(UpstreamUnavailable("could not reset a pooled backend connection"))
+
+    def _backend_idle(self) -> bool:
+        """The backend owes nothing, has no transaction, batch or COPY open."""
+        relay = self.relay
+        return (
+            self._pooled is not None
+            and not relay.pending
+            and not relay.outgoing
+            and not relay.upstream_open
+            and not relay.copy_in
+            and not relay.closed
+            and self.conn.txn_status == "I"
+            and not self._cancelling
+        )
+
+    def _release_if_idle(self) -> None:
+        """Transaction pooling: give the connection back between transactions."""
+        pool = self.pool
+        if (
+            pool is not None
+            and pool.mode is PoolMode.TRANSACTION
+            and not self._pinned
+            and self._backend_idle()
+        ):
+            self._give_back(True, owner=self)
+
+    def _give_back(self, reusable: bool, owner: object | None = None) -> None:
+        p, self._pooled, self.upstream = self._pooled, None, None
+        if p is None or self.pool is None:
+            return
+        self._statements_given_back()
+        if reusable and not p.up.closed:
+            self.pool.release(p, owner)
+        else:
+            self.pool.discard(p)
+
+    def _pin(self, sql: str) -> None:
+        """A relayed statement that may leave session state keeps the connection."""
+        if not self._pinned and pins_session(sql):
+            self._pinned = True
 
 
 class Pooler:

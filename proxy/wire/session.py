@@ -8,6 +8,8 @@ The roles of a session are modules of their own, as PgBouncer has them:
   refuse it, or answer it here (a simple Query is split once, :mod:`proxy.wire.sqlsplit`, and
   each statement routed once, by the router);
 * :mod:`proxy.wire.relay` -- the server side: the backend's replies tracked, sans-IO;
+* :mod:`proxy.wire.pool` -- the pooler: backend connections shared between sessions, and the
+  session's hold on one (:class:`~proxy.wire.pool.PoolClient`: taken, given back, pinned);
 * :mod:`proxy.wire.answering` -- local answers (DP answers, the wrappers COPY/DECLARE/PREPARE,
   local cursors, hidden statements);
 * :mod:`proxy.wire.replay` -- the two caches that relay whole reads again;
@@ -94,7 +96,7 @@ from proxy.wire.messages import (
     read_parse,
     read_query,
 )
-from proxy.wire.pool import Pooled, PoolMode, ServerPool, pins_session, reset_requests
+from proxy.wire.pool import PoolClient, Pooled, ServerPool
 from proxy.wire.protocol import (
     IDLE_STATES,
     NEED_DATA,
@@ -105,7 +107,7 @@ from proxy.wire.protocol import (
     MalformedMessage,
     ServerConnection,
 )
-from proxy.wire.relay import BackendRelay, Expect, Kind, SessionClosed
+from proxy.wire.relay import BackendRelay, Kind, SessionClosed
 from proxy.wire.replay import MEMO_READ, ReplayMemory, ReplyKey
 from proxy.wire.router import (
     AnswerLocally,
@@ -117,7 +119,7 @@ from proxy.wire.router import (
     StatementInfo,
 )
 from proxy.wire.sqlsplit import split_statements
-from proxy.wire.upstream import UpstreamConnection, UpstreamStartupError
+from proxy.wire.upstream import UpstreamConnection
 
 __all__ = ["Kind", "Portal", "Session", "SessionClosed", "Statement"]
 
@@ -196,7 +198,7 @@ class _Decided:
     routes: list[Decision]
 
 
-class Session(Login, LocalAnswering):
+class Session(Login, PoolClient, LocalAnswering):
     """One client connection, from accept to close: its login (:class:`Login`), the query
     loop and the fast lane (here), local answers (:class:`LocalAnswering`), the backend's
     side (:attr:`relay`) and the replay caches (:attr:`memory`)."""
@@ -863,113 +865,19 @@ class Session(Login, LocalAnswering):
                 up.write(data)
             await up.drain()
 
-    # The pooler's side (proxy.wire.pool): the connection is taken when something is to be
-    # sent, and given back when the backend owes nothing and has no transaction open.
-
-    def _need_backend(self) -> bool:
-        """Something is to be sent: take an idle connection (True), or wait for one (False:
-        what is to be sent stays in ``relay.outgoing``, and goes when it comes)."""
-        assert self.pool is not None
-        if self._granted is not None:
-            return False
-        p = self.pool.take(self)
-        if p is not None:
-            self._take(p)
-            return True
-        self._granted = asyncio.get_running_loop().create_future()
-        self.pool.wait(self, self._on_granted, self._on_pool_failed)
-        return False
-
-    def _on_granted(self, p: Pooled) -> None:
-        """The pool hands over a connection (from the event loop): what waited goes now."""
-        granted, self._granted = self._granted, None
-        self._take(p)
-        outgoing = self.relay.outgoing
-        if outgoing and not self.relay.closed:
-            p.up.write(bytes(outgoing))
-            outgoing.clear()
-        if granted is not None and not granted.done():
-            granted.set_result(None)
-
-    def _on_pool_failed(self, e: BaseException) -> None:
-        """No connection within pool_timeout (53300), or none could be opened (08006): the
-        session ends, as PgBouncer's query_wait_timeout ends a client."""
-        granted, self._granted = self._granted, None
-        if not isinstance(e, LaprasError):
-            detail = e.error.field("M") if isinstance(e, UpstreamStartupError) else None
-            e = UpstreamUnavailable(
-                "could not open a backend connection", detail=detail or type(e).__name__
-            )
-        self._end(e)
-        if granted is not None and not granted.done():
-            granted.set_exception(SessionClosed())
-
-    def _take(self, p: Pooled) -> None:
-        """Hold ``p``: when another client used it last, its reset goes first (pipelined
-        with what this session sends: no round trip of its own)."""
-        if p.owner is not self:
-            # the statements the backend held when the session gave it back, unless the
-            # client has closed or replaced them since (its messages on their way say so)
-            statements = [
-                Parse(name=n, sql=st.sql, param_oids=st.param_oids)
-                for n, st in self._released_statements.items()
-                if self.statements.get(n) is st
-            ]
-            query, parses = reset_requests(p, self.relay.params, statements)
-            expects = (
-                [Expect(Kind.QUERY, forward=False, pool=True, on_error=self._reset_failed)]
-                if query
-                else []
-            )
-            for _ in statements:
-                expects += [
-                    Expect(Kind.PARSE, forward=False, pool=True),
-                    Expect(Kind.SYNC, forward=False, pool=True),
-                ]
-            self.relay.prepend(query + parses, expects)
-            p.owner, p.clean = self, False
-        self._pooled, self.upstream = p, p.up
-        p.up.bind(self._on_frames, self._on_upstream_lost, self._on_backend_read)
-
-    def _reset_failed(self) -> None:
-        log.warning("session %d: the reset of a pooled backend connection failed", self.pid)
-        self._end(UpstreamUnavailable("could not reset a pooled backend connection"))
-
-    def _backend_idle(self) -> bool:
-        """The backend owes nothing, has no transaction, batch or COPY open."""
-        relay = self.relay
-        return (
-            self._pooled is not None
-            and not relay.pending
-            and not relay.outgoing
-            and not relay.upstream_open
-            and not relay.copy_in
-            and not relay.closed
-            and self.conn.txn_status == "I"
-            and not self._cancelling
-        )
-
-    def _release_if_idle(self) -> None:
-        """Transaction pooling: give the connection back between transactions."""
-        if self.cfg.pool_mode is PoolMode.TRANSACTION and not self._pinned and self._backend_idle():
-            self._give_back(True, owner=self)
-
-    def _give_back(self, reusable: bool, owner: object | None = None) -> None:
-        p, self._pooled, self.upstream = self._pooled, None, None
-        if p is None or self.pool is None:
-            return
+    def _statements_given_back(self) -> None:
         self._released_statements = {
             n: st for n, st in self.statements.items() if isinstance(st.route, Relay)
         }
-        if reusable and not p.up.closed:
-            self.pool.release(p, owner)
-        else:
-            self.pool.discard(p)
 
-    def _pin(self, sql: str) -> None:
-        """A relayed statement that may leave session state keeps the connection."""
-        if not self._pinned and pins_session(sql):
-            self._pinned = True
+    def _statements_to_carry(self) -> list[Parse]:
+        # unless the client has closed or replaced them since (its messages on their way
+        # to the backend say so themselves)
+        return [
+            Parse(name=n, sql=st.sql, param_oids=st.param_oids)
+            for n, st in self._released_statements.items()
+            if self.statements.get(n) is st
+        ]
 
     async def _quiesce(self) -> None:
         """Wait until the backend has answered everything forwarded so far."""
