@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -23,33 +24,46 @@ from proxy.wire.server import BackgroundServer
 from tests.proxy.conftest import PASSWORD, USER, TestRouter, make_config
 
 
+@dataclass(frozen=True)
+class Pooling:
+    """A proxy of its own, and the ``application_name`` its clients are tagged with."""
+
+    srv: BackgroundServer
+    pg: Any
+    app: str
+
+    def connect(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(
+            host="127.0.0.1",
+            port=self.srv.port,
+            user=USER,
+            password=PASSWORD,
+            dbname=self.pg.database,
+            application_name=self.app,
+            autocommit=True,
+        )
+
+    @contextmanager
+    def pair(self) -> Iterator[tuple[psycopg.Connection[Any], psycopg.Connection[Any]]]:
+        with self.connect() as a, self.connect() as b:
+            yield a, b
+
+    def backends(self) -> int:
+        """The backends in pg_stat_activity with this test's application_name."""
+        with psycopg.connect(self.pg.admin_dsn, autocommit=True) as admin:
+            row = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                (self.app,),
+            ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
 @contextmanager
-def pooled_proxy(pg: Any, **overrides: object) -> Iterator[BackgroundServer]:
+def pooled_proxy(pg: Any, **overrides: object) -> Iterator[Pooling]:
     cfg = make_config(pg, upstream_database=pg.database, **overrides)
     with BackgroundServer(cfg, TestRouter({"adult"})) as srv:
-        yield srv
-
-
-def connect(srv: BackgroundServer, pg: Any, app: str, **kw: Any) -> psycopg.Connection[Any]:
-    return psycopg.connect(
-        host="127.0.0.1",
-        port=srv.port,
-        user=USER,
-        password=PASSWORD,
-        dbname=pg.database,
-        application_name=app,
-        autocommit=True,
-        **kw,
-    )
-
-
-def backends(pg: Any, app: str) -> int:
-    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
-        row = admin.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (app,)
-        ).fetchone()
-    assert row is not None
-    return int(row[0])
+        yield Pooling(srv, pg, f"pool-{uuid.uuid4().hex[:8]}")
 
 
 def pid(conn: psycopg.Connection[Any]) -> int:
@@ -65,13 +79,12 @@ def one(conn: psycopg.Connection[Any], sql: str) -> Any:
 
 
 def test_idle_clients_share_a_few_backends(pg: Any) -> None:
-    app = f"pool-{uuid.uuid4().hex[:8]}"
-    with pooled_proxy(pg, pool_size=4) as srv:
-        conns = [connect(srv, pg, app) for _ in range(40)]
+    with pooled_proxy(pg, pool_size=4) as pool:
+        conns = [pool.connect() for _ in range(40)]
         try:
             for i, c in enumerate(conns):
                 assert one(c, f"SELECT {i} + 1") == i + 1
-            assert 1 <= backends(pg, app) <= 4
+            assert 1 <= pool.backends() <= 4
             for c in conns:  # every client is still served
                 assert one(c, "SELECT 'again'") == "again"
         finally:
@@ -80,27 +93,24 @@ def test_idle_clients_share_a_few_backends(pg: Any) -> None:
 
 
 def test_session_mode_keeps_one_backend_per_client_and_reuses_it(pg: Any) -> None:
-    app = f"pool-{uuid.uuid4().hex[:8]}"
-    with pooled_proxy(pg, pool_size=10, pool_mode=PoolMode.SESSION) as srv:
-        conns = [connect(srv, pg, app) for _ in range(3)]
+    with pooled_proxy(pg, pool_size=10, pool_mode=PoolMode.SESSION) as pool:
+        conns = [pool.connect() for _ in range(3)]
         pids = {pid(c) for c in conns}
-        assert len(pids) == 3 and backends(pg, app) == 3
+        assert len(pids) == 3 and pool.backends() == 3
         for c in conns:
             c.close()
-        later = [connect(srv, pg, app) for _ in range(3)]
+        later = [pool.connect() for _ in range(3)]
         try:
             assert {pid(c) for c in later} == pids  # the same backends, reset
-            assert backends(pg, app) == 3
+            assert pool.backends() == 3
         finally:
             for c in later:
                 c.close()
 
 
 def test_a_transaction_keeps_its_backend_and_others_wait_for_it(pg: Any) -> None:
-    app = f"pool-{uuid.uuid4().hex[:8]}"
-    with pooled_proxy(pg, pool_size=1) as srv:
-        a, b = connect(srv, pg, app), connect(srv, pg, app)
-        try:
+    with pooled_proxy(pg, pool_size=1) as pool:
+        with pool.pair() as (a, b):
             a.execute("BEGIN")
             first = pid(a)
             got: list[Any] = []
@@ -112,16 +122,11 @@ def test_a_transaction_keeps_its_backend_and_others_wait_for_it(pg: Any) -> None
             a.execute("COMMIT")
             t.join(10)
             assert got == ["b ran"]
-        finally:
-            a.close()
-            b.close()
 
 
 def test_a_client_waiting_past_pool_timeout_gets_53300_and_others_go_on(pg: Any) -> None:
-    app = f"pool-{uuid.uuid4().hex[:8]}"
-    with pooled_proxy(pg, pool_size=1, pool_timeout=0.5) as srv:
-        a, b = connect(srv, pg, app), connect(srv, pg, app)
-        try:
+    with pooled_proxy(pg, pool_size=1, pool_timeout=0.5) as pool:
+        with pool.pair() as (a, b):
             a.execute("BEGIN")
             with pytest.raises(psycopg.OperationalError) as e:
                 b.execute("SELECT 1")
@@ -130,26 +135,9 @@ def test_a_client_waiting_past_pool_timeout_gets_53300_and_others_go_on(pg: Any)
             assert "raise [server] pool_size" in str(e.value)
             a.execute("COMMIT")
             assert one(a, "SELECT 'a goes on'") == "a goes on"
-        finally:
-            a.close()
-            b.close()
 
 
 # ---------------------------------------------------------------- no state leaks
-
-
-def _leak_case(pg: Any, make: str, probe: str, clean: Any) -> None:
-    """A client makes state (``make``) and leaves; the next client, on the same backend,
-    sees ``clean`` from ``probe``."""
-    app = f"pool-{uuid.uuid4().hex[:8]}"
-    with pooled_proxy(pg, pool_size=1) as srv:
-        with connect(srv, pg, app) as a:
-            a.execute(make)
-            first = pid(a)
-            assert one(a, probe) != clean  # the state is there for its maker
-        with connect(srv, pg, app) as b:
-            assert pid(b) == first  # the same backend...
-            assert one(b, probe) == clean  # ... without the state
 
 
 @pytest.mark.parametrize(
@@ -161,7 +149,7 @@ def _leak_case(pg: Any, make: str, probe: str, clean: Any) -> None:
             "SHOW statement_timeout",
             "0",
         ),
-        ("SET application_name = 'changed'", "SHOW application_name", None),
+        ("SET application_name = 'changed'", "SHOW application_name", "APP"),
         ("PREPARE leak_p AS SELECT 1", "SELECT count(*) FROM pg_prepared_statements", 0),
         ("LISTEN leak_channel", "SELECT count(*) FROM pg_listening_channels()", 0),
         (
@@ -180,27 +168,25 @@ def _leak_case(pg: Any, make: str, probe: str, clean: Any) -> None:
 def test_session_state_does_not_pass_to_the_next_client(
     pg: Any, make: str, probe: str, clean: Any
 ) -> None:
-    if clean is None:  # the next client's own application_name
-        app = f"pool-{uuid.uuid4().hex[:8]}"
-        with pooled_proxy(pg, pool_size=1) as srv:
-            with connect(srv, pg, app) as a:
-                a.execute(make)
-                first = pid(a)
-            with connect(srv, pg, app) as b:
-                assert pid(b) == first
-                assert one(b, "SHOW application_name") == app
-        return
-    _leak_case(pg, make, probe, clean)
+    """A client makes state (``make``) and leaves; the next client, on the same backend,
+    sees ``clean`` from ``probe`` (``APP``: its own application_name)."""
+    with pooled_proxy(pg, pool_size=1) as pool:
+        clean = pool.app if clean == "APP" else clean
+        with pool.connect() as a:
+            a.execute(make)
+            first = pid(a)
+            assert one(a, probe) != clean  # the state is there for its maker
+        with pool.connect() as b:
+            assert pid(b) == first  # the same backend...
+            assert one(b, probe) == clean  # ... without the state
 
 
 def test_protocol_prepared_statements_stay_with_their_client(pg: Any) -> None:
     """Protocol-level prepared statements: another client on the same backend does not see
     them (reset), and their client can still execute them after the backend has served
     another client (parsed again, as PgBouncer's max_prepared_statements)."""
-    app = f"pool-{uuid.uuid4().hex[:8]}"
-    with pooled_proxy(pg, pool_size=1) as srv:
-        a, b = connect(srv, pg, app), connect(srv, pg, app)
-        try:
+    with pooled_proxy(pg, pool_size=1) as pool:
+        with pool.pair() as (a, b):
             sql = "SELECT %s::int * 2"
             assert a.execute(sql, (21,), prepare=True).fetchone() == (42,)
             assert one(a, "SELECT count(*) FROM pg_prepared_statements") == 1
@@ -208,16 +194,11 @@ def test_protocol_prepared_statements_stay_with_their_client(pg: Any) -> None:
             assert one(b, "SELECT count(*) FROM pg_prepared_statements") == 0
             assert a.execute(sql, (50,), prepare=True).fetchone() == (100,)
             assert one(a, "SELECT count(*) FROM pg_prepared_statements") == 1
-        finally:
-            a.close()
-            b.close()
 
 
 def test_a_client_that_sets_session_state_keeps_its_backend(pg: Any) -> None:
-    app = f"pool-{uuid.uuid4().hex[:8]}"
-    with pooled_proxy(pg, pool_size=2) as srv:
-        a, b = connect(srv, pg, app), connect(srv, pg, app)
-        try:
+    with pooled_proxy(pg, pool_size=2) as pool:
+        with pool.pair() as (a, b):
             a.execute("SET work_mem = '2345kB'")
             first = pid(a)
             for _ in range(3):
@@ -225,9 +206,6 @@ def test_a_client_that_sets_session_state_keeps_its_backend(pg: Any) -> None:
                 assert one(a, "SHOW work_mem") == "2345kB"
                 assert pid(a) == first
             assert pid(b) != first  # b is served by the other connection
-        finally:
-            a.close()
-            b.close()
 
 
 @pytest.mark.parametrize(
@@ -257,27 +235,25 @@ def test_which_statements_pin_the_session(sql: str, pins: bool) -> None:
 def test_a_pooled_connection_terminated_while_idle_is_replaced(pg: Any) -> None:
     """The backend of an idle pooled connection is terminated (an administrator, a restart):
     the pool drops it, and the session that used it is served by a new one."""
-    app = f"pool-{uuid.uuid4().hex[:8]}"
-    with pooled_proxy(pg, pool_size=2) as srv, connect(srv, pg, app) as a:
+    with pooled_proxy(pg, pool_size=2) as pool, pool.connect() as a:
         first = pid(a)
         with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (first,))
         deadline = time.monotonic() + 10
-        while backends(pg, app) and time.monotonic() < deadline:
+        while pool.backends() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert one(a, "SELECT 'still here'") == "still here"
         assert pid(a) != first
 
 
 def test_a_session_mode_pool_at_its_size_makes_the_next_login_wait(pg: Any) -> None:
-    app = f"pool-{uuid.uuid4().hex[:8]}"
-    with pooled_proxy(pg, pool_size=1, pool_mode=PoolMode.SESSION, pool_timeout=0.5) as srv:
-        with connect(srv, pg, app) as a:
+    with pooled_proxy(pg, pool_size=1, pool_mode=PoolMode.SESSION, pool_timeout=0.5) as pool:
+        with pool.connect() as a:
             with pytest.raises(psycopg.OperationalError) as e:
-                connect(srv, pg, app)  # (psycopg gives no SQLSTATE for a failed login)
+                pool.connect()  # (psycopg gives no SQLSTATE for a failed login)
             assert "no backend connection became free within 0.5 s" in str(e.value)
             assert one(a, "SELECT 1") == 1
-        with connect(srv, pg, app) as b:  # a's connection, reset, serves the next login
+        with pool.connect() as b:  # a's connection, reset, serves the next login
             assert one(b, "SELECT 2") == 2
 
 
@@ -288,7 +264,6 @@ def test_clients_that_prepare_everything_share_a_small_pool(pg: Any) -> None:
     import asyncio
 
     asyncpg = pytest.importorskip("asyncpg")
-    app = f"pool-{uuid.uuid4().hex[:8]}"
 
     async def client(port: int, k: int) -> int:
         conn = await asyncpg.connect(
@@ -297,7 +272,7 @@ def test_clients_that_prepare_everything_share_a_small_pool(pg: Any) -> None:
             user=USER,
             password=PASSWORD,
             database=pg.database,
-            server_settings={"application_name": app},
+            server_settings={"application_name": pool.app},
         )
         try:
             done = 0
@@ -317,9 +292,9 @@ def test_clients_that_prepare_everything_share_a_small_pool(pg: Any) -> None:
     async def run(port: int) -> list[int]:
         return await asyncio.gather(*(client(port, k) for k in range(8)))
 
-    with pooled_proxy(pg, pool_size=2) as srv:
-        assert asyncio.run(run(srv.port)) == [30] * 8
-        assert backends(pg, app) <= 2
+    with pooled_proxy(pg, pool_size=2) as pool:
+        assert asyncio.run(run(pool.srv.port)) == [30] * 8
+        assert pool.backends() <= 2
 
 
 def test_an_open_extended_batch_keeps_its_backend_until_its_sync(pg: Any) -> None:
@@ -339,10 +314,8 @@ def test_an_open_extended_batch_keeps_its_backend_until_its_sync(pg: Any) -> Non
     )
     from tests.proxy.wireclient import RawClient
 
-    app = f"pool-{uuid.uuid4().hex[:8]}"
-
     async def scenario(port: int) -> None:
-        params = (("application_name", app),)
+        params = (("application_name", pool.app),)
         raw = await RawClient.login("127.0.0.1", port, USER, PASSWORD, pg.database, params)
         other = await RawClient.login("127.0.0.1", port, USER, PASSWORD, pg.database, params)
         try:
@@ -371,15 +344,13 @@ def test_an_open_extended_batch_keeps_its_backend_until_its_sync(pg: Any) -> Non
             await raw.close()
             await other.close()
 
-    with pooled_proxy(pg, pool_size=1) as srv:
-        asyncio.run(scenario(srv.port))
+    with pooled_proxy(pg, pool_size=1) as pool:
+        asyncio.run(scenario(pool.srv.port))
 
 
 def test_a_listening_session_keeps_its_backend_and_gets_its_notifications(pg: Any) -> None:
-    app = f"pool-{uuid.uuid4().hex[:8]}"
-    with pooled_proxy(pg, pool_size=2) as srv:
-        listener, talker = connect(srv, pg, app), connect(srv, pg, app)
-        try:
+    with pooled_proxy(pg, pool_size=2) as pool:
+        with pool.pair() as (listener, talker):
             listener.execute("LISTEN pool_news")
             first = pid(listener)
             for i in range(3):
@@ -388,17 +359,13 @@ def test_a_listening_session_keeps_its_backend_and_gets_its_notifications(pg: An
             assert pid(listener) == first
             got = [n.payload for n in listener.notifies(timeout=2, stop_after=3)]
             assert got == ["n0", "n1", "n2"]
-        finally:
-            listener.close()
-            talker.close()
 
 
 def test_copy_out_through_a_pooled_connection(pg: Any) -> None:
-    app = f"pool-{uuid.uuid4().hex[:8]}"
     with (
-        pooled_proxy(pg, pool_size=1) as srv,
-        connect(srv, pg, app) as a,
-        connect(srv, pg, app) as b,
+        pooled_proxy(pg, pool_size=1) as pool,
+        pool.connect() as a,
+        pool.connect() as b,
     ):
         with a.cursor().copy("COPY (SELECT g FROM generate_series(1, 3) g) TO STDOUT") as cp:
             rows = [bytes(r) for r in cp]
