@@ -43,7 +43,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from dp.errors import LaprasError
 from proxy.errors import TooManyConnections, UpstreamUnavailable
@@ -72,34 +72,81 @@ TRACKED_PARAMETERS = (
     "default_transaction_read_only",
 )
 
-# Statements that leave state in the backend's session beyond their transaction. The first
-# word (after comments) or a function anywhere in the text; SET LOCAL, SET TRANSACTION and the
-# transaction-level advisory locks do not pin.
+# Statements that leave state in the backend's session beyond their transaction: the first
+# word (after comments), or a function anywhere in the text. SET and RESET are read apart
+# (_SETTING); SET LOCAL, SET TRANSACTION, SET CONSTRAINTS and the transaction-level advisory
+# locks leave nothing.
+_LEAD = r"^(?:\s|--[^\n]*\n?|/\*.*?\*/)*"
 _PINNING_HEAD = re.compile(
-    r"""^(?:\s|--[^\n]*\n?|/\*.*?\*/)*
-    (?:SET(?!\s+(?:LOCAL|TRANSACTION)\b)\b|RESET\b|LISTEN\b|PREPARE(?!\s+TRANSACTION)\b|LOAD\b
+    _LEAD
+    + r"""(?:LISTEN\b|PREPARE(?!\s+TRANSACTION)\b|LOAD\b
       |DECLARE\b[^;]*\bWITH\s+HOLD\b
       |CREATE\s+(?:(?:GLOBAL|LOCAL)\s+)?(?:TEMP|TEMPORARY)\b
       |(?:CREATE\s+)?(?:UNLOGGED\s+)?TABLE\b[^;]*\b(?:TEMP|TEMPORARY)\b)""",
     re.IGNORECASE | re.VERBOSE | re.DOTALL,
 )
 _PINNING_CALL = re.compile(
-    r"\b(?:set_config|pg_(?:try_)?advisory_lock(?:_shared)?|dblink_connect(?:_u)?)\s*\(",
+    r"\b(?:set_config|pg_(?:try_)?advisory_lock(?:_shared)?|dblink_connect(?:_u)?|setseed)\s*\(",
     re.IGNORECASE,
 )
 _SELECT_INTO_TEMP = re.compile(r"\bINTO\s+(?:TEMP|TEMPORARY)\b", re.IGNORECASE)
+_NAME = r'(?:"(?:[^"]|"")+"|[a-z_][\w$]*)(?:\.(?:"(?:[^"]|"")+"|[a-z_][\w$]*))?'
+_SETTING = re.compile(
+    _LEAD
+    + r"(?P<verb>SET|RESET)\s+(?:(?P<session>SESSION)\s+)?"
+    + r"(?P<name>TIME\s+ZONE\b|"
+    + _NAME
+    + r")(?P<rest>.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_DISCARD_ALL_SQL = re.compile(_LEAD + r"DISCARD\s+ALL\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+# SET forms without a session setting's value: transaction-scoped ones, and identity
+_TRANSACTION_SCOPED = frozenset({"local", "transaction", "constraints"})
+_IDENTITY = frozenset({"role", "authorization", "session"})
 
 
-def pins_session(sql: str) -> bool:
-    """Whether ``sql`` may leave state in the backend's session (see the module doc).
+@dataclass(frozen=True, slots=True)
+class SessionEffect:
+    """What a statement leaves in the backend's session (:func:`session_effect`): a setting
+    (``set``: replayed on the next connection after a hand-off), a setting reset (``reset``;
+    ``name`` None: RESET ALL), or state that keeps the connection (``pin``)."""
 
-    >>> [pins_session(s) for s in ("SET search_path = x", "SET LOCAL work_mem = '1MB'",
-    ...                            "select set_config('a.b', '1', false)", "SELECT 1")]
-    [True, False, True, False]
+    kind: Literal["set", "reset", "pin"]
+    name: str | None = None
+
+
+def session_effect(sql: str) -> SessionEffect | None:
+    """What ``sql`` leaves in the backend's session; None: nothing beyond its transaction.
+
+    >>> [session_effect(s) for s in ("SET search_path = x", "SET LOCAL work_mem = '1MB'")]
+    [SessionEffect(kind='set', name='search_path'), None]
+    >>> [session_effect(s) for s in ("select set_config('a.b', '1', false)", "SELECT 1")]
+    [SessionEffect(kind='pin', name=None), None]
     """
-    return bool(
-        _PINNING_HEAD.match(sql) or _PINNING_CALL.search(sql) or _SELECT_INTO_TEMP.search(sql)
-    )
+    m = _SETTING.match(sql)
+    if m is not None:
+        raw = " ".join(m["name"].split())
+        name = raw if '"' in raw else raw.lower()  # (the key of what is replayed)
+        name = "timezone" if name == "time zone" else name
+        rest = m["rest"].lstrip()
+        if m["verb"].upper() == "RESET":
+            if m["session"] or rest.rstrip(";").strip():
+                return SessionEffect("pin")  # RESET SESSION AUTHORIZATION, or unknown
+            return SessionEffect("reset", None if name == "all" else name)
+        if name in _TRANSACTION_SCOPED and not m["session"]:
+            return None
+        if name in _IDENTITY or not (
+            name == "timezone" or rest[:1] == "=" or rest[:2].upper() == "TO"
+        ):
+            return SessionEffect("pin")  # SET ROLE, SET SESSION AUTHORIZATION, other forms
+        if _PINNING_CALL.search(rest):
+            return SessionEffect("pin")
+        return SessionEffect("set", name)
+    if _DISCARD_ALL_SQL.match(sql):
+        return SessionEffect("reset", None)  # every setting back to its default
+    if _PINNING_HEAD.match(sql) or _PINNING_CALL.search(sql) or _SELECT_INTO_TEMP.search(sql):
+        return SessionEffect("pin")
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,23 +421,28 @@ class ServerPool:
 
 
 def reset_requests(
-    p: Pooled, params: dict[str, str], statements: Sequence[Parse]
-) -> tuple[bytes, bytes]:
-    """What makes ``p`` hold the session state of a client it was not last used by: a simple
-    Query (``DISCARD ALL`` unless no client used it yet, then ``SET`` for each reported
-    parameter in ``params``, what the client was told, that differs from what ``p`` started
-    with) or b"", and each of the client's prepared ``statements`` as Parse and Sync."""
+    p: Pooled,
+    params: dict[str, str],
+    statements: Sequence[Parse],
+    settings: Sequence[str] = (),
+) -> tuple[list[bytes], bytes]:
+    """What makes ``p`` hold the session state of a client it was not last used by: simple
+    Queries -- ``DISCARD ALL`` unless no client used it yet (alone: it refuses to run in the
+    implicit transaction of several statements), then ``SET`` for each reported parameter in
+    ``params``, what the client was told, that differs from what ``p`` started with, and the
+    client's own ``settings`` statements again --, and each of the client's prepared
+    ``statements`` as Parse and Sync."""
     sets = [
         f"SET {_ident(name)} TO {_literal(want)}"
         for name, at_login in p.started
         if (want := params.get(name)) is not None and want != at_login
     ]
+    sets += [s.rstrip().rstrip(";") for s in settings]
+    queries = [] if p.clean else [_DISCARD_ALL]  # back to the start-up's values
     if sets:
-        query = Query(sql="; ".join(sets if p.clean else ["DISCARD ALL", *sets])).encode()
-    else:
-        query = b"" if p.clean else _DISCARD_ALL
+        queries.append(Query(sql="; ".join(sets)).encode())
     parses = b"".join(parse.encode() + _SYNC for parse in statements) if statements else b""
-    return query, parses
+    return queries, parses
 
 
 _DISCARD_ALL = Query(sql="DISCARD ALL").encode()
@@ -469,6 +521,7 @@ class PoolClient(PoolSide):
     _pinned: bool  # keeps its connection: a statement left session state in the backend
     _cancelling: int  # cancel requests under way: the connection is kept
     _granted: asyncio.Future[None] | None  # set while waiting for a connection
+    _settings: dict[str, str]  # the client's own SET statements, by setting: replayed
 
     def _need_backend(self) -> bool:
         """Something is to be sent: take an idle connection (True), or wait for one (False:
@@ -513,18 +566,19 @@ class PoolClient(PoolSide):
         with what this session sends: no round trip of its own)."""
         if p.owner is not self:
             statements = self._statements_to_carry()
-            query, parses = reset_requests(p, self.relay.params, statements)
-            expects = (
-                [Expect(Kind.QUERY, forward=False, pool=True, on_error=self._reset_failed)]
-                if query
-                else []
+            queries, parses = reset_requests(
+                p, self.relay.params, statements, tuple(self._settings.values())
             )
+            expects = [
+                Expect(Kind.QUERY, forward=False, pool=True, on_error=self._reset_failed)
+                for _ in queries
+            ]
             for _ in statements:
                 expects += [
                     Expect(Kind.PARSE, forward=False, pool=True),
                     Expect(Kind.SYNC, forward=False, pool=True),
                 ]
-            self.relay.prepend(query + parses, expects)
+            self.relay.prepend(b"".join(queries) + parses, expects)
             p.owner, p.clean = self, False
         self._pooled, self.upstream = p, p.up
         p.up.bind(self._on_frames, self._on_upstream_lost, self._on_backend_read)
@@ -568,10 +622,32 @@ class PoolClient(PoolSide):
         else:
             self.pool.discard(p)
 
-    def _pin(self, sql: str) -> None:
-        """A relayed statement that may leave session state keeps the connection."""
-        if not self._pinned and pins_session(sql):
+    def _session_state(self, statements: Sequence[str]) -> Callable[[], None] | None:
+        """What relayed ``statements`` (one message) leave in the backend's session: a SET or
+        RESET alone in its message, outside a transaction block, is tracked (replayed after a
+        hand-off; the callback returned undoes that when the backend refuses it); anything
+        else that leaves state pins the session."""
+        effects = [e for e in map(session_effect, statements) if e is not None]
+        if not effects or self._pinned:
+            return None
+        (effect,) = effects if len(effects) == 1 else (SessionEffect("pin"),)
+        if effect.kind == "pin" or len(statements) > 1 or self.conn.txn_status != "I":
             self._pinned = True
+            return None
+        before = dict(self._settings)
+        if effect.kind == "set":
+            assert effect.name is not None
+            self._settings.pop(effect.name, None)  # (the latest last)
+            self._settings[effect.name] = statements[0]
+        elif effect.name is None:
+            self._settings.clear()  # RESET ALL
+        else:
+            self._settings.pop(effect.name, None)
+
+        def undo() -> None:
+            self._settings = before
+
+        return undo
 
 
 class Pooler:

@@ -167,6 +167,7 @@ class BackendRelay:
         forward_ready: bool = True,
         sink: list[BackendMessage] | None = None,
         on_fail: Callable[[], None] | None = None,
+        on_error: Callable[[], None] | None = None,
     ) -> Expect:
         """Send ``data`` (one message of ``kind``, or several answered as one) upstream and
         expect its reply; ``forward`` False: a hidden request, its replies kept in ``sink``."""
@@ -184,7 +185,7 @@ class BackendRelay:
             self.need_flush = True
         else:
             self.need_flush = False
-        e = Expect(kind, forward, forward_ready, sink, on_fail)
+        e = Expect(kind, forward, forward_ready, sink, on_fail, on_error)
         if not self.pending:
             self.on_busy()
         self.pending.append(e)

@@ -96,7 +96,7 @@ from proxy.wire.messages import (
     read_parse,
     read_query,
 )
-from proxy.wire.pool import PoolClient, Pooled, ServerPool
+from proxy.wire.pool import PoolClient, Pooled, ServerPool, session_effect
 from proxy.wire.protocol import (
     IDLE_STATES,
     NEED_DATA,
@@ -223,6 +223,7 @@ class Session(Login, PoolClient, LocalAnswering):
         "_released_statements",
         "_reply_key",
         "_session_info",
+        "_settings",
         "_stash",
         "_waiter",
         "address",
@@ -270,6 +271,7 @@ class Session(Login, PoolClient, LocalAnswering):
         self._pinned = False  # keeps its connection (session state in the backend)
         self._cancelling = 0  # cancel requests under way: the connection is kept
         self._granted: asyncio.Future[None] | None = None  # waiting for a connection
+        self._settings: dict[str, str] = {}  # its SET statements, replayed after a hand-off
         # the protocol-level statements the backend held when the session gave it back
         self._released_statements: dict[str, Statement] = {}
         self._out = bytearray()  # for the client, written in one go
@@ -1102,12 +1104,14 @@ class Session(Login, PoolClient, LocalAnswering):
         self.portals.pop("", None)
         for s in stmts:
             self._on_simple_statement(s)
-            self._pin(s)
+        undo = self._session_state(stmts)
         data = self._frame  # the client's Query, as it came
         if any(r.sql is not None for r in relays):
             sql = ";\n".join(r.sql or s for s, r in zip(stmts, relays, strict=True))
             data = Query(sql=sql).encode()
-        self.relay.forward(data, Kind.QUERY, on_fail=self.conn.ready_skipped)
+        e = self.relay.forward(data, Kind.QUERY, on_fail=self.conn.ready_skipped, on_error=undo)
+        if e.failed and undo is not None:  # skipped: it never ran
+            undo()
         return True
 
     def _too_long(self, sql: str) -> StatementTooLong | None:
@@ -1172,12 +1176,14 @@ class Session(Login, PoolClient, LocalAnswering):
                 ok = await self._simple_command(command)
             elif isinstance(r, Relay):
                 self._on_simple_statement(s)
-                self._pin(s)
+                undo = self._session_state([s])
                 e = self.relay.forward(
                     Query(sql=r.sql or s).encode(), Kind.QUERY, forward_ready=False
                 )
                 await self._quiesce()
                 ok = not e.failed
+                if not ok and undo is not None:
+                    undo()
             elif isinstance(r, Refuse):
                 await self._refuse(r.error, extended=False)
                 ok = False
@@ -1200,7 +1206,8 @@ class Session(Login, PoolClient, LocalAnswering):
             m = Parse(name=m.name, sql=route.sql, param_oids=m.param_oids)
             frame = m.encode()
         stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info)
-        self._pin(m.sql)
+        if session_effect(m.sql) is not None:
+            self._pinned = True  # (a SET by the extended protocol is not replayed)
         if m.name and existing is not None:
             self.relay.forward(self._frame, Kind.PARSE)  # the backend answers 42P05
             return

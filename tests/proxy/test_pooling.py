@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from proxy.wire.pool import PoolMode, pins_session
+from proxy.wire.pool import PoolMode, session_effect
 from proxy.wire.server import BackgroundServer
 from tests.proxy.conftest import PASSWORD, USER, TestRouter, make_config
 
@@ -196,40 +196,75 @@ def test_protocol_prepared_statements_stay_with_their_client(pg: Any) -> None:
             assert one(a, "SELECT count(*) FROM pg_prepared_statements") == 1
 
 
-def test_a_client_that_sets_session_state_keeps_its_backend(pg: Any) -> None:
-    with pooled_proxy(pg, pool_size=2) as pool:
-        with pool.pair() as (a, b):
-            a.execute("SET work_mem = '2345kB'")
-            first = pid(a)
-            for _ in range(3):
-                assert one(b, "SELECT 1") == 1
-                assert one(a, "SHOW work_mem") == "2345kB"
-                assert pid(a) == first
-            assert pid(b) != first  # b is served by the other connection
+def test_a_clients_settings_follow_it_from_connection_to_connection(pg: Any) -> None:
+    """A SET alone outside a transaction block is tracked, not pinned: the session gives its
+    connection back, and the next one it gets (another client used it meanwhile) has the
+    setting again; the other client never sees it."""
+    with pooled_proxy(pg, pool_size=1) as pool, pool.pair() as (a, b):
+        a.execute("SET work_mem = '2345kB'")
+        a.execute('set search_path = "public"')
+        a.execute("SET TIME ZONE 'Asia/Tokyo'")
+        for _ in range(3):
+            assert pid(b) == pid(a)  # one connection, handed back and forth
+            assert one(b, "SHOW work_mem") == "4MB"
+            assert one(a, "SHOW work_mem") == "2345kB"
+            assert one(a, "SHOW search_path") == "public"
+            assert one(a, "SHOW TimeZone") == "Asia/Tokyo"
+            assert one(b, "SHOW TimeZone") != "Asia/Tokyo"
+        a.execute("RESET work_mem")
+        assert one(b, "SELECT 1") == 1
+        assert one(a, "SHOW work_mem") == "4MB"
+        with pytest.raises(psycopg.errors.UndefinedObject):
+            a.execute("SET no_such_setting = 1")  # refused: not replayed
+        assert one(b, "SELECT 1") == 1
+        assert one(a, "SHOW search_path") == "public"
+
+
+def test_a_set_inside_a_transaction_block_pins_the_session(pg: Any) -> None:
+    with pooled_proxy(pg, pool_size=2) as pool, pool.pair() as (a, b):
+        a.execute("BEGIN")
+        a.execute("SET work_mem = '2345kB'")  # kept or rolled back with the block
+        a.execute("COMMIT")
+        first = pid(a)
+        for _ in range(3):
+            assert one(b, "SELECT 1") == 1
+            assert one(a, "SHOW work_mem") == "2345kB"
+            assert pid(a) == first
+        assert pid(b) != first  # b is served by the other connection
 
 
 @pytest.mark.parametrize(
-    ("sql", "pins"),
+    ("sql", "effect"),
     [
-        ("SET search_path = x", True),
-        ("set  session work_mem = '1MB'", True),
-        ("/* c */ RESET ALL", True),
-        ("LISTEN ch", True),
-        ("PREPARE p AS SELECT 1", True),
-        ("DECLARE c CURSOR WITH HOLD FOR SELECT 1", True),
-        ("CREATE TEMP TABLE t (a int)", True),
-        ("SELECT 1 INTO TEMP t", True),
-        ("SELECT pg_try_advisory_lock(1)", True),
-        ("SET LOCAL work_mem = '1MB'", False),
-        ("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", False),
-        ("PREPARE TRANSACTION 'x'", False),
-        ("DECLARE c CURSOR FOR SELECT 1", False),
-        ("SELECT pg_advisory_xact_lock(1)", False),
-        ("SELECT settings FROM t", False),
+        ("SET search_path = x", "set search_path"),
+        ("set  session work_mem = '1MB'", "set work_mem"),
+        ("SET TIME ZONE 'UTC'", "set timezone"),
+        ("SET DateStyle TO ISO", "set datestyle"),
+        ("/* c */ RESET ALL", "reset"),
+        ("RESET work_mem", "reset work_mem"),
+        ("DISCARD ALL", "reset"),
+        ("SET ROLE someone", "pin"),
+        ("SET SESSION AUTHORIZATION someone", "pin"),
+        ("LISTEN ch", "pin"),
+        ("PREPARE p AS SELECT 1", "pin"),
+        ("DECLARE c CURSOR WITH HOLD FOR SELECT 1", "pin"),
+        ("CREATE TEMP TABLE t (a int)", "pin"),
+        ("SELECT 1 INTO TEMP t", "pin"),
+        ("SELECT pg_try_advisory_lock(1)", "pin"),
+        ("SELECT set_config('a.b', '1', false)", "pin"),
+        ("SELECT setseed(0.5)", "pin"),
+        ("SET LOCAL work_mem = '1MB'", None),
+        ("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", None),
+        ("SET CONSTRAINTS ALL DEFERRED", None),
+        ("PREPARE TRANSACTION 'x'", None),
+        ("DECLARE c CURSOR FOR SELECT 1", None),
+        ("SELECT pg_advisory_xact_lock(1)", None),
+        ("SELECT settings FROM t", None),
     ],
 )
-def test_which_statements_pin_the_session(sql: str, pins: bool) -> None:
-    assert pins_session(sql) is pins
+def test_what_statements_leave_in_the_session(sql: str, effect: str | None) -> None:
+    e = session_effect(sql)
+    assert (None if e is None else " ".join(filter(None, (e.kind, e.name)))) == effect
 
 
 def test_a_pooled_connection_terminated_while_idle_is_replaced(pg: Any) -> None:
