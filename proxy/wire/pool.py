@@ -50,6 +50,7 @@ from proxy.errors import TooManyConnections, UpstreamUnavailable
 from proxy.wire.messages import ParameterStatus, Parse, Query, Sync
 from proxy.wire.protocol import ServerConnection
 from proxy.wire.relay import BackendRelay, Expect, Kind, SessionClosed
+from proxy.wire.sqlsplit import TXN_CONTROL
 from proxy.wire.upstream import UpstreamConfig, UpstreamConnection, UpstreamStartupError
 
 log = logging.getLogger("lapras.proxy.pool")
@@ -522,6 +523,7 @@ class PoolClient(PoolSide):
     _cancelling: int  # cancel requests under way: the connection is kept
     _granted: asyncio.Future[None] | None  # set while waiting for a connection
     _settings: dict[str, str]  # the client's own SET statements, by setting: replayed
+    _tentative: list[tuple[SessionEffect, str]]  # ... made in the open transaction block
 
     def _need_backend(self) -> bool:
         """Something is to be sent: take an idle connection (True), or wait for one (False:
@@ -623,31 +625,82 @@ class PoolClient(PoolSide):
             self.pool.discard(p)
 
     def _session_state(self, statements: Sequence[str]) -> Callable[[], None] | None:
-        """What relayed ``statements`` (one message) leave in the backend's session: a SET or
-        RESET alone in its message, outside a transaction block, is tracked (replayed after a
-        hand-off; the callback returned undoes that when the backend refuses it); anything
-        else that leaves state pins the session."""
-        effects = [e for e in map(session_effect, statements) if e is not None]
-        if not effects or self._pinned:
+        """What relayed ``statements`` (one message) leave in the backend's session. A SET or
+        RESET (or several in one message) is tracked: at once outside a transaction block, and
+        in one when the block commits (:meth:`_transaction_ended`); the callback returned undoes
+        that when the backend refuses it. Anything else that leaves state pins the session,
+        and so does a savepoint in a block with a SET in it (a partial rollback)."""
+        if self._pinned:
             return None
-        (effect,) = effects if len(effects) == 1 else (SessionEffect("pin"),)
-        if effect.kind == "pin" or len(statements) > 1 or self.conn.txn_status != "I":
-            self._pinned = True
+        if self._tentative and any(_SAVEPOINT.match(s) for s in statements):
+            self._pin()
             return None
+        changes = [(e, s) for s in statements if (e := session_effect(s)) is not None]
+        if not changes:
+            return None
+        if (
+            any(e.kind == "pin" for e, _ in changes)
+            # (with replies still owed, the transaction status it will run in is not known)
+            or self.relay.pending
+            or (len(statements) > 1 and any(TXN_CONTROL.match(s) for s in statements))
+        ):
+            self._pin()
+            return None
+        # One message runs as one transaction (implicit, or part of the open block): its
+        # settings count or fail together.
+        if self.conn.txn_status != "I":
+            self._tentative += changes
+            if self.relay.tags is None:
+                self.relay.tags = []
+
+            def drop() -> None:
+                self._tentative = [c for c in self._tentative if c not in changes]
+
+            return drop
         before = dict(self._settings)
-        if effect.kind == "set":
-            assert effect.name is not None
-            self._settings.pop(effect.name, None)  # (the latest last)
-            self._settings[effect.name] = statements[0]
-        elif effect.name is None:
-            self._settings.clear()  # RESET ALL
-        else:
-            self._settings.pop(effect.name, None)
+        for effect, sql in changes:
+            _apply(self._settings, effect, sql)
 
         def undo() -> None:
             self._settings = before
 
         return undo
+
+    def _transaction_ended(self) -> None:
+        """The block with tracked SETs in it has ended: they count if it committed, are gone
+        if it rolled back; pinned when the tags do not say which."""
+        tags, self.relay.tags = self.relay.tags or [], None
+        ends = [t for t in tags if t in _TRANSACTION_ENDS]
+        tentative, self._tentative = self._tentative, []
+        if ends == [b"COMMIT"]:
+            for effect, sql in tentative:
+                _apply(self._settings, effect, sql)
+        elif ends != [b"ROLLBACK"]:
+            self._pin()
+
+    def _pin(self) -> None:
+        self._pinned = True
+        self._tentative.clear()
+        self.relay.tags = None
+
+
+def _apply(settings: dict[str, str], effect: SessionEffect, sql: str) -> None:
+    if effect.kind == "set":
+        assert effect.name is not None
+        settings.pop(effect.name, None)  # (the latest last)
+        settings[effect.name] = sql
+    elif effect.name is None:
+        settings.clear()  # RESET ALL, DISCARD ALL
+    else:
+        settings.pop(effect.name, None)
+
+
+_SAVEPOINT = re.compile(
+    _LEAD + r"(?:SAVEPOINT|RELEASE|ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO)\b",
+    re.IGNORECASE | re.DOTALL,
+)
+#: The tags of the statements that end a transaction block (PREPARE TRANSACTION: pinned).
+_TRANSACTION_ENDS = frozenset({b"COMMIT", b"ROLLBACK", b"PREPARE TRANSACTION"})
 
 
 class Pooler:

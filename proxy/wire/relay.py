@@ -153,6 +153,7 @@ class BackendRelay:
         self.upstream_open = False  # extended messages sent upstream since the last Sync
         self.need_flush = False  # ... and no Flush or Sync after them
         self.copy_in = False  # the backend is in COPY FROM STDIN
+        self.tags: list[bytes] | None = None  # CommandComplete tags, kept while not None
         self.closed = False  # the backend connection is gone: nothing more is forwarded
         self.pid = 0  # the session's, for the log
 
@@ -244,7 +245,7 @@ class BackendRelay:
         """The frames of one backend read (type byte, length, body each), in order."""
         pending, out = self.pending, self.out
         # while a cursor made here depends on how the transaction ends, command tags too
-        tracked = _TRACKED_TAGS if self.local.watching else TRACKED
+        tracked = _TRACKED_TAGS if self.local.watching or self.tags is not None else TRACKED
         for frame in frames:
             tb = frame[0]
             if pending and tb not in tracked and pending[0].forward:
@@ -354,8 +355,11 @@ class BackendRelay:
             return
         if tb in b"GW":
             self.copy_in = True
-        elif tb == _C and self.local.watching:
-            self.local.saw_tag(frame[5:-1])
+        elif tb == _C:
+            if self.local.watching:
+                self.local.saw_tag(frame[5:-1])
+            if self.tags is not None:
+                self.tags.append(frame[5:-1])
         if e.forward:
             self._relay(frame)
         elif e.sink is not None:

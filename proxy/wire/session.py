@@ -44,7 +44,6 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import re
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -96,7 +95,7 @@ from proxy.wire.messages import (
     read_parse,
     read_query,
 )
-from proxy.wire.pool import PoolClient, Pooled, ServerPool, session_effect
+from proxy.wire.pool import PoolClient, Pooled, ServerPool, SessionEffect, session_effect
 from proxy.wire.protocol import (
     IDLE_STATES,
     NEED_DATA,
@@ -118,7 +117,7 @@ from proxy.wire.router import (
     SessionInfo,
     StatementInfo,
 )
-from proxy.wire.sqlsplit import split_statements
+from proxy.wire.sqlsplit import TXN_CONTROL, split_statements
 from proxy.wire.upstream import UpstreamConnection
 
 __all__ = ["Kind", "Portal", "Session", "SessionClosed", "Statement"]
@@ -130,10 +129,6 @@ log = logging.getLogger("lapras.proxy.session")
 # swallowed; the server log shows this text.
 FAIL_SQL = '"lapras: statement refused by the proxy"'
 _FAIL_STMT = "__lapras_refused__"
-_TXN_CONTROL = re.compile(
-    r"^\s*(BEGIN|START|COMMIT|END|ROLLBACK|ABORT|SAVEPOINT|RELEASE|PREPARE\s+TRANSACTION)\b",
-    re.I,
-)
 
 
 class _Idle:
@@ -225,6 +220,7 @@ class Session(Login, PoolClient, LocalAnswering):
         "_session_info",
         "_settings",
         "_stash",
+        "_tentative",
         "_waiter",
         "address",
         "cfg",
@@ -272,6 +268,7 @@ class Session(Login, PoolClient, LocalAnswering):
         self._cancelling = 0  # cancel requests under way: the connection is kept
         self._granted: asyncio.Future[None] | None = None  # waiting for a connection
         self._settings: dict[str, str] = {}  # its SET statements, replayed after a hand-off
+        self._tentative: list[tuple[SessionEffect, str]] = []  # ... in the open block
         # the protocol-level statements the backend held when the session gave it back
         self._released_statements: dict[str, Statement] = {}
         self._out = bytearray()  # for the client, written in one go
@@ -921,6 +918,8 @@ class Session(Login, PoolClient, LocalAnswering):
         self._after_backend_read()
 
     def _after_backend_read(self) -> None:
+        if self._tentative and self.conn.txn_status == "I":
+            self._transaction_ended()
         if not self.relay.pending:
             self.idle.set()
             self._release_if_idle()
@@ -938,7 +937,7 @@ class Session(Login, PoolClient, LocalAnswering):
             return False
         key = (
             None
-            if self.portals or self.local.watching
+            if self.portals or self.local.watching or self.relay.tags is not None
             else ReplayMemory.reply_key(self.conn, self.relay, data)
         )
         known = self.memory.known_reply(key) if key is not None else None
@@ -1164,7 +1163,7 @@ class Session(Login, PoolClient, LocalAnswering):
         wrap = (
             self.conn.txn_status == "I"
             and len(stmts) > 1
-            and not any(_TXN_CONTROL.match(s) for s in stmts)
+            and not any(TXN_CONTROL.match(s) for s in stmts)
         )
         if wrap:
             await self._hidden_query("BEGIN")

@@ -14,6 +14,11 @@ from __future__ import annotations
 
 import re
 
+#: A statement that begins, ends or divides a transaction block.
+TXN_CONTROL = re.compile(
+    r"^\s*(BEGIN|START|COMMIT|END|ROLLBACK|ABORT|SAVEPOINT|RELEASE|PREPARE\s+TRANSACTION)\b",
+    re.I,
+)
 _DOLLAR_TAG = re.compile(r"\$([A-Za-z_\x80-\uffff][A-Za-z0-9_\x80-\uffff]*)?\$")
 # The next place where a ';' might end a statement or a token in which it does not begins:
 # one of '"();$, or -- or /*. Written as a character class first, which the regex engine

@@ -218,19 +218,52 @@ def test_a_clients_settings_follow_it_from_connection_to_connection(pg: Any) -> 
             a.execute("SET no_such_setting = 1")  # refused: not replayed
         assert one(b, "SELECT 1") == 1
         assert one(a, "SHOW search_path") == "public"
+        # several in one message (psqlODBC's start-up), as one transaction: all or none
+        a.execute("SET DateStyle = 'SQL, DMY'; SET extra_float_digits = 2; SHOW DateStyle")
+        with pytest.raises(psycopg.errors.UndefinedObject):
+            a.execute("SET extra_float_digits = 1; SET no_such_setting = 1")
+        assert one(b, "SELECT 1") == 1
+        assert one(a, "SHOW DateStyle") == "SQL, DMY"
+        assert one(a, "SHOW extra_float_digits") == "2"
+        assert pid(a) == pid(b)  # never pinned
 
 
-def test_a_set_inside_a_transaction_block_pins_the_session(pg: Any) -> None:
+def test_a_set_in_a_transaction_block_counts_when_the_block_commits(pg: Any) -> None:
+    """psycopg2 and SQLAlchemy run their SETs in the transaction they open: tracked when it
+    commits, forgotten when it rolls back (as PostgreSQL keeps or undoes them)."""
+    with pooled_proxy(pg, pool_size=1) as pool, pool.pair() as (a, b):
+        for sql, end in (
+            ("SET work_mem = '2345kB'", "COMMIT"),
+            ("SET work_mem = '999kB'", "ROLLBACK"),
+        ):
+            a.execute("BEGIN")
+            a.execute(sql)
+            a.execute(end)
+            assert one(b, "SELECT 1") == 1  # b takes the connection between a's transactions
+            assert one(a, "SHOW work_mem") == "2345kB"
+        a.execute("BEGIN")
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            a.execute("SELECT 1 / 0")
+        a.execute("COMMIT")  # of a failed block: a rollback
+        assert one(b, "SELECT 1") == 1
+        assert one(a, "SHOW work_mem") == "2345kB"
+        assert one(b, "SHOW work_mem") == "4MB"
+
+
+def test_a_savepoint_in_a_block_with_a_set_pins_the_session(pg: Any) -> None:
     with pooled_proxy(pg, pool_size=2) as pool, pool.pair() as (a, b):
         a.execute("BEGIN")
-        a.execute("SET work_mem = '2345kB'")  # kept or rolled back with the block
+        a.execute("SET work_mem = '2345kB'")
+        a.execute("SAVEPOINT s")
+        a.execute("SET work_mem = '999kB'")
+        a.execute("ROLLBACK TO SAVEPOINT s")  # PostgreSQL undoes the second SET only
         a.execute("COMMIT")
         first = pid(a)
         for _ in range(3):
             assert one(b, "SELECT 1") == 1
             assert one(a, "SHOW work_mem") == "2345kB"
-            assert pid(a) == first
-        assert pid(b) != first  # b is served by the other connection
+            assert pid(a) == first  # pinned: it kept its connection
+        assert pid(b) != first
 
 
 @pytest.mark.parametrize(
