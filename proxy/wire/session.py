@@ -1206,7 +1206,7 @@ class Session(Login, PoolClient, LocalAnswering):
             frame = m.encode()
         stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info)
         if session_effect(m.sql) is not None:
-            self._pinned = True  # (a SET by the extended protocol is not replayed)
+            self._pin()  # (a SET by the extended protocol is not replayed)
         if m.name and existing is not None:
             self.relay.forward(self._frame, Kind.PARSE)  # the backend answers 42P05
             return
