@@ -14,9 +14,10 @@ to another only through ``DISCARD ALL`` (PostgreSQL's own reset of every kind of
 state: settings, prepared statements, cursors, ``LISTEN``, advisory locks, temporary tables,
 sequences, plans), followed by what the new client had that the reset took away -- the
 reported parameters it was told (``application_name``, ``DateStyle``...: the ones it changed
-are set again) and the protocol-level prepared statements it made (parsed again, as PgBouncer
-1.21 does with ``max_prepared_statements``). A connection given back to the client that last
-used it needs neither, so a client that finds its own connection idle takes it at once.
+are set again) and its tracked settings; its protocol-level prepared statements are parsed
+again as it next uses each (:meth:`PoolClient._ensure_prepared`, PgBouncer 1.21's
+``max_prepared_statements``). A connection given back to the client that last used it needs
+none of this, so a client that finds its own connection idle takes it at once.
 
 Pools are per *key*: the backend role (each analyst has their own, so pools are per user), the
 database, and the start-up parameters the client sent -- every connection of a pool started
@@ -47,8 +48,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from dp.errors import LaprasError
 from proxy.errors import TooManyConnections, UpstreamUnavailable
-from proxy.wire.messages import ParameterStatus, Parse, Query, Sync
-from proxy.wire.protocol import ServerConnection
+from proxy.wire.messages import ParameterStatus, Parse, Query
+from proxy.wire.protocol import ConnState, ServerConnection
 from proxy.wire.relay import BackendRelay, Expect, Kind, SessionClosed
 from proxy.wire.sqlsplit import TXN_CONTROL
 from proxy.wire.upstream import UpstreamConfig, UpstreamConnection, UpstreamStartupError
@@ -421,18 +422,12 @@ class ServerPool:
         return on_frames, on_lost
 
 
-def reset_requests(
-    p: Pooled,
-    params: dict[str, str],
-    statements: Sequence[Parse],
-    settings: Sequence[str] = (),
-) -> tuple[list[bytes], bytes]:
-    """What makes ``p`` hold the session state of a client it was not last used by: simple
-    Queries -- ``DISCARD ALL`` unless no client used it yet (alone: it refuses to run in the
-    implicit transaction of several statements), then ``SET`` for each reported parameter in
-    ``params``, what the client was told, that differs from what ``p`` started with, and the
-    client's own ``settings`` statements again --, and each of the client's prepared
-    ``statements`` as Parse and Sync."""
+def reset_requests(p: Pooled, params: dict[str, str], settings: Sequence[str] = ()) -> list[bytes]:
+    """What makes ``p`` hold the settings of a client it was not last used by, as simple
+    Queries: ``DISCARD ALL`` unless no client used it yet (alone: it refuses to run in the
+    implicit transaction of several statements), then ``SET`` for each reported parameter
+    in ``params``, what the client was told, that differs from what ``p`` started with, and
+    the client's own ``settings`` statements again."""
     sets = [
         f"SET {_ident(name)} TO {_literal(want)}"
         for name, at_login in p.started
@@ -442,12 +437,10 @@ def reset_requests(
     queries = [] if p.clean else [_DISCARD_ALL]  # back to the start-up's values
     if sets:
         queries.append(Query(sql="; ".join(sets)).encode())
-    parses = b"".join(parse.encode() + _SYNC for parse in statements) if statements else b""
-    return queries, parses
+    return queries
 
 
 _DISCARD_ALL = Query(sql="DISCARD ALL").encode()
-_SYNC = Sync().encode()
 
 
 async def _exchange(p: Pooled, data: bytes) -> None:
@@ -500,13 +493,9 @@ class PoolSide(Protocol):
 
     def _end(self, err: LaprasError) -> None: ...
 
-    def _statements_given_back(self) -> None:
-        """Note the protocol-level statements the backend holds as the session gives it
-        back."""
-
-    def _statements_to_carry(self) -> list[Parse]:
-        """Those of them the session still holds (to parse again on another connection)."""
-        ...
+    def _relayed_statement(self, name: str) -> Parse | None:
+        """The Parse of the protocol-level statement ``name`` the session relayed, if it
+        holds one by that name."""
 
 
 class PoolClient(PoolSide):
@@ -524,6 +513,37 @@ class PoolClient(PoolSide):
     _granted: asyncio.Future[None] | None  # set while waiting for a connection
     _settings: dict[str, str]  # the client's own SET statements, by setting: replayed
     _tentative: list[tuple[SessionEffect, str]]  # ... made in the open transaction block
+    _on_backend: set[str]  # its protocol-level statements the backend it holds has
+
+    def _backend_needed(self) -> None:
+        """The backend comes to owe something: the first message forwarded since the
+        session gave its connection back takes one (or waits for one) before anything of
+        it is decided against the backend's state (which statements it holds)."""
+        if self.upstream is None and self._granted is None and self.pool is not None:
+            self._need_backend()
+
+    def _ensure_prepared(self, name: str) -> None:
+        """A Bind or Describe of statement ``name`` is about to be forwarded: when the
+        backend does not hold it (another client used the connection since the session
+        parsed it), it is parsed again first, under its own name, as PgBouncer 1.21 does; its
+        error, if it no longer parses, is the client's."""
+        if self.conn.state is ConnState.SKIP_UNTIL_SYNC:
+            return  # (the backend skips it: the client's Sync comes first)
+        if self.upstream is None and self._granted is None:
+            self._need_backend()  # which backend it goes to decides
+        if name in self._on_backend:
+            return
+        parse = self._relayed_statement(name)
+        if parse is None:
+            return  # not one of the session's: the backend answers for it
+
+        def failed() -> None:
+            self._on_backend.discard(name)
+
+        self.relay.forward(
+            parse.encode(), Kind.PARSE, forward=False, on_error=failed, show_error=True
+        )
+        self._on_backend.add(name)
 
     def _need_backend(self) -> bool:
         """Something is to be sent: take an idle connection (True), or wait for one (False:
@@ -536,13 +556,14 @@ class PoolClient(PoolSide):
             self._take(p)
             return True
         self._granted = asyncio.get_running_loop().create_future()
+        self._on_backend = set()  # (a connection handed over is another client's, reset)
         self.pool.wait(self, self._on_granted, self._on_pool_failed)
         return False
 
     def _on_granted(self, p: Pooled) -> None:
         """The pool hands over a connection (from the event loop): what waited goes now."""
         granted, self._granted = self._granted, None
-        self._take(p)
+        self._take(p, waited=True)
         outgoing = self.relay.outgoing
         if outgoing and not self.relay.closed:
             p.up.write(bytes(outgoing))
@@ -563,27 +584,24 @@ class PoolClient(PoolSide):
         if granted is not None and not granted.done():
             granted.set_exception(SessionClosed())
 
-    def _take(self, p: Pooled) -> None:
+    def _take(self, p: Pooled, *, waited: bool = False) -> None:
         """Hold ``p``: when another client used it last, its reset goes first (pipelined
-        with what this session sends: no round trip of its own)."""
-        if p.owner is not self:
-            statements = self._statements_to_carry()
-            queries, parses = reset_requests(
-                p, self.relay.params, statements, tuple(self._settings.values())
-            )
+        with what this session sends: no round trip of its own), and the backend holds none
+        of the session's prepared statements (parsed again as they are used; ``waited``:
+        those the session sent while it waited for ``p`` are on their way)."""
+        own = p.owner is self
+        self._pooled, self.upstream = p, p.up
+        p.up.bind(self._on_frames, self._on_upstream_lost, self._on_backend_read)
+        if not own:
+            if not waited:
+                self._on_backend = set()
+            queries = reset_requests(p, self.relay.params, tuple(self._settings.values()))
             expects = [
                 Expect(Kind.QUERY, forward=False, pool=True, on_error=self._reset_failed)
                 for _ in queries
             ]
-            for _ in statements:
-                expects += [
-                    Expect(Kind.PARSE, forward=False, pool=True),
-                    Expect(Kind.SYNC, forward=False, pool=True),
-                ]
-            self.relay.prepend(b"".join(queries) + parses, expects)
+            self.relay.prepend(b"".join(queries), expects)
             p.owner, p.clean = self, False
-        self._pooled, self.upstream = p, p.up
-        p.up.bind(self._on_frames, self._on_upstream_lost, self._on_backend_read)
 
     def _reset_failed(self) -> None:
         log.warning("session %d: the reset of a pooled backend connection failed", self.pid)
@@ -618,7 +636,6 @@ class PoolClient(PoolSide):
         p, self._pooled, self.upstream = self._pooled, None, None
         if p is None or self.pool is None:
             return
-        self._statements_given_back()
         if reusable and not p.up.closed:
             self.pool.release(p, owner)
         else:

@@ -110,6 +110,7 @@ class Expect:
     sink: list[BackendMessage] | None = None  # collect hidden replies here
     on_fail: Callable[[], None] | None = None  # the message failed or was skipped
     on_error: Callable[[], None] | None = None  # the backend answered it with an error
+    show_error: bool = False  # a hidden message whose error is the client's to see
     pool: bool = False  # the pooler's reset (proxy.wire.pool): nothing of the client's ends
     failed: bool = False
 
@@ -169,6 +170,7 @@ class BackendRelay:
         sink: list[BackendMessage] | None = None,
         on_fail: Callable[[], None] | None = None,
         on_error: Callable[[], None] | None = None,
+        show_error: bool = False,
     ) -> Expect:
         """Send ``data`` (one message of ``kind``, or several answered as one) upstream and
         expect its reply; ``forward`` False: a hidden request, its replies kept in ``sink``."""
@@ -186,7 +188,7 @@ class BackendRelay:
             self.need_flush = True
         else:
             self.need_flush = False
-        e = Expect(kind, forward, forward_ready, sink, on_fail, on_error)
+        e = Expect(kind, forward, forward_ready, sink, on_fail, on_error, show_error=show_error)
         if not self.pending:
             self.on_busy()
         self.pending.append(e)
@@ -316,7 +318,7 @@ class BackendRelay:
             e.failed = True
             if e.on_error is not None:
                 e.on_error()
-            if e.forward:
+            if e.forward or e.show_error:
                 self._relay(frame)
             elif e.sink is not None:
                 e.sink.append(_decode(frame))
@@ -326,7 +328,7 @@ class BackendRelay:
                 if e.on_fail:
                     e.on_fail()
                 self._skip_to_sync()
-                if e.forward and not self.pending:
+                if (e.forward or e.show_error) and not self.pending:
                     # No Sync of the client's is on its way upstream: the rest of the
                     # client's batch must be discarded too.
                     self.conn.enter_skip()

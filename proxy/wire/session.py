@@ -210,12 +210,12 @@ class Session(Login, PoolClient, LocalAnswering):
         "_handshaking",
         "_held_big",
         "_local_task",
+        "_on_backend",
         "_out",
         "_parked",
         "_pinned",
         "_pooled",
         "_reading_paused",
-        "_released_statements",
         "_reply_key",
         "_session_info",
         "_settings",
@@ -269,15 +269,14 @@ class Session(Login, PoolClient, LocalAnswering):
         self._granted: asyncio.Future[None] | None = None  # waiting for a connection
         self._settings: dict[str, str] = {}  # its SET statements, replayed after a hand-off
         self._tentative: list[tuple[SessionEffect, str]] = []  # ... in the open block
-        # the protocol-level statements the backend held when the session gave it back
-        self._released_statements: dict[str, Statement] = {}
+        self._on_backend: set[str] = set()  # its relayed statements the backend holds
         self._out = bytearray()  # for the client, written in one go
         self.statements = {}
         self.portals = {}
         self.local = LocalObjects()
         self.idle = _Idle()  # set while the backend owes nothing
         self.relay = BackendRelay(
-            self.conn, self._out, self.local, on_busy=self.idle.clear, on_idle=self.portals.clear
+            self.conn, self._out, self.local, on_busy=self._on_busy, on_idle=self.portals.clear
         )
         self.memory = ReplayMemory()  # whole reads, relayed again (proxy.wire.replay)
         self.user = ""
@@ -435,6 +434,8 @@ class Session(Login, PoolClient, LocalAnswering):
             stmt = self.statements.get(name)
             if stmt is not None and not isinstance(stmt.route, Relay):
                 return False
+            if stmt is not None and name not in self._on_backend:
+                return False  # to be parsed again first
         if self.upstream is None:
             assert self.pool is not None
             p = self.pool.take(self, own_only=True)  # holding this session's state
@@ -680,6 +681,7 @@ class Session(Login, PoolClient, LocalAnswering):
             stmt = self.statements.get(ev.statement)
             if stmt is None or isinstance(stmt.route, Relay):
                 self.portals.pop(ev.portal, None)
+                self._ensure_prepared(ev.statement)
                 self.relay.forward(self._frame, Kind.BIND)
                 return True
             if (
@@ -707,6 +709,7 @@ class Session(Login, PoolClient, LocalAnswering):
             if ev.kind == "S":
                 stmt = self.statements.get(ev.name)
                 if stmt is None or isinstance(stmt.route, Relay):
+                    self._ensure_prepared(ev.name)
                     self.relay.forward(self._frame, Kind.DESCRIBE_S)
                     return True
             elif ev.name not in self.portals and ev.name not in self.local.cursors:
@@ -864,19 +867,15 @@ class Session(Login, PoolClient, LocalAnswering):
                 up.write(data)
             await up.drain()
 
-    def _statements_given_back(self) -> None:
-        self._released_statements = {
-            n: st for n, st in self.statements.items() if isinstance(st.route, Relay)
-        }
+    def _on_busy(self) -> None:
+        self.idle.clear()
+        self._backend_needed()
 
-    def _statements_to_carry(self) -> list[Parse]:
-        # unless the client has closed or replaced them since (its messages on their way
-        # to the backend say so themselves)
-        return [
-            Parse(name=n, sql=st.sql, param_oids=st.param_oids)
-            for n, st in self._released_statements.items()
-            if self.statements.get(n) is st
-        ]
+    def _relayed_statement(self, name: str) -> Parse | None:
+        st = self.statements.get(name)
+        if st is None or not isinstance(st.route, Relay):
+            return None
+        return Parse(name=name, sql=st.sql, param_oids=st.param_oids)
 
     async def _quiesce(self) -> None:
         """Wait until the backend has answered everything forwarded so far."""
@@ -1217,6 +1216,7 @@ class Session(Login, PoolClient, LocalAnswering):
                 del self.statements[name]
 
         self.relay.forward(frame, Kind.PARSE, on_fail=dropped)
+        self._on_backend.add(m.name)  # (after the forward, which takes the connection)
 
     async def _parse(self, m: Parse) -> None:
         """protocol-flow "Extended Query", Parse."""

@@ -184,16 +184,25 @@ def test_session_state_does_not_pass_to_the_next_client(
 def test_protocol_prepared_statements_stay_with_their_client(pg: Any) -> None:
     """Protocol-level prepared statements: another client on the same backend does not see
     them (reset), and their client can still execute them after the backend has served
-    another client (parsed again, as PgBouncer's max_prepared_statements)."""
+    another client: each is parsed again when it is next used, not all at once (as
+    PgBouncer's max_prepared_statements)."""
     with pooled_proxy(pg, pool_size=1) as pool:
         with pool.pair() as (a, b):
-            sql = "SELECT %s::int * 2"
-            assert a.execute(sql, (21,), prepare=True).fetchone() == (42,)
-            assert one(a, "SELECT count(*) FROM pg_prepared_statements") == 1
+            texts = [f"SELECT %s::int * {k}" for k in range(1, 6)]
+            for k, sql in enumerate(texts, 1):
+                assert a.execute(sql, (21,), prepare=True).fetchone() == (21 * k,)
+            prepared = "SELECT count(*) FROM pg_prepared_statements"
+            assert one(a, prepared) == 5
             assert pid(b) == pid(a)  # b has the backend between a's transactions
-            assert one(b, "SELECT count(*) FROM pg_prepared_statements") == 0
-            assert a.execute(sql, (50,), prepare=True).fetchone() == (100,)
-            assert one(a, "SELECT count(*) FROM pg_prepared_statements") == 1
+            assert one(b, prepared) == 0
+            assert a.execute(texts[1], (50,), prepare=True).fetchone() == (100,)
+            assert one(a, prepared) == 1  # only the one used since
+            assert a.execute(texts[4], (2,), prepare=True).fetchone() == (10,)
+            assert one(a, prepared) == 2
+            cur = a.cursor()
+            cur.execute(texts[2], (7,), prepare=True)  # described and executed
+            assert cur.fetchone() == (21,)
+            assert one(a, prepared) == 3
 
 
 def test_a_clients_settings_follow_it_from_connection_to_connection(pg: Any) -> None:
@@ -440,3 +449,25 @@ def test_copy_out_through_a_pooled_connection(pg: Any) -> None:
         assert b"".join(rows) == b"1\n2\n3\n"
         assert one(b, "SELECT 'b after the copy'") == "b after the copy"
         assert one(a, "SELECT 'a again'") == "a again"
+
+
+def test_a_prepared_statement_that_no_longer_parses_gets_the_backends_error(pg: Any) -> None:
+    """Parsed again on another connection after its table was dropped: the client gets the
+    backend's own error for it (42P01), and its session goes on."""
+    import psycopg.errors
+
+    table = f"pool_tmp_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg.admin_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE TABLE public.{table} (a int)")
+        admin.execute(f"GRANT SELECT ON public.{table} TO lapras_passthrough")
+        try:
+            with pooled_proxy(pg, pool_size=1) as pool, pool.pair() as (a, b):
+                sql = f"SELECT count(*) FROM {table} WHERE a > %s"
+                assert a.execute(sql, (0,), prepare=True).fetchone() == (0,)
+                assert one(b, "SELECT 1") == 1  # the connection was b's meanwhile
+                admin.execute(f"DROP TABLE public.{table}")
+                with pytest.raises(psycopg.errors.UndefinedTable):
+                    a.execute(sql, (0,), prepare=True)
+                assert one(a, "SELECT 'a goes on'") == "a goes on"
+        finally:
+            admin.execute(f"DROP TABLE IF EXISTS public.{table}")
