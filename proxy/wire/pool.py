@@ -501,7 +501,8 @@ class PoolSide(Protocol):
 class PoolClient(PoolSide):
     """The session's hold on a backend connection (the pooler's client side): taken when
     something is to be sent, given back when the backend owes nothing and has no
-    transaction open (transaction pooling), kept by a pinned session."""
+    transaction open (transaction pooling), kept by a pinned session; the session's
+    settings and prepared statements follow it from connection to connection."""
 
     if not TYPE_CHECKING:  # the session's slots hold its attributes
         __slots__ = ()
@@ -529,8 +530,7 @@ class PoolClient(PoolSide):
         error, if it no longer parses, is the client's."""
         if self.conn.state is ConnState.SKIP_UNTIL_SYNC:
             return  # (the backend skips it: the client's Sync comes first)
-        if self.upstream is None and self._granted is None:
-            self._need_backend()  # which backend it goes to decides
+        self._backend_needed()  # which backend it goes to decides
         if name in self._on_backend:
             return
         parse = self._relayed_statement(name)
