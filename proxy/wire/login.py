@@ -1,5 +1,6 @@
 """Start-up and login of one client connection: the start-up packet, authentication, and
-opening the session (admission to a slot, a backend connection from the session's pool, the start-up's answer).
+opening the session (admission to a slot, a backend connection from the session's pool, the
+start-up's answer).
 
 Start-up and login run in the session task on asyncio streams, under one deadline from accept
 to authenticated (``login_timeout``). Until authenticated the session is only a *pending login*
