@@ -310,12 +310,7 @@ class ServerPool:
             self._open_for_waiters()
             return
         p.up.resume_reading()
-        if self._waiters:
-            self._grant(self._waiters.popleft(), p)
-            return
-        p.idle_since = time.monotonic()
-        p.up.bind(*self._idle_callbacks(p))
-        self._idle.append(p)
+        self._hand_over(p)
 
     def discard(self, p: Pooled) -> None:
         """``p`` cannot be used again (lost, or left in an unknown state): closed."""
@@ -355,9 +350,22 @@ class ServerPool:
 
     # ------------------------------------------------------------------ inside
 
-    def _grant(self, w: _Waiter, p: Pooled) -> None:
+    def _hand_over(self, p: Pooled) -> None:
+        """``p`` (free) goes to the session waiting longest, or waits idle in the pool."""
+        if self._waiters:
+            self._grant(self._next_waiter(), p)
+            return
+        p.idle_since = time.monotonic()
+        p.up.bind(*self._idle_callbacks(p))
+        self._idle.append(p)
+
+    def _next_waiter(self) -> _Waiter:
+        w = self._waiters.popleft()
         if w.timer is not None:
             w.timer.cancel()
+        return w
+
+    def _grant(self, w: _Waiter, p: Pooled) -> None:
         self._active.add(p)
         try:
             w.grant(p)
@@ -393,19 +401,12 @@ class ServerPool:
         except Exception as e:
             self._opening -= 1
             if self._waiters:  # the error is the first waiting session's
-                w = self._waiters.popleft()
-                if w.timer is not None:
-                    w.timer.cancel()
-                w.fail(e)
+                self._next_waiter().fail(e)
             return
         self._opening -= 1
         p = Pooled(up, tuple(up.parameters), owner=None)
         up.start_relay(*self._idle_callbacks(p))
-        if self._waiters:
-            self._grant(self._waiters.popleft(), p)
-        else:
-            p.idle_since = time.monotonic()
-            self._idle.append(p)
+        self._hand_over(p)
 
     def _idle_callbacks(
         self, p: Pooled

@@ -406,8 +406,9 @@ class Session(Login, PoolClient, LocalAnswering):
             if self._decided is not None:
                 self._drop_decision()
         outgoing = self.relay.outgoing
-        if outgoing and (self.upstream is not None or self._need_backend()):
-            assert self.upstream is not None
+        # (outgoing holds nothing unless the session holds a connection or waits for one:
+        # the first message forwarded takes it, PoolClient._backend_needed)
+        if outgoing and self.upstream is not None:
             data = bytes(outgoing)
             self.upstream.write(data)
             outgoing.clear()
@@ -856,8 +857,8 @@ class Session(Login, PoolClient, LocalAnswering):
     async def _flush_up(self) -> None:
         outgoing = self.relay.outgoing
         if outgoing and not self.relay.closed:
-            if self.upstream is None and not self._need_backend():
-                assert self._granted is not None
+            if self.upstream is None:
+                assert self._granted is not None  # (see _relay_ready_events)
                 await self._granted  # the bytes go out when it comes (_on_granted)
             up = self.upstream
             assert up is not None
