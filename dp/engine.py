@@ -90,7 +90,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -131,6 +131,9 @@ from dp.pin import Pin
 from dp.release import ROW_SPACE_RTOL, Release
 from dp.strategy import Strategy
 from dp.units import Contribution
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 AnyAccountant = BasicAccountant | GdpAccountant | PureAccountant
 
@@ -542,8 +545,15 @@ def _initial(ev: EpochStarted) -> EngineState:
     )
 
 
+def _copied(m: Mapping[_K, _V]) -> dict[_K, _V]:
+    """A new dict of ``m``'s items: the state's maps are read-only views of dicts, copied by
+    the dict's own copy (an order of magnitude faster than item by item: the copy is made per
+    event, and an epoch holds thousands of answers)."""
+    return m.copy() if isinstance(m, dict | MappingProxyType) else dict(m)
+
+
 def _with_answer(state: EngineState, key: str, ans: StoredAnswer) -> Mapping[str, StoredAnswer]:
-    d = dict(state.answers)
+    d = _copied(state.answers)
     d[key] = ans
     return MappingProxyType(d)
 
@@ -552,7 +562,7 @@ def _with_pending(
     state: EngineState, position: int, charge: Charged | None
 ) -> Mapping[int, Charged]:
     """``state.pending`` with ``charge`` pending at ``position`` (None: released)."""
-    d = dict(state.pending)
+    d = _copied(state.pending)
     if charge is None:
         d.pop(position, None)
     else:
@@ -574,7 +584,7 @@ def _add_stored(
     var: FloatArray,
 ) -> Mapping[Domain, StoredInference]:
     """``stored`` with a release over ``domain`` added."""
-    d = dict(stored)
+    d = _copied(stored)
     prior = d.get(domain)
     d[domain] = StoredInference.of(a, y, var) if prior is None else prior.add(a, y, var)
     return MappingProxyType(d)

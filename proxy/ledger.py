@@ -383,22 +383,29 @@ class _PgTransaction:
 
     async def append(self, events: Sequence[object], *, durable: bool = True) -> None:
         """Append and commit ``events``; ``durable=False`` commits asynchronously (used only
-        for events that charge nothing: losing them in a crash cannot overspend)."""
+        for events that charge nothing: losing them in a crash cannot overspend).
+
+        One statement, one round trip: the INSERT of every row (a column array each, in
+        binary) is its own transaction, committed when PostgreSQL acknowledges it (inside an
+        enclosing transaction, ``create_epoch``'s, part of that one). The statement sets its
+        own ``synchronous_commit``: ``on`` for a durable append (acknowledged once flushed to
+        disk), ``off`` otherwise."""
         if not events:
             return
-        async with self.conn.transaction():
-            if not durable:
-                await self.conn.execute("SET LOCAL synchronous_commit = off")
-            rows = []
-            for ev in events:
-                self.seq += 1
-                kind, payload = encode(ev)
-                rows.append((self.epoch_id, self.seq, kind, payload))
-            async with self.conn.cursor() as cur:
-                await cur.executemany(
-                    "INSERT INTO lapras.ledger (epoch_id, seq, kind, payload) VALUES (%s, %s, %s, %s)",
-                    rows,
-                )
+        seqs, kinds, payloads = [], [], []
+        for ev in events:
+            self.seq += 1
+            kind, payload = encode(ev)
+            seqs.append(self.seq)
+            kinds.append(kind)
+            payloads.append(payload)
+        # set_config(..., true) is SET LOCAL: it holds until this statement's commit
+        await self.conn.execute(
+            "INSERT INTO lapras.ledger (epoch_id, seq, kind, payload)"
+            " SELECT %s, s, k, p::json FROM unnest(%b::int4[], %b::text[], %b::text[])"
+            " AS u(s, k, p), (SELECT set_config('synchronous_commit', %s, true)) AS c",
+            (self.epoch_id, seqs, kinds, payloads, "on" if durable else "off"),
+        )
 
 
 class PgLedger:
@@ -659,7 +666,8 @@ class PgLedger:
             {**r, "bindings": json.dumps(r["bindings"], default=str), "calls": r.get("calls", 1)}
             for r in records
         ]
-        # One statement for the whole batch (a column array each), not one per row.
+        # One statement for the whole batch (a column array each, sent in binary: a text
+        # array's text form quotes and escapes every element), not one per row.
         columns = [
             [r[c] for r in rows]
             for c in ("analyst", "table", "view", "template", "bindings", "key", "outcome", "sql")
@@ -671,8 +679,8 @@ class PgLedger:
                 "INSERT INTO lapras.query_log"
                 " (analyst, table_name, view_name, template, bindings, query_key, outcome, sql, calls)"
                 " SELECT a, t, v, tp, b::json, k, o, s, c FROM unnest("
-                + ", ".join(["%s::text[]"] * 8)
-                + ", %s::int4[]) AS u(a, t, v, tp, b, k, o, s, c)",
+                + ", ".join(["%b::text[]"] * 8)
+                + ", %b::int4[]) AS u(a, t, v, tp, b, k, o, s, c)",
                 [*columns, calls],
             )
 

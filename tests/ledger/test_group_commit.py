@@ -26,7 +26,7 @@ from dp.errors import BudgetExhaustedError
 from dp.noise import SeededSampler
 from proxy.app import engine_config
 from proxy.epochs import EpochService
-from proxy.ledger import PgLedger, decode
+from proxy.ledger import PgLedger, _PgTransaction, decode
 from proxy.memledger import MemLedger
 
 #: Answered from the Matrix Mechanism release (the predicted set).
@@ -206,3 +206,31 @@ async def test_a_refusal_in_a_group_does_not_disturb_the_others(setup: Any, pg: 
         assert again.kind is engine.DecisionKind.REPEAT
     with pytest.raises(BudgetExhaustedError):
         await service.answer(cells[5])
+
+
+@pytest.mark.parametrize("setup", ["pg"], indirect=True)
+async def test_each_append_sets_the_durability_of_its_own_commit(setup: Any) -> None:
+    """A ledger append is one statement that sets ``synchronous_commit`` for its own
+    transaction: ``on`` when durable (whatever was set before it), ``off`` otherwise, and the
+    connection's setting is untouched after it. Run inside a transaction that is rolled back,
+    to read the setting the statement left for its transaction."""
+    service, ledger, config, _ = setup
+    epoch = await start(service, config)
+    seq, event = (await service.ledger.events(epoch))[-1]
+    inner = ledger.inner
+    async with inner._locked():
+        conn = inner._conn
+        for durable, before, expected in [(False, "on", "off"), (True, "off", "on")]:
+            async with conn.transaction(force_rollback=True):
+                await conn.execute(f"SET LOCAL synchronous_commit = {before}")
+                tx = _PgTransaction(conn, epoch, seq + 100, [])
+                await tx.append([event], durable=durable)
+                cur = await conn.execute("SELECT current_setting('synchronous_commit')")
+                assert (await cur.fetchone()) == (expected,)
+                cur = await conn.execute(
+                    "SELECT count(*) FROM lapras.ledger WHERE epoch_id = %s AND seq = %s",
+                    (epoch, seq + 101),
+                )
+                assert (await cur.fetchone()) == (1,)  # appended at the next position
+        cur = await conn.execute("SHOW synchronous_commit")
+        assert (await cur.fetchone()) == ("on",)
