@@ -341,6 +341,15 @@ def _decoded(rows: Sequence[Sequence[Any]]) -> list[tuple[int, object]]:
     return [(int(seq), decode(payload)) for seq, payload in rows]
 
 
+async def _decoded_off_loop(rows: Sequence[Sequence[Any]]) -> list[tuple[int, object]]:
+    """The events of ledger rows ``(seq, payload)``. A large read (a replay, or a Matrix
+    Mechanism release, whose decoding factorises it) is decoded in a worker thread, so that
+    the other sessions of the process never wait for it."""
+    if sum(len(payload) for _, payload in rows) > _DECODE_ON_LOOP:
+        return await asyncio.to_thread(_decoded, rows)
+    return _decoded(rows)
+
+
 def pin_from_bytes(domain: Domain, cells: bytes) -> Pin:
     """A stored pin (or the dense little-endian float64 histogram an older epoch stored)."""
     if cells.startswith(PIN_MAGIC):
@@ -630,12 +639,7 @@ class PgLedger:
             "SELECT seq, payload::text FROM lapras.ledger WHERE epoch_id = %s AND seq > %s ORDER BY seq",
             (epoch_id, after),
         )
-        rows = await cur.fetchall()
-        if sum(len(payload) for _, payload in rows) > _DECODE_ON_LOOP:
-            # a replay (or a Matrix Mechanism release, whose decoding factorises it): in a
-            # worker thread, so that the other sessions of the process never wait for it
-            return await asyncio.to_thread(_decoded, rows)
-        return _decoded(rows)
+        return await _decoded_off_loop(await cur.fetchall())
 
     @asynccontextmanager
     async def exclusive(self, epoch_id: int, after: int) -> AsyncIterator[_PgTransaction]:
@@ -643,13 +647,18 @@ class PgLedger:
         async with self._locked():
             await self._conn.execute("SELECT pg_advisory_lock(%s, %s)", (_LOCK_SPACE, epoch_id))
             try:
+                # the epoch's status and its events since ``after``, in one statement (its
+                # snapshot is taken now that the lock is held)
                 cur = await self._conn.execute(
-                    "SELECT status FROM lapras.epochs WHERE id = %s", (epoch_id,)
+                    "SELECT e.status, l.seq, l.payload::text FROM lapras.epochs e"
+                    " LEFT JOIN lapras.ledger l ON l.epoch_id = e.id AND l.seq > %s"
+                    " WHERE e.id = %s ORDER BY l.seq",
+                    (after, epoch_id),
                 )
-                row = await cur.fetchone()
-                if row is None or row[0] != "active":
+                rows = await cur.fetchall()
+                if not rows or rows[0][0] != "active":
                     raise EpochLockedError("the epoch was closed")
-                new = await self._events(epoch_id, after)
+                new = await _decoded_off_loop([r[1:] for r in rows if r[1] is not None])
                 yield _PgTransaction(self._conn, epoch_id, new[-1][0] if new else after, new)
             finally:
                 await self._conn.execute(

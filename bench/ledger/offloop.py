@@ -5,8 +5,8 @@
 temporary folder, or ``--before PATH``: any tree of this project), *after* the working tree;
 both serve with this interpreter. Each round of each variant (rounds alternate: ABBA) drops
 the proxy's state, starts a new epoch on Adult with that variant's CLI (``lapras epoch start``,
-the 74 ``age`` marginals predicted), runs that variant's ``lapras serve`` as its own process
-and measures over loopback:
+P = every cell of age x sex x income, every age, every (age, sex): 518 statements), runs that
+variant's ``lapras serve`` as its own process and measures over loopback:
 
 - *idle*: another client's passthrough ``SELECT 1`` (one asyncpg connection, in a process of
   its own, one statement every :data:`PACE` seconds), alone;
@@ -14,7 +14,12 @@ and measures over loopback:
   fresh release with its durable charge, ``reuse = false``), sent as one prepared statement
   with new parameters (asyncpg's ``fetch(sql, *args)``: a bind per execution) and then as a
   new SQL text each: fresh DP answers/s (answers / elapsed), their p50 / p99, and the same
-  passthrough client's ``SELECT 1`` p50 / p99 while that load runs.
+  passthrough client's ``SELECT 1`` p50 / p99 while that load runs;
+- 50 clients asking P's 518 statements (3 prepared statements): answers from the Matrix
+  Mechanism release, which spend nothing;
+- a restart: ``lapras serve`` stopped and started again; the seconds until it announces its
+  port (the epoch's ledger, every event of the phases above, is replayed before), then one new
+  client's first fresh answer and first repeat.
 
 Answers/s are pooled over the rounds (answers / elapsed), latencies over all samples.
 """
@@ -42,6 +47,8 @@ IDLE = 3.0
 #: Distinct fresh statements per phase by number of clients: (full, quick).
 SIZES = {10: (300, 150), 50: (800, 400)}
 KINDS = ("prepared", "text")
+#: Clients of the phase answered from the Matrix Mechanism release.
+MATRIX_CLIENTS = 50
 
 
 @dataclass
@@ -113,26 +120,19 @@ def _round(
     """One variant's round: a new epoch, its own ``lapras serve``, every phase."""
     import asyncpg
 
+    from bench.ledger import group
+
     predicted = config.parent / "predicted.sql"
-    predicted.write_text(
-        ";\n".join(f"SELECT count(*) FROM adult WHERE age = {a}" for a in range(17, 91)) + ";\n"
-    )
+    predicted.write_text(";\n".join(group.predicted_sql()) + ";\n")
     _cli(tree, "epoch", "start", "--table", "adult", "--predicted", str(predicted), config=config)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "proxy.cli", "serve", "--config", str(config)],
-        cwd=tree,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    proc, dsn = _serve(tree, config, database)
     out: dict[tuple[str, int], Sample] = {}
     try:
-        assert proc.stdout is not None
-        port = int(proc.stdout.readline().rsplit(":", 1)[1])
-        dsn = f"postgresql://analyst:bench@127.0.0.1:{port}/{database}"
 
         async def warm() -> None:
             conn = await asyncpg.connect(dsn)
-            await conn.fetch("SELECT count(*) FROM adult WHERE age = 30")  # loads the epoch
+            # loads the epoch (a fresh statement that no phase asks)
+            await conn.fetch("SELECT count(*) FROM adult WHERE age BETWEEN 17 AND 90")
             await conn.close()
 
         asyncio.run(warm())
@@ -147,10 +147,51 @@ def _round(
                 sample = asyncio.run(_load(dsn, todo, clients))
                 sample.probe = probe.stop()
                 out[kind, clients] = sample
+        probe = Probe(dsn)
+        sample = asyncio.run(_load(dsn, group.predicted_params(), MATRIX_CLIENTS))
+        sample.probe = probe.stop()
+        out["matrix", MATRIX_CLIENTS] = sample
+        # a restart: the epoch's ledger (every event of the phases above) is replayed before
+        # the port is announced; then one client's first statements
+        proc.terminate()
+        proc.wait(30)
+        began = time.perf_counter()
+        proc, dsn = _serve(tree, config, database)
+        ready = time.perf_counter() - began
+        out["restart", 1] = asyncio.run(_first(dsn, next(sources["prepared"]), ready))
     finally:
         proc.terminate()
         proc.wait(30)
     return out
+
+
+def _serve(tree: Path, config: Path, database: str) -> tuple[subprocess.Popen[str], str]:
+    """``lapras serve`` of ``tree`` as its own process, once its port is announced."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli", "serve", "--config", str(config)],
+        cwd=tree,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    port = int(proc.stdout.readline().rsplit(":", 1)[1].split()[0])
+    return proc, f"postgresql://analyst:bench@127.0.0.1:{port}/{database}"
+
+
+async def _first(dsn: str, fresh: tuple[str, tuple[Any, ...]], ready: float) -> Sample:
+    """A new client's first DP answers after a restart: a fresh statement, then a repeat of
+    one answered before the restart (latencies: the connection excluded)."""
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn)
+    sample = Sample(elapsed=ready)
+    for sql, args in (fresh, ("SELECT count(*) FROM adult WHERE age = 41", ())):
+        t = time.perf_counter()
+        await conn.fetch(sql, *args)
+        sample.latencies.append(time.perf_counter() - t)
+    await conn.close()
+    sample.answers = len(sample.latencies)
+    return sample
 
 
 async def _load(dsn: str, todo: list[tuple[str, tuple[Any, ...]]], clients: int) -> Sample:
@@ -238,7 +279,7 @@ def _table(
         return [x for s in ss for x in getattr(s, attr)]
 
     lines = [
-        "| load | clients | before: fresh answers/s | after | ratio | DP p50 / p99 ms, before "
+        "| load | clients | before: answers/s | after | ratio | DP p50 / p99 ms, before "
         "| after | passthrough `SELECT 1` p50 / p99 ms, before | after |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -252,40 +293,47 @@ def _table(
         + " |"
     )
     how = {"prepared": "one prepared statement, new parameters", "text": "a new SQL text each"}
-    for kind in KINDS:
-        for clients in SIZES:
-            b, a = got["before", kind, clients], got["after", kind, clients]
-            cells = [
-                f"{rate(b):,.0f}",
-                f"{rate(a):,.0f}",
-                f"{rate(a) / rate(b):.2f}x",
-                *(
-                    f"{1000 * _pct(lat(s, 'latencies'), 0.5):.1f} / "
-                    f"{1000 * _pct(lat(s, 'latencies'), 0.99):.1f}"
-                    for s in (b, a)
-                ),
-                *(
-                    f"{1000 * _pct(lat(s, 'probe'), 0.5):.2f} / "
-                    f"{1000 * _pct(lat(s, 'probe'), 0.99):.2f}"
-                    for s in (b, a)
-                ),
-            ]
-            lines.append(
-                f"| fresh DP counts, {how[kind]} | {clients} | " + " | ".join(cells) + " |"
-            )
+    phases = [(f"fresh DP counts, {how[k]}", k, c) for k in KINDS for c in SIZES]
+    phases.append(
+        ("answers from the Matrix Mechanism release (3 prepared statements)", "matrix", 50)
+    )
+    for label, kind, clients in phases:
+        b, a = got["before", kind, clients], got["after", kind, clients]
+        cells = [
+            f"{rate(b):,.0f}",
+            f"{rate(a):,.0f}",
+            f"{rate(a) / rate(b):.2f}x",
+            *(
+                f"{1000 * _pct(lat(s, 'latencies'), 0.5):.1f} / "
+                f"{1000 * _pct(lat(s, 'latencies'), 0.99):.1f}"
+                for s in (b, a)
+            ),
+            *(
+                f"{1000 * _pct(lat(s, 'probe'), 0.5):.2f} / "
+                f"{1000 * _pct(lat(s, 'probe'), 0.99):.2f}"
+                for s in (b, a)
+            ),
+        ]
+        lines.append(f"| {label} | {clients} | " + " | ".join(cells) + " |")
+    restart = []
+    for v in ("before", "after"):
+        ss = got[v, "restart", 1]
+        ready = sorted(s.elapsed for s in ss)
+        fresh = [s.latencies[0] for s in ss]
+        repeat = [s.latencies[1] for s in ss]
+        restart.append(
+            f"{v}: port announced {min(ready):.2f}–{max(ready):.2f} s after the start; the first"
+            f" fresh answer {1000 * _pct(fresh, 0.5):.1f} ms (median of the rounds), the first"
+            f" repeat {1000 * _pct(repeat, 0.5):.1f} ms"
+        )
     per_round = []
-    for kind in KINDS:
-        for clients in SIZES:
-            for v in ("before", "after"):
-                rs = ", ".join(f"{s.answers / s.elapsed:,.0f}" for s in got[v, kind, clients])
-                per_round.append(f"{kind} x{clients} {v}: {rs}")
+    for _, kind, clients in phases:
+        for v in ("before", "after"):
+            rs = ", ".join(f"{s.answers / s.elapsed:,.0f}" for s in got[v, kind, clients])
+            per_round.append(f"{kind} x{clients} {v}: {rs}")
     p99s = []
     for v in ("before", "after"):
-        ratio = [
-            _pct(lat(got[v, k, c], "probe"), 0.99) / _pct(idle[v], 0.99)
-            for k in KINDS
-            for c in SIZES
-        ]
+        ratio = [_pct(lat(got[v, k, c], "probe"), 0.99) / _pct(idle[v], 0.99) for _, k, c in phases]
         p99s.append(f"{v} {', '.join(f'{x:.1f}x' for x in ratio)}")
     flags = (" --quick" if quick else "") + f" --rounds {rounds}"
     return (
@@ -299,11 +347,13 @@ def _table(
         f"`OPENBLAS_NUM_THREADS=1`; {os.cpu_count()} cores shared by PostgreSQL, the proxy, "
         "the clients and other work).\n\n"
         + "\n".join(lines)
-        + "\n\nPer round (fresh answers/s): "
+        + "\n\nPer round (answers/s): "
         + "; ".join(per_round)
-        + ".\n\nPassthrough p99 under load / idle p99 (prepared x10, x50, text x10, x50): "
+        + ".\n\nPassthrough p99 under load / idle p99 (prepared x10, x50, text x10, x50, matrix"
+        " x50): "
         + "; ".join(p99s)
-        + "."
+        + ".\n\nAfter a restart (the round's ledger replayed before the port is announced; a new"
+        " client, its connection not counted): " + "; ".join(restart) + "."
     )
 
 
