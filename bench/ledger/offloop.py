@@ -238,6 +238,7 @@ def _run(
 ) -> str:
     from bench.ledger import group
 
+    which = "a clone of `HEAD`" if before is None else "`--before DIR`, a tree at"
     if before is None:
         before = folder / "head"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(before)], check=True)
@@ -266,7 +267,7 @@ def _run(
                 got[variant, kind, clients].append(s)
             print(f"round {r + 1}/{rounds} {variant}: done", flush=True)
     took = time.monotonic() - began
-    return _table(got, rounds, quick, head, took)
+    return _table(got, rounds, quick, f"{which} {head}", took)
 
 
 def _table(
@@ -336,9 +337,11 @@ def _table(
         ratio = [_pct(lat(got[v, k, c], "probe"), 0.99) / _pct(idle[v], 0.99) for _, k, c in phases]
         p99s.append(f"{v} {', '.join(f'{x:.1f}x' for x in ratio)}")
     flags = (" --quick" if quick else "") + f" --rounds {rounds}"
+    if "--before" in head:
+        flags += " --before DIR"
     return (
         f"Command: `python -m bench.ledger --dp-off-loop{flags} --write-docs` ({took:.0f} s; "
-        f"*before* = a clone of `HEAD` ({head}), *after* = the working tree; both `lapras serve` "
+        f"*before* = {head}, *after* = the working tree; both `lapras serve` "
         "as their own process (event loop: uvloop when installed), embedded PostgreSQL with "
         "`synchronous_commit = on`, Adult, epoch over `age_sex_income`, reuse = false, "
         f"stream_length 4000, a new epoch per round and variant, {rounds} rounds alternating "

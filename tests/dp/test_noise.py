@@ -48,6 +48,9 @@ def test_laplace_fits_claimed_scale_only(secure: SecureSampler, scale: float) ->
 def test_secure_sampler_draws_differ_and_validate(secure: SecureSampler) -> None:
     a, b = secure.gaussian(1.0, 8), secure.gaussian(1.0, 8)
     assert not np.array_equal(a, b)
+    # samplers share OpenDP's (stateless) spaces, never a source of randomness: two of them
+    # draw independently (8 equal draws of N(0, 1) would be a broken generator)
+    assert not np.array_equal(SecureSampler().gaussian(1.0, 8), SecureSampler().gaussian(1.0, 8))
     assert secure.gaussian(1.0, 0).shape == (0,)
     assert secure.laplace(1.0, 0).shape == (0,)
     for bad in (0.0, -1.0, float("nan"), float("inf")):
