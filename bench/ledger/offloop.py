@@ -238,7 +238,7 @@ def _run(
 ) -> str:
     from bench.ledger import group
 
-    which = "a clone of `HEAD`" if before is None else "`--before DIR`, a tree at"
+    given = before is not None
     if before is None:
         before = folder / "head"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(before)], check=True)
@@ -267,11 +267,16 @@ def _run(
                 got[variant, kind, clients].append(s)
             print(f"round {r + 1}/{rounds} {variant}: done", flush=True)
     took = time.monotonic() - began
-    return _table(got, rounds, quick, f"{which} {head}", took)
+    return _table(got, rounds, quick, head, took, given)
 
 
 def _table(
-    got: dict[tuple[str, str, int], list[Sample]], rounds: int, quick: bool, head: str, took: float
+    got: dict[tuple[str, str, int], list[Sample]],
+    rounds: int,
+    quick: bool,
+    head: str,
+    took: float,
+    given: bool,
 ) -> str:
     def rate(ss: list[Sample]) -> float:
         return sum(s.answers for s in ss) / sum(s.elapsed for s in ss)
@@ -296,7 +301,11 @@ def _table(
     how = {"prepared": "one prepared statement, new parameters", "text": "a new SQL text each"}
     phases = [(f"fresh DP counts, {how[k]}", k, c) for k in KINDS for c in SIZES]
     phases.append(
-        ("answers from the Matrix Mechanism release (3 prepared statements)", "matrix", 50)
+        (
+            "answers from the Matrix Mechanism release (3 prepared statements)",
+            "matrix",
+            MATRIX_CLIENTS,
+        )
     )
     for label, kind, clients in phases:
         b, a = got["before", kind, clients], got["after", kind, clients]
@@ -336,12 +345,13 @@ def _table(
     for v in ("before", "after"):
         ratio = [_pct(lat(got[v, k, c], "probe"), 0.99) / _pct(idle[v], 0.99) for _, k, c in phases]
         p99s.append(f"{v} {', '.join(f'{x:.1f}x' for x in ratio)}")
-    flags = (" --quick" if quick else "") + f" --rounds {rounds}"
-    if "--before" in head:
-        flags += " --before DIR"
+    flags = (
+        (" --quick" if quick else "") + f" --rounds {rounds}" + (" --before DIR" if given else "")
+    )
+    which = f"`--before DIR`, a tree at {head}" if given else f"a clone of `HEAD` ({head})"
     return (
         f"Command: `python -m bench.ledger --dp-off-loop{flags} --write-docs` ({took:.0f} s; "
-        f"*before* = {head}, *after* = the working tree; both `lapras serve` "
+        f"*before* = {which}, *after* = the working tree; both `lapras serve` "
         "as their own process (event loop: uvloop when installed), embedded PostgreSQL with "
         "`synchronous_commit = on`, Adult, epoch over `age_sex_income`, reuse = false, "
         f"stream_length 4000, a new epoch per round and variant, {rounds} rounds alternating "
