@@ -1,36 +1,61 @@
-"""A connected socket driven by callbacks, for the relay's hot path.
+"""A connected socket driven by callbacks.
 
-Start-up and login read with asyncio streams (simple, and TLS is set up there). Once a session
-relays, both its legs are taken over by a :class:`Channel`: every read is handed to a callback
-from the event loop, so relaying a reply costs no task switch, and writes get their own flow
-control (``drain``). The callbacks must not raise.
+A client's socket is a :class:`Channel` from accept (:meth:`Channel.accepting` is the
+listener's protocol factory): every read is handed to a callback from the event loop, so
+relaying a message costs no task switch, and an idle session holds no stream objects. The
+backend's connections log in on asyncio streams and are taken over (:meth:`Channel.take_over`)
+once they relay. Writes get their own flow control (``drain``). The callbacks must not raise.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import Callable
 from typing import cast
 
 
+def _nothing(_: object) -> None:
+    pass
+
+
 class Channel(asyncio.Protocol):
-    """The protocol of one socket after ``take_over``: ``on_data(bytes)`` for every read
-    (``b""`` at end of input), ``on_lost(exc)`` once when the connection is gone."""
+    """The protocol of one socket: ``on_data(bytes)`` for every read (``b""`` at end of
+    input), ``on_lost(exc)`` once when the connection is gone."""
+
+    __slots__ = (
+        "_closed",
+        "_on_data",
+        "_on_lost",
+        "_on_made",
+        "_paused",
+        "_waiter",
+        "lost",
+        "transport",
+    )
+
+    transport: asyncio.Transport
 
     def __init__(
         self,
-        transport: asyncio.Transport,
         on_data: Callable[[bytes], None],
         on_lost: Callable[[BaseException], None],
+        on_made: Callable[[Channel], None] | None = None,
     ) -> None:
-        self.transport = transport
         self._on_data = on_data
         self._on_lost = on_lost
+        self._on_made = on_made
         self._paused = False
         self._waiter: asyncio.Future[None] | None = None
+        self._closed: asyncio.Future[None] | None = None  # made by close(), if it waits
         self.lost: BaseException | None = None
-        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    @classmethod
+    def accepting(cls, on_made: Callable[[Channel], None]) -> Callable[[], Channel]:
+        """A listener's protocol factory: ``on_made(channel)`` for each accepted connection,
+        from ``connection_made`` (before any read), where its owner :meth:`bind` s it."""
+        return lambda: cls(_nothing, _nothing, on_made)
 
     @classmethod
     def take_over(
@@ -42,11 +67,11 @@ class Channel(asyncio.Protocol):
     ) -> Channel:
         """Replace the streams' protocol on their transport; bytes the reader already held
         (and its end of input) are delivered first, from the loop."""
+        channel = cls(on_data, on_lost)
         # A socket connection reads and writes (uvloop's transport is no asyncio subclass).
-        transport = cast(asyncio.Transport, writer.transport)
-        channel = cls(transport, on_data, on_lost)
+        channel.transport = cast(asyncio.Transport, writer.transport)
         held = bytes(getattr(reader, "_buffer", b""))
-        transport.set_protocol(channel)
+        channel.transport.set_protocol(channel)
         loop = asyncio.get_running_loop()
         if held:
             loop.call_soon(channel.data_received, held)
@@ -54,7 +79,20 @@ class Channel(asyncio.Protocol):
             loop.call_soon(channel.eof_received)
         return channel
 
+    def bind(
+        self, on_data: Callable[[bytes], None], on_lost: Callable[[BaseException], None]
+    ) -> None:
+        """Where reads and the loss of the connection go from now on."""
+        self._on_data = on_data
+        self._on_lost = on_lost
+
     # -- asyncio.Protocol ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        made, self._on_made = self._on_made, None
+        if made is not None:
+            made(self)
 
     def data_received(self, data: bytes) -> None:
         if self.lost is None:
@@ -70,8 +108,8 @@ class Channel(asyncio.Protocol):
             self.lost = exc or ConnectionResetError("connection closed")
             self._wake()
             self._on_lost(self.lost)
-        if not self.closed.done():
-            self.closed.set_result(None)
+        if self._closed is not None and not self._closed.done():
+            self._closed.set_result(None)
 
     def pause_writing(self) -> None:
         self._paused = True
@@ -99,6 +137,17 @@ class Channel(asyncio.Protocol):
         if self.lost is not None:
             raise ConnectionResetError("connection lost")
 
+    async def start_tls(self, ctx: ssl.SSLContext) -> None:
+        """The server side of a TLS handshake on this socket; reads come decrypted through
+        the same callbacks afterwards, and :attr:`transport` is the TLS one. The loop stops
+        reading the plain socket before this returns to it: no byte sent before the
+        handshake is read as if it came through TLS."""
+        loop = asyncio.get_running_loop()
+        tls = await loop.start_tls(self.transport, self, ctx, server_side=True)
+        if tls is None:  # the connection was closed during the handshake
+            raise ConnectionResetError("connection lost during the TLS handshake")
+        self.transport = tls
+
     def pause_reading(self) -> None:
         if not self.transport.is_closing():
             self.transport.pause_reading()
@@ -108,9 +157,14 @@ class Channel(asyncio.Protocol):
             self.transport.resume_reading()
 
     async def close(self, timeout: float = 2.0) -> None:
+        """Close the socket and wait (a while) until it is closed."""
         self.transport.close()
+        if self.lost is not None:
+            return
+        if self._closed is None:
+            self._closed = asyncio.get_running_loop().create_future()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(self.closed), timeout)
+            await asyncio.wait_for(asyncio.shield(self._closed), timeout)
 
     @staticmethod
     async def close_stream(writer: asyncio.StreamWriter, channel: Channel | None) -> None:

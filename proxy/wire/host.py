@@ -122,6 +122,9 @@ class SessionHost(Protocol[S_contra]):
 
     def leave_pending(self, session: S_contra) -> None: ...
 
+    def ended(self, session: S_contra) -> None:
+        """The session's task ends now (the last step of its close)."""
+
     def login_failed(self, session: S_contra) -> float:
         """The seconds to wait before answering a failed login."""
         ...

@@ -2,11 +2,11 @@
 opening the session (admission to a slot, a backend connection from the session's pool, the
 start-up's answer).
 
-Start-up and login run in the session task on asyncio streams, under one deadline from accept
+Start-up and login run in the session task, which waits for the client's reads (the
+session's channel feeds them to its :class:`ServerConnection`), under one deadline from accept
 to authenticated (``login_timeout``). Until authenticated the session is only a *pending login*
 (:mod:`proxy.wire.admission`), which a newer one may close; once authenticated it registers
-(a session slot, its BackendKeyData pid). Then the session (:mod:`proxy.wire.session`) takes
-both sockets over.
+(a session slot, its BackendKeyData pid). Then the session (:mod:`proxy.wire.session`) relays.
 
 :class:`Login` is the session's part that does this; what it uses of the rest of the session
 (its client output and state) is :class:`LoginSide`.
@@ -17,6 +17,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import ssl
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dp.errors import LaprasError
@@ -48,6 +51,7 @@ from proxy.wire.protocol import ConnectionClosed, Event, ServerConnection
 from proxy.wire.upstream import UpstreamConnection, UpstreamStartupError
 
 if TYPE_CHECKING:
+    from proxy.wire.channel import Channel
     from proxy.wire.host import ServerConfig, SessionHost
     from proxy.wire.relay import BackendRelay
 
@@ -64,7 +68,7 @@ class LoginFailed(Exception):
 
 
 class LoginSide(Protocol):
-    """What the login uses of its session: the streams, the client output, and the state
+    """What the login uses of its session: the client's socket and output, and the state
     the login fills in."""
 
     __slots__ = ()
@@ -73,7 +77,8 @@ class LoginSide(Protocol):
     server: SessionHost[Any]
     conn: ServerConnection
     relay: BackendRelay
-    writer: asyncio.StreamWriter
+    _client: Channel
+    _client_write: Callable[[bytes], None]
     address: str
     user: str
     database: str
@@ -94,7 +99,9 @@ class LoginSide(Protocol):
 
     async def _fatal(self, err: LaprasError) -> None: ...
 
-    async def _next_event(self, timeout: float | None = None) -> Event: ...
+    async def _drain(self) -> None: ...
+
+    async def _next_event(self) -> Event: ...
 
 
 class Login(LoginSide):
@@ -106,6 +113,7 @@ class Login(LoginSide):
     pool: ServerPool | None  # the session's pool of backend connections
     _pooled: Pooled | None  # the one it holds
     _failure: LaprasError | None  # a failed login's answer, held back
+    _client_write: Callable[[bytes], None]  # the client's transport's, TLS once started
 
     def _farewell(self) -> LaprasError:
         """What a cancelled session tells its client."""
@@ -152,19 +160,24 @@ class Login(LoginSide):
                 return None
             if isinstance(ev, SSLRequest):
                 ctx = self.cfg.ssl_context
+                self._client_write(self.conn.send_ssl_answer(ctx is not None))
                 if ctx is not None:
-                    self.writer.write(self.conn.send_ssl_answer(True))
-                    await self.writer.drain()
+                    # No await between the answer and the handshake: the loop reads nothing
+                    # more in plain text (the request came alone, ServerConnection checks).
                     self._handshaking = True
-                    await self.writer.start_tls(ctx)
+                    try:
+                        await self._client.start_tls(ctx)
+                    except ssl.SSLError as e:  # the client's failure: no answer, a log line
+                        log.info("could not accept SSL connection: %s", e.reason or e)
+                        return None
+                    self._client_write = self._client.transport.write
                     self._handshaking = False
                 else:
-                    self.writer.write(self.conn.send_ssl_answer(False))
-                    await self.writer.drain()
+                    await self._drain()
                 continue
             if isinstance(ev, GSSENCRequest):
-                self.writer.write(self.conn.send_ssl_answer(False))
-                await self.writer.drain()
+                self._client_write(self.conn.send_ssl_answer(False))
+                await self._drain()
                 continue
             if isinstance(ev, CancelRequest):
                 await self.server.cancel(ev.pid, ev.key)
@@ -184,8 +197,9 @@ class Login(LoginSide):
             raise StartupFeatureNotSupported(
                 "replication connections are not supported by the LAPRAS proxy"
             )
-        self.user = user
-        self.database = startup.get("database") or user
+        # (one copy of each name however many sessions use it)
+        self.user = sys.intern(user)
+        self.database = sys.intern(startup.get("database") or user)
         neg = self.conn.negotiation_needed()
         if neg is not None:
             self._send(NegotiateProtocolVersion(newest_minor=neg[0], unrecognized=neg[1]))
@@ -247,17 +261,17 @@ class Login(LoginSide):
                 UpstreamUnavailable("could not reset a backend connection", detail=str(e))
             )
             return False
-        self.database = up_db or upstream.database
+        self.database = sys.intern(up_db or upstream.database)
         pooled = self._pooled
+        self.relay.welcome(pooled.reported)
         for ps in pooled.welcome:
-            self.relay.params[ps.name] = ps.value
             self._send(ps)
         for n in pooled.up.notices:
             self._send(n)
         self._send(BackendKeyData(pid=self.pid, key=self.key))
         self._send(ReadyForQuery(status="I"))
         self._flush_client()
-        await self.writer.drain()
+        await self._drain()
         return True
 
 

@@ -42,8 +42,9 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from dp.errors import LaprasError
@@ -173,10 +174,13 @@ class Pooled:
     idle_since: float = 0.0
     # the tracked parameters' values at login, which DISCARD ALL comes back to
     started: tuple[tuple[str, str | None], ...] = ()
+    # the welcome as a read-only map, which the sessions logging in on it share
+    reported: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         at_login = {w.name: w.value for w in self.welcome}
         self.started = tuple((n, at_login.get(n)) for n in TRACKED_PARAMETERS)
+        self.reported = MappingProxyType(at_login)
 
 
 class PoolTimeout(TooManyConnections):
@@ -423,7 +427,9 @@ class ServerPool:
         return on_frames, on_lost
 
 
-def reset_requests(p: Pooled, params: dict[str, str], settings: Sequence[str] = ()) -> list[bytes]:
+def reset_requests(
+    p: Pooled, params: Mapping[str, str], settings: Sequence[str] = ()
+) -> list[bytes]:
     """What makes ``p`` hold the settings of a client it was not last used by, as simple
     Queries: ``DISCARD ALL`` unless no client used it yet (alone: it refuses to run in the
     implicit transaction of several statements), then ``SET`` for each reported parameter

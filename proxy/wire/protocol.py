@@ -50,7 +50,6 @@ from proxy.wire.messages import (
     FrontendMessage,
     GSSENCRequest,
     SSLRequest,
-    StartupMessage,
     StartupPacket,
     decode_frontend,
     decode_startup_packet,
@@ -195,7 +194,9 @@ class ServerConnection:
         self.pending_ready = 0
         # An extended-query message was received since the last Sync/Query.
         self.batch_open = False
-        self.startup: StartupMessage | None = None
+        # What negotiation_needed answers, from the StartupMessage (which is not kept: the
+        # login has it, and its strings would stay for the connection's life).
+        self._negotiation: tuple[int, tuple[str, ...]] | None = None
         # The frame (type byte, length, body) of the message next_event returned last, so a
         # relayed message goes upstream exactly as the client sent it.
         self.last_frame = b""
@@ -305,7 +306,9 @@ class ServerConnection:
             raise StartupFeatureNotSupported(
                 f"unsupported frontend protocol {msg.major}.{msg.minor}: server supports 3.0 to 3.0"
             )
-        self.startup = msg
+        opts = tuple(k for k, _ in msg.params if k.startswith("_pq_."))
+        if msg.minor > 0 or opts:
+            self._negotiation = (PROTOCOL_3_0, opts)
         self.state = ConnState.AUTHENTICATING
         return msg
 
@@ -314,13 +317,7 @@ class ServerConnection:
         due: the client asked for 3.x with x > 0 or sent protocol options (protocol-flow,
         "Protocol versions"); None otherwise. Like PostgreSQL (ProcessStartupPacket sends
         PG_PROTOCOL(3, 0)), the version goes out as major << 16 | minor, i.e. 0x00030000."""
-        s = self.startup
-        if s is None:
-            return None
-        opts = tuple(k for k, _ in s.params if k.startswith("_pq_."))
-        if s.minor > 0 or opts:
-            return PROTOCOL_3_0, opts
-        return None
+        return self._negotiation
 
     # -- output --------------------------------------------------------------------------
 

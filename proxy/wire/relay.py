@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import NamedTuple
 
 from proxy.wire.local import LocalObjects
@@ -98,6 +99,7 @@ TRACKED = frozenset(b"NSAEZGWR")
 _TRACKED_TAGS = TRACKED | frozenset(b"C")  # and CommandComplete (LocalObjects.watching)
 _SKIP_UNTIL_SYNC = ConnState.SKIP_UNTIL_SYNC  # read for every relayed message
 _FLUSH = Flush().encode()
+_NO_PARAMETERS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(slots=True)
@@ -150,7 +152,10 @@ class BackendRelay:
         # owed, oldest first (a list: short, and a deque's block is 760 bytes per session)
         self.pending: list[Expect] = []
         self.outgoing = bytearray()  # for the backend, written by the session in one go
-        self.params: dict[str, str] = {}  # the backend's ParameterStatus values
+        # the backend's ParameterStatus values as the client was sent them: from login the
+        # connection's own (shared, read only: :meth:`welcome`) until one changes (a copy)
+        self.params: Mapping[str, str] = _NO_PARAMETERS
+        self._own_params: dict[str, str] | None = None
         self.upstream_open = False  # extended messages sent upstream since the last Sync
         self.need_flush = False  # ... and no Flush or Sync after them
         self.copy_in = False  # the backend is in COPY FROM STDIN
@@ -293,6 +298,18 @@ class BackendRelay:
             if s.on_fail:
                 s.on_fail()
 
+    def welcome(self, params: Mapping[str, str]) -> None:
+        """The parameters the backend reported at login (the client is sent them)."""
+        self.params = params
+        self._own_params = None
+
+    def _report(self, ps: ParameterStatus) -> None:
+        own = self._own_params
+        if own is None:
+            own = self._own_params = dict(self.params)
+            self.params = own
+        own[ps.name] = ps.value
+
     def _frame(self, frame: bytes) -> None:
         """One backend frame that needs more than relaying: relayed, kept for a hidden
         request or used to track the expectations and the transaction status."""
@@ -302,7 +319,7 @@ class BackendRelay:
             if tb == _S:
                 ps = _decode(frame)
                 assert isinstance(ps, ParameterStatus)
-                self.params[ps.name] = ps.value
+                self._report(ps)
                 self._relay(frame)
             elif e is not None and not e.forward:
                 if e.sink is not None:

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import secrets
 import struct
+import sys
 import threading
 import time
 from collections.abc import Coroutine
@@ -35,6 +37,7 @@ from typing import Any
 
 from proxy.errors import TooManyConnections
 from proxy.wire.admission import Admission, LoginBackoff
+from proxy.wire.channel import Channel
 from proxy.wire.host import ServerConfig, WorkerSlot
 from proxy.wire.messages import CANCEL_REQUEST_CODE, CancelRequest
 from proxy.wire.pool import Pooler
@@ -75,8 +78,8 @@ class ProxyServer:
     async def start(self) -> None:
         w = self.config.worker
         c = self.config
-        self._server = await asyncio.start_server(
-            self._on_connect,
+        self._server = await asyncio.get_running_loop().create_server(
+            Channel.accepting(self._on_connect),
             c.host,
             c.port,
             reuse_address=True,
@@ -117,7 +120,7 @@ class ProxyServer:
         for s, t in list(self._conn_tasks.items()):
             s.stop_requested = True
             if s.idle_reading or not s.registered:
-                t.cancel()
+                _stop(t)
         pending = [t for t in self._conn_tasks.values() if not t.done()]
         if pending:
             _, still = await asyncio.wait(pending, timeout=grace)
@@ -134,34 +137,31 @@ class ProxyServer:
 
     # -- connections ---------------------------------------------------------------------
 
-    async def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        session = Session(self, reader, writer, address=str(peer[0]) if peer else "")
-        task = asyncio.current_task()
-        assert task is not None
-        self._conn_tasks[session] = task
-        try:
-            if self._closing:
-                writer.close()
-                return
-            closed = self._admission.arrive(session, session.address)
-            if closed is None:
-                await session.refuse(
-                    TooManyConnections(
-                        f'too many failed logins from address "{session.address}"',
-                        hint="wait a few seconds before trying again",
-                    )
+    def _on_connect(self, client: Channel) -> None:
+        """A connection accepted (from its protocol's ``connection_made``): its session, its
+        admission as a pending login, and the task that serves it (the one coroutine an idle
+        session keeps)."""
+        if self._closing:
+            client.transport.close()
+            return
+        peer = client.transport.get_extra_info("peername")
+        session = Session(self, client, address=sys.intern(str(peer[0])) if peer else "")
+        closed = self._admission.arrive(session, session.address)
+        if closed is None:
+            work = session.refuse(
+                TooManyConnections(
+                    f'too many failed logins from address "{session.address}"',
+                    hint="wait a few seconds before trying again",
                 )
-                return
+            )
+        else:
             for old in closed:
                 self._evict(old)
-            await session.run()
-        except asyncio.CancelledError:
-            pass
-        except Exception as e:  # never let a connection take the loop down
-            log.error("connection handler failed", exc_info=e)
-        finally:
-            self._conn_tasks.pop(session, None)
+            work = session.run()
+        self._conn_tasks[session] = asyncio.get_running_loop().create_task(work)
+
+    def ended(self, session: Session) -> None:
+        self._conn_tasks.pop(session, None)
 
     # -- admission (proxy.wire.admission) -----------------------------------------------
 
@@ -179,7 +179,7 @@ class ProxyServer:
         session.evicted = True
         task = self._conn_tasks.get(session)
         if task is not None:
-            task.cancel()
+            _stop(task)
 
     def leave_pending(self, session: Session) -> None:
         self._admission.leave(session)
@@ -334,3 +334,11 @@ async def _pass_cancel(path: str, pid: int, key: int) -> None:
         pass
     finally:
         writer.close()
+
+
+def _stop(task: asyncio.Task[Any]) -> None:
+    """Cancel a session's task. One that has not started is left to start: a coroutine
+    cancelled before its first step never runs, so its session would never close; as it
+    starts, the session finds itself evicted or asked to stop and goes as if cancelled."""
+    if inspect.getcoroutinestate(task.get_coro()) != inspect.CORO_CREATED:  # type: ignore[arg-type]
+        task.cancel()

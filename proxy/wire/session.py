@@ -234,7 +234,6 @@ class Session(Login, PoolClient, LocalAnswering):
         "pid",
         "pool",
         "portals",
-        "reader",
         "registered",
         "relay",
         "server",
@@ -242,21 +241,17 @@ class Session(Login, PoolClient, LocalAnswering):
         "stop_requested",
         "upstream",
         "user",
-        "writer",
     )
 
     def __init__(
         self,
         server: SessionHost[Session],
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
+        client: Channel,
         *,
         address: str = "",
     ) -> None:
         self.server = server
         self.cfg = server.config
-        self.reader = reader
-        self.writer = writer
         self.address = address  # the client's IP address, as admission counts it
         self.conn = ServerConnection(max_message=self.cfg.max_message_size)
         self.pid = 0
@@ -282,8 +277,9 @@ class Session(Login, PoolClient, LocalAnswering):
         self.user = ""
         self.database = ""
         self._local_task: asyncio.Future[LocalResult] | None = None
-        self._client: Channel | None = None  # the client socket once logged in
-        self._client_write: Callable[[bytes], None] = writer.write
+        self._client = client  # the client's socket, read by _on_client_data
+        self._client_write: Callable[[bytes], None] = client.transport.write  # TLS: login
+        client.bind(self._on_client_data, self._on_client_lost)
         self._waiter: asyncio.Future[None] | None = None  # the task waiting for client input
         self._parked = False  # the task waits for client input in the query loop
         self._stash: tuple[Event, bytes] | BaseException | None = None  # left for the task
@@ -322,24 +318,27 @@ class Session(Login, PoolClient, LocalAnswering):
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._write(render_error(err)), 2.0)
 
-    async def _read(self, timeout: float | None) -> bytes:
-        if timeout is None:
-            return await self.reader.read(65536)
-        return await asyncio.wait_for(self.reader.read(65536), timeout)
-
-    async def _next_event(self, timeout: float | None = None) -> Event:
+    async def _next_event(self) -> Event:
+        """The client's next message during login."""
         while True:
             ev = self.conn.next_event()
             if ev is not NEED_DATA:
                 return ev
-            self.conn.receive_data(await self._read(timeout))
+            self._resume_reading()
+            fut = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await fut
+            finally:
+                self._waiter = None
 
     async def _drain(self) -> None:
         """Wait while the client's write buffer is full."""
-        if self._client is not None:
-            await self._client.drain()
-        else:
-            await self.writer.drain()
+        await self._client.drain()
+
+    def _resume_reading(self) -> None:
+        if self._reading_paused:
+            self._reading_paused = False
+            self._client.resume_reading()
 
     def _on_client_data(self, data: bytes) -> None:
         """A read from the client (``b""``: end of input), from the event loop. While the
@@ -356,7 +355,9 @@ class Session(Login, PoolClient, LocalAnswering):
                     return  # all relayed: the task sleeps on
             except Exception as e:  # a protocol violation: the task reports it
                 self._stash = e
-        elif not self._parked and self.conn.buffered > _READ_AHEAD and self._client is not None:
+        elif not self._parked and self.conn.buffered > (
+            _READ_AHEAD if self.registered else _LOGIN_READ_AHEAD
+        ):
             self._client.pause_reading()  # resumed when the task reads again
             self._reading_paused = True
         self._wake_task()
@@ -377,7 +378,7 @@ class Session(Login, PoolClient, LocalAnswering):
             and not self.stop_requested
             and not self.relay.closed
             and not (up is not None and up.writing_paused)
-            and not (self._client is not None and self._client.writing_paused)
+            and not self._client.writing_paused
             # with idle timeouts the task keeps the time: it sees every message
             and not (self.cfg.idle_session_timeout or self.cfg.idle_in_transaction_timeout)
         )
@@ -448,38 +449,35 @@ class Session(Login, PoolClient, LocalAnswering):
         ReplayMemory.replay_read(known, self.conn, self.relay)
         return True
 
-    async def _wait_client(self) -> None:
-        """Park until the client's next read; when the session is idle (nothing owed by the
-        backend, the client owes the next message) the idle timeouts apply. The session may
-        become idle while we wait (the backend answers the last Sync), so re-evaluate then."""
-        loop = asyncio.get_running_loop()
+    def _park(self) -> asyncio.Future[None]:
+        """Park the task until the client's next read: the future ``_on_client_data`` sets
+        (the fast lane is open meanwhile)."""
         self._parked = True
-        if self._reading_paused and self._client is not None:
-            self._reading_paused = False
-            self._client.resume_reading()
-        fut: asyncio.Future[None] = loop.create_future()
+        self._resume_reading()
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiter = fut
-        try:
-            timed = self.cfg.idle_session_timeout or self.cfg.idle_in_transaction_timeout
-            while not fut.done():
-                timeout, err = self._idle_timeout() if timed else (None, None)
-                if timeout:
-                    done, _ = await asyncio.wait({fut}, timeout=timeout)
-                    if not done:
-                        assert err is not None
-                        raise _IdleTimeout(err)
-                elif timed and self.relay.pending:
-                    idle = asyncio.ensure_future(self.idle.wait())
-                    both: set[asyncio.Future[object]] = {fut, idle}  # type: ignore[arg-type]
-                    try:
-                        await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
-                    finally:
-                        idle.cancel()
-                else:
-                    await fut
-        finally:
-            self._parked = False
-            self._waiter = None
+        return fut
+
+    async def _wait_timed(self, fut: asyncio.Future[None]) -> None:
+        """Wait for ``fut`` under the idle timeouts, which apply while the session is idle
+        (nothing owed by the backend, the client owes the next message). The session may
+        become idle while we wait (the backend answers the last Sync), so re-evaluate then."""
+        while not fut.done():
+            timeout, err = self._idle_timeout()
+            if timeout:
+                done, _ = await asyncio.wait({fut}, timeout=timeout)
+                if not done:
+                    assert err is not None
+                    raise _IdleTimeout(err)
+            elif self.relay.pending:
+                idle = asyncio.ensure_future(self.idle.wait())
+                both: set[asyncio.Future[object]] = {fut, idle}  # type: ignore[arg-type]
+                try:
+                    await asyncio.wait(both, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    idle.cancel()
+            else:
+                await fut
 
     async def _next_idle_event(self) -> Event:
         while True:
@@ -497,7 +495,15 @@ class Session(Login, PoolClient, LocalAnswering):
             if self.relay.outgoing and not self.relay.closed:
                 await self._flush_up()
                 continue  # input may have come meanwhile: look again before parking
-            await self._wait_client()
+            fut = self._park()
+            try:
+                if self.cfg.idle_session_timeout or self.cfg.idle_in_transaction_timeout:
+                    await self._wait_timed(fut)
+                else:
+                    await fut  # (not in a coroutine of its own: an idle session is small)
+            finally:
+                self._parked = False
+                self._waiter = None
 
     @property
     def idle_reading(self) -> bool:
@@ -508,8 +514,10 @@ class Session(Login, PoolClient, LocalAnswering):
 
     async def run(self) -> None:
         try:
+            if self.evicted or self.stop_requested:  # before the task had started (server)
+                raise asyncio.CancelledError
             if await self._startup():
-                self._take_over()
+                self._start_relaying()
                 await self._query_loop()
         except SessionClosed:
             pass
@@ -535,16 +543,12 @@ class Session(Login, PoolClient, LocalAnswering):
         finally:
             await self._close()
 
-    def _take_over(self) -> None:
-        """After login: the backend's replies and the client's messages are handled in
-        the sockets' callbacks from now on."""
+    def _start_relaying(self) -> None:
+        """After login: the backend's replies are handled in its socket's callbacks from now
+        on, as the client's messages are (the fast lane opens once the task parks)."""
         assert self._pooled is not None
         self.relay.pid = self.pid
         self._take(self._pooled)
-        self._client = Channel.take_over(
-            self.reader, self.writer, self._on_client_data, self._on_client_lost
-        )
-        self._client_write = self._client.transport.write  # TLS, if any, is set up by now
         self._release_if_idle()
 
     async def refuse(self, err: LaprasError) -> None:
@@ -557,26 +561,29 @@ class Session(Login, PoolClient, LocalAnswering):
             await self._close()
 
     async def _close(self) -> None:
-        self.conn.close()
-        self._drop_decision()
-        self.server.leave_pending(self)
-        if self.registered:
-            self.server.unregister(self)
-            self.registered = False
-        reusable = self._backend_idle()
-        self.relay.close()  # our own close: nothing more to relay or report
-        if self.pool is not None:
-            self.pool.stop_waiting(self)
-        self._give_back(reusable)
-        with contextlib.suppress(Exception):
-            self._flush_client()
-        await Channel.close_stream(self.writer, self._client)
-        if self._held_big:
-            # What the session kept of big statements (prepared ones hold their text and
-            # classification) goes now: give the memory back to the system (proxy.wire.heap).
-            self.statements.clear()
-            self.portals.clear()
-            trim_heap()
+        try:
+            self.conn.close()
+            self._drop_decision()
+            self.server.leave_pending(self)
+            if self.registered:
+                self.server.unregister(self)
+                self.registered = False
+            reusable = self._backend_idle()
+            self.relay.close()  # our own close: nothing more to relay or report
+            if self.pool is not None:
+                self.pool.stop_waiting(self)
+            self._give_back(reusable)
+            with contextlib.suppress(Exception):
+                self._flush_client()
+            await self._client.close()
+            if self._held_big:
+                # What the session kept of big statements (prepared ones hold their text and
+                # classification) goes now: give the memory back to the system (proxy.wire.heap).
+                self.statements.clear()
+                self.portals.clear()
+                trim_heap()
+        finally:
+            self.server.ended(self)  # whatever failed before
 
     # ---------------------------------------------------------------- query loop
 
@@ -923,7 +930,7 @@ class Session(Login, PoolClient, LocalAnswering):
         if not self.relay.pending:
             self.idle.set()
             self._release_if_idle()
-        if self._client is not None and self._client.writing_paused and self.upstream:
+        if self._client.writing_paused and self.upstream:
             # The client reads slower than the backend writes: stop reading the backend
             # until the client has caught up (what awaiting drain() did in a read loop).
             self.upstream.pause_reading()
@@ -978,7 +985,7 @@ class Session(Login, PoolClient, LocalAnswering):
                 self._send(render_error(err))
                 self._flush_client()
         self.idle.set()
-        self.writer.close()
+        self._client.transport.close()
 
     def _info(
         self, sql: str, protocol: str, name: str = "", oids: tuple[int, ...] = ()
@@ -1282,5 +1289,7 @@ _B, _F = b"BF"
 #: at a time with the loop free for other sessions in between.
 _ROUTE_IN_TASK = 64 * 1024
 
-# Client bytes buffered beyond this while the task is busy pause reading from the client.
+# Client bytes buffered beyond this while the task is busy pause reading from the client;
+# before it has logged in, beyond the longest start-up packet and password message, and more.
 _READ_AHEAD = 1 << 20
+_LOGIN_READ_AHEAD = 64 * 1024

@@ -455,6 +455,33 @@ def test_tls_when_a_certificate_is_configured(pg, tls_context) -> None:  # type:
             assert not c.pgconn.ssl_in_use
 
 
+@pytest.mark.parametrize("pause", [0.0, 0.1], ids=["one-packet", "after-the-request"])
+def test_plaintext_sent_after_an_ssl_request_is_never_read_as_a_login(
+    pg, tls_context, pause: float, caplog
+) -> None:  # type: ignore[no-untyped-def]
+    """A StartupMessage sent in plain text behind an SSLRequest, without waiting for the
+    answer, is not taken for one that came through TLS (CVE-2021-23222): in the same packet
+    the proxy disconnects at once; in a later one the handshake reads it and fails. Either
+    way no authentication request is sent, the connection ends, and the log says why
+    without taking the client's failure for the proxy's (no internal error)."""
+    import socket
+
+    startup = m.StartupMessage(params=(("user", USER), ("database", pg.database))).encode()
+    with extra_proxy(pg, ssl_context=tls_context, upstream_database=pg.database) as srv:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(m.SSLRequest().encode() + (startup if not pause else b""))
+            if pause:
+                assert s.recv(1) == b"S"
+                s.sendall(startup)
+            got = b""
+            with contextlib.suppress(ConnectionError):
+                while chunk := s.recv(65536):
+                    got += chunk
+        assert not got.lstrip(b"S").startswith(b"R")  # no AuthenticationRequest
+        assert got in (b"", b"S") or got.lstrip(b"S")[:1] == b"\x15"  # or a TLS alert
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
 async def test_slow_reader_holds_back_the_backend(proxy, pg) -> None:  # type: ignore[no-untyped-def]
     """A client that stops reading a large result stops the proxy reading the backend (the
     backend waits in ClientWrite) instead of the proxy buffering the whole result; the
