@@ -16,7 +16,11 @@ The roles of a session are modules of their own, as PgBouncer has them:
 * :mod:`proxy.wire.protocol` -- the client connection's state machine, which alone changes its
   state.
 
-After login both sockets are taken over by :class:`~proxy.wire.channel.Channel` callbacks:
+Both sockets are driven by :class:`~proxy.wire.channel.Channel` callbacks, the client's from
+accept (login reads what it feeds the state machine), the backend's once the session relays.
+An idle session is its objects and one parked coroutine: no streams, no timer unless an idle
+timeout is configured.
+
 
 * **Backend replies** are handled in the upstream read callback: each frame is relayed to the
   client as it came (no re-encoding), matched against an *expectation* recorded when the
