@@ -60,7 +60,7 @@ import io
 import itertools
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
@@ -630,6 +630,12 @@ class Recurrence:
     (c + 3)`` (Laplace's rule with a sceptical prior): once 1/4, a refreshed dashboard's three
     times 1/2. Statements asked by *other* analysts count like one's own: on logs where users
     repeat each other's questions, the classes with several analysts learn that.
+
+    The same origins calibrate the likely unseen instances of templates (:func:`_instances`).
+    ``templates`` is the recurrence of the templates themselves (this class, learned on
+    templates instead of statements). ``instance_rate`` is how often the instances the slot
+    model proposes from a window's history were asked in the window, when their template was,
+    against how often the model says: ``(hits + 1) / (expected + 1)`` (1 with no origin).
     """
 
     classes: Mapping[tuple[int, int, int], tuple[int, int]]  # features -> (hits, seen)
@@ -638,6 +644,11 @@ class Recurrence:
     #: per table, the mean over origins of how many of the window's distinct statements had
     #: been asked before it (what any P of earlier statements could have covered)
     repeats: Mapping[str, float] = field(default_factory=dict)
+    #: the templates' own recurrence, and the instances' calibration (see above)
+    templates: Recurrence | None = None
+    instance_rate: float = 1.0
+    instance_hits: int = 0
+    instance_expected: float = 0.0
 
     def expected_repeats(self, table: str) -> float | None:
         """How many of the next window's statements are expected to have been asked before,
@@ -658,17 +669,42 @@ def _features(windows: int, analysts: int, recent: bool) -> tuple[int, int, int]
 
 
 def recurrence(res: Sequence[Resolved], cfg: PredictConfig) -> Recurrence:
-    """The :class:`Recurrence` of the resolved records (all before the predicted window)."""
-    p = cfg.period or DAY
-    by_window: dict[int, set[tuple[str, str, str]]] = {}
+    """The :class:`Recurrence` of the resolved records (all before the predicted window): of
+    their statements, and (with ``cfg.instances``) of their templates and instances."""
+    learned = _learn(res, cfg.period or DAY, lambda r: r.ident)
+    if not cfg.instances or learned.origins == 0:
+        return learned
+    templates = _learn(res, cfg.period or DAY, _template_of)
+    got, expected = _instance_backtest(res, templates, cfg.period or DAY)
+    return replace(
+        learned,
+        templates=templates,
+        instance_rate=(got + 1.0) / (expected + 1.0),
+        instance_hits=got,
+        instance_expected=expected,
+    )
+
+
+def _template_of(r: Resolved) -> tuple[str, str] | None:
+    return None if r.plan is None else (r.plan.table, r.template)
+
+
+def _learn(
+    res: Sequence[Resolved],
+    p: float,
+    key: Callable[[Resolved], tuple[str, ...] | None],
+) -> Recurrence:
+    """The rolling-origin backtest of :class:`Recurrence` over windows of ``p`` seconds, for
+    what ``key`` names (a statement, or a template; its first part is the table)."""
+    by_window: dict[int, set[tuple[str, ...]]] = {}
+    who: dict[tuple[int, tuple[str, ...]], set[str]] = {}
     for r in res:
-        if r.ident is not None:
-            by_window.setdefault(math.floor(r.time / p), set()).add(r.ident)
-    who: dict[tuple[int, tuple[str, str, str]], set[str]] = {}
-    for r in res:
-        if r.ident is not None:
-            who.setdefault((math.floor(r.time / p), r.ident), set()).add(r.analyst)
-    seen: dict[tuple[str, str, str], tuple[int, set[str], int]] = {}
+        k = key(r)
+        if k is not None:
+            w = math.floor(r.time / p)
+            by_window.setdefault(w, set()).add(k)
+            who.setdefault((w, k), set()).add(r.analyst)
+    seen: dict[tuple[str, ...], tuple[int, set[str], int]] = {}
     counts: dict[tuple[int, int, int], list[int]] = {}
     repeats: dict[str, int] = {}
     origins = 0
@@ -694,6 +730,39 @@ def recurrence(res: Sequence[Resolved], cfg: PredictConfig) -> Recurrence:
         origins=origins,
         repeats={t: n / origins for t, n in repeats.items()},
     )
+
+
+def _instance_backtest(
+    res: Sequence[Resolved], templates: Recurrence, period: float
+) -> tuple[int, float]:
+    """At every origin, for each template of the window's history that the window asked, the
+    unseen instances :func:`_instance_bindings` proposes from that history: how many of them
+    the window asked, and how many the model expected (the sum of their probabilities given
+    the template). By bindings, without planning them (the prediction plans its instances
+    and drops the few that are no statement or already known)."""
+    by_window: dict[int, list[Resolved]] = {}
+    for r in res:
+        if r.plan is not None and r.bindings:
+            by_window.setdefault(math.floor(r.time / period), []).append(r)
+    windows = sorted(by_window)
+    history: dict[str, list[Resolved]] = {}
+    hits, expected = 0, 0.0
+    for rank, w in enumerate(windows):
+        if history:
+            asked: dict[str, set[tuple[object, ...] | None]] = {}
+            for r in by_window[w]:
+                asked.setdefault(r.template, set()).add(r.bindings)
+            for template, here in asked.items():
+                rs = history.get(template)
+                if rs is None:
+                    continue
+                _, likely = _instance_bindings(rs, templates, windows[rank - 1], period)
+                for pr, binding in likely[: _instance_limit(rs)]:
+                    expected += pr
+                    hits += binding in here
+        for r in by_window[w]:
+            history.setdefault(r.template, []).append(r)
+    return hits, expected
 
 
 def _score(times: Sequence[tuple[float, int]], now: float, half_life: float) -> float:
@@ -778,6 +847,49 @@ INSTANCES_PER_TEMPLATE = 32
 INSTANCE_FACTOR = 2
 
 
+def _instance_bindings(
+    rs: Sequence[Resolved], templates: Recurrence, last_window: int, period: float
+) -> tuple[float, list[tuple[float, tuple[object, ...]]]]:
+    """One template's probability of being asked in the next window (``templates``: the
+    templates' recurrence), and its likely unseen bindings, from its records ``rs``, most
+    likely first, as (probability given the template, binding), before the log's calibration;
+    the first :func:`_instance_limit` that plan as new statements are added."""
+    seen_bindings = {r.bindings for r in rs}
+    if len(seen_bindings) < 2:
+        return 0.0, []  # one instance: nothing to generalise from
+    windows = {math.floor(r.time / period) for r in rs}
+    t_prob = templates.probability(
+        _features(len(windows), len({r.analyst for r in rs}), last_window in windows),
+        sum(r.calls for r in rs),
+    )
+    per_window = len({(math.floor(r.time / period), r.bindings) for r in rs}) / len(windows)
+    n_slots = len(rs[0].bindings or ())
+    freqs: list[dict[object, float]] = []
+    for i in range(n_slots):
+        counts: dict[object, int] = {}
+        for b in seen_bindings:
+            assert b is not None
+            counts[b[i]] = counts.get(b[i], 0) + 1
+        total = sum(counts.values())
+        freqs.append({v: c / total for v, c in counts.items()})
+    limit = _instance_limit(rs)
+    top = max(2, math.ceil((4 * limit) ** (1.0 / max(n_slots, 1))))
+    choices = [sorted(f.items(), key=lambda kv: (-kv[1], repr(kv[0])))[:top] for f in freqs]
+    combos: list[tuple[float, tuple[object, ...]]] = []
+    for combo in itertools.islice(itertools.product(*choices), 20_000):
+        binding = tuple(v for v, _ in combo)
+        if binding not in seen_bindings:
+            q = math.prod(f for _, f in combo)
+            combos.append((1.0 - (1.0 - q) ** per_window, binding))
+    combos.sort(key=lambda c: (-c[0], repr(c[1])))
+    return t_prob, combos
+
+
+def _instance_limit(rs: Sequence[Resolved]) -> int:
+    """How many unseen instances of one template are added at most."""
+    return min(INSTANCES_PER_TEMPLATE, INSTANCE_FACTOR * len({r.bindings for r in rs}))
+
+
 def _instances(
     res: Sequence[Resolved],
     learned: Recurrence,
@@ -787,13 +899,16 @@ def _instances(
 ) -> list[tuple[Plan, str, str, tuple[object, ...], float]]:
     """Likely instances of the log's templates that were never asked as such.
 
-    A template (a statement's shape with its literals as slots) recurs like a statement does
-    (:class:`Recurrence`, on the template's windows and analysts). Its slots' values are
-    modelled as independent, each with its frequency among the template's instances, and an
-    instance ``b`` with probability ``q(b) = prod_i f_i(b_i)`` is asked in the next window with
-    probability ``1 - (1 - q(b)) ** n``, times the template's, where ``n`` is the mean number of
-    the template's distinct instances per window. So a brush whose start and end were each
-    seen often is likely even if the pair never was. The most likely are returned (at most
+    A template (a statement's shape with its literals as slots) recurs as the templates of
+    the log do (``learned.templates``: :class:`Recurrence` learned on templates, by their
+    windows and analysts). Its slots' values are modelled as independent, each with its
+    frequency among the template's instances, and an instance ``b`` with probability ``q(b) =
+    prod_i f_i(b_i)`` is asked in a window that asks the template with probability ``1 - (1 -
+    q(b)) ** n``, where ``n`` is the mean number of the template's distinct instances per
+    window. So a brush whose start and end were each seen often is likely even if the pair
+    never was. That conditional probability is calibrated by the log (``instance_rate``: how
+    often such instances were asked at the backtest's origins, against how often the model
+    said), at most 1, and multiplied by the template's. The most likely are returned (at most
     :data:`INSTANCES_PER_TEMPLATE`, and :data:`INSTANCE_FACTOR` times the instances seen), as
     (plan, sql, template, bindings, probability); the cap decides which are worth measuring.
     """
@@ -803,38 +918,13 @@ def _instances(
     for r in res:
         if r.plan is not None and r.bindings:
             by_tmpl.setdefault(r.template, []).append(r)
+    templates = learned.templates or learned  # (one window: no template recurrence learned)
     out: list[tuple[Plan, str, str, tuple[object, ...], float]] = []
     for template, rs in sorted(by_tmpl.items()):
-        seen_bindings = {r.bindings for r in rs}
-        if len(seen_bindings) < 2:
-            continue  # one instance: nothing to generalise from
-        windows = {math.floor(r.time / period) for r in rs}
-        t_prob = learned.probability(
-            _features(len(windows), len({r.analyst for r in rs}), last_window in windows),
-            sum(r.calls for r in rs),
-        )
-        per_window = len({(math.floor(r.time / period), r.bindings) for r in rs}) / len(windows)
-        n_slots = len(rs[0].bindings or ())
-        freqs: list[dict[object, float]] = []
-        for i in range(n_slots):
-            counts: dict[object, int] = {}
-            for b in seen_bindings:
-                assert b is not None
-                counts[b[i]] = counts.get(b[i], 0) + 1
-            total = sum(counts.values())
-            freqs.append({v: c / total for v, c in counts.items()})
-        limit = min(INSTANCES_PER_TEMPLATE, INSTANCE_FACTOR * len(seen_bindings))
-        top = max(2, math.ceil((4 * limit) ** (1.0 / max(n_slots, 1))))
-        choices = [sorted(f.items(), key=lambda kv: (-kv[1], repr(kv[0])))[:top] for f in freqs]
-        combos: list[tuple[float, tuple[object, ...]]] = []
-        for combo in itertools.islice(itertools.product(*choices), 20_000):
-            binding = tuple(v for v, _ in combo)
-            if binding in seen_bindings:
-                continue
-            combos.append((math.prod(f for _, f in combo), binding))
-        combos.sort(key=lambda c: (-c[0], repr(c[1])))
+        limit = _instance_limit(rs)
         added = 0
-        for q, binding in combos:
+        t_prob, likely = _instance_bindings(rs, templates, last_window, period)
+        for pr, binding in likely:
             if added >= limit:
                 break
             try:
@@ -848,8 +938,9 @@ def _instances(
             if ident in known:
                 continue
             known.add(ident)
-            p = t_prob * (1.0 - (1.0 - q) ** per_window)
-            out.append((plan, sql, template, binding, p))
+            out.append(
+                (plan, sql, template, binding, t_prob * min(1.0, pr * learned.instance_rate))
+            )
             added += 1
     return out
 

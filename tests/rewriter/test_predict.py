@@ -147,11 +147,13 @@ def test_sliding_date_window_shifted_to_next_day() -> None:
     assert len(sliding) == 1
     assert sliding[0].bindings == ("2001-01-08", "2001-01-15")
     assert sliding[0].probability == 1.0
-    # none of the old windows recurs exactly, so they are not predicted
-    assert all(x.reason == "sliding" for x in p.queries)
-    assert not predict(
-        log, SCHEMA, now=T0 + 14 * DAY, config=PredictConfig(slide_dates=False)
-    ).queries
+    # none of the old windows recurs exactly, so they are not predicted; new pairs of the
+    # dates seen are (the template recurs daily), unlikely: the backtest saw none asked
+    assert {x.reason for x in p.queries} == {"sliding", "instance"}
+    assert p.recurrence is not None and p.recurrence.instance_hits == 0
+    assert max(x.probability for x in p.queries if x.reason == "instance") < 0.1
+    unslid = predict(log, SCHEMA, now=T0 + 14 * DAY, config=PredictConfig(slide_dates=False))
+    assert {x.reason for x in unslid.queries} == {"instance"}
 
 
 def test_round_binding_to_bins() -> None:
@@ -330,6 +332,39 @@ def test_flights_fixture_declaration_and_rows() -> None:
     assert q.view == "(hour, delay, distance)" and q.reason == "rounded"
     assert q.batch.num_queries == 24
     assert q.bindings == (-20, 0, 1000, 1200)
+
+
+def test_the_log_calibrates_how_likely_unseen_instances_are() -> None:
+    """The slot model's instances are backtested on the log: at each earlier window, the
+    instances it would have proposed from the history are checked against what the window
+    asked. Analysts who keep pairing known ends anew (a Latin square of brushes, five new
+    pairs a day) make the model's instances hit more often than it says; analysts who ask
+    the same five pairs every day make them never hit. Both templates recur every day alike,
+    so the difference in P is the calibration's."""
+
+    def brush(a: int, b: int) -> str:
+        return f"SELECT count(*) FROM flights WHERE hour >= {a} AND hour < {b}"
+
+    starts, ends = (0, 2, 4, 6, 8), (12, 14, 16, 18, 20)
+    days = range(4)
+    roaming = [
+        rec(d + 0.01 * i, brush(starts[i], ends[(i + d) % 5])) for d in days for i in range(5)
+    ]
+    fixed = [rec(d + 0.01 * i, brush(starts[i], ends[i])) for d in days for i in range(5)]
+    got = {}
+    for name, log in (("roaming", roaming), ("fixed", fixed)):
+        p = predict(log, SCHEMA, now=T0 + 4 * DAY)
+        assert p.recurrence is not None and p.recurrence.templates is not None
+        got[name] = (p.recurrence, [q for q in p.queries if q.reason == "instance"])
+    roam, roam_inst = got["roaming"]
+    fix, fix_inst = got["fixed"]
+    assert roam.instance_hits > 0 and roam.instance_rate > 1  # more often than modelled
+    assert fix.instance_hits == 0 and fix.instance_rate < 0.5 and fix.instance_expected > 1
+    # the roaming analysts' five pairs never asked yet are exactly its instances
+    assert sorted(q.bindings for q in roam_inst) == [(0, 20), (2, 12), (4, 14), (6, 16), (8, 18)]
+    assert fix_inst and max(q.probability for q in fix_inst) < 0.1 < min(
+        q.probability for q in roam_inst
+    )
 
 
 def test_likely_unseen_instances_of_a_template_are_predicted() -> None:
