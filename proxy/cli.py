@@ -579,6 +579,13 @@ def _predict(args: argparse.Namespace) -> int:
             "(a statement asked c times gets c / (c + 3))"
         )
         print(f"  recurrence {learned}")
+        if rec.templates is not None:
+            print(
+                f"  unseen instances of templates: at those windows, {rec.instance_hits} of the "
+                f"instances the slot model proposed were asked where it expected "
+                f"{rec.instance_expected:.1f}: their probabilities are scaled by "
+                f"{rec.instance_rate:.2g} (at most 1)"
+            )
     if p.split is not None:
         mae = "-" if p.expected_mae is None else f"{p.expected_mae:.3g}"
         only = "-" if p.online_only_mae is None else f"{p.online_only_mae:.3g}"

@@ -175,7 +175,7 @@ class Pooled:
     # the tracked parameters' values at login, which DISCARD ALL comes back to
     started: tuple[tuple[str, str | None], ...] = ()
     # the welcome as a read-only map, which the sessions logging in on it share
-    reported: Mapping[str, str] = field(default_factory=dict)
+    reported: Mapping[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
         at_login = {w.name: w.value for w in self.welcome}

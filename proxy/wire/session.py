@@ -19,8 +19,7 @@ The roles of a session are modules of their own, as PgBouncer has them:
 Both sockets are driven by :class:`~proxy.wire.channel.Channel` callbacks, the client's from
 accept (login reads what it feeds the state machine), the backend's once the session relays.
 An idle session is its objects and one parked coroutine: no streams, no timer unless an idle
-timeout is configured.
-
+timeout is configured. Once the session relays:
 
 * **Backend replies** are handled in the upstream read callback: each frame is relayed to the
   client as it came (no re-encoding), matched against an *expectation* recorded when the
