@@ -79,6 +79,7 @@ from proxy.wire.messages import (
     RowDescription,
     Sync,
 )
+from proxy.wire.pool import SessionEffect
 from proxy.wire.protocol import ServerConnection
 from proxy.wire.relay import BackendRelay, Expect, Kind
 from proxy.wire.router import (
@@ -138,6 +139,8 @@ class Statement:
     info: StatementInfo | None = None
     # A command answered here (FETCH, CLOSE, EXECUTE ... of what the session holds)
     command: Command | None = None
+    # A relayed SET or RESET (its executions are tracked: proxy.wire.pool.PoolClient)
+    effect: SessionEffect | None = None
 
 
 @dataclass(slots=True)

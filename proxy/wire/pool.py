@@ -521,6 +521,7 @@ class PoolClient(PoolSide):
     _granted: asyncio.Future[None] | None  # set while waiting for a connection
     _settings: dict[str, str]  # the client's own SET statements, by setting: replayed
     _tentative: list[tuple[SessionEffect, str]]  # ... made in the open transaction block
+    _implicit: tuple[SessionEffect, str] | None  # ... by an extended-protocol Execute
     _on_backend: set[str]  # its protocol-level statements the backend it holds has
 
     def _backend_needed(self) -> None:
@@ -702,9 +703,41 @@ class PoolClient(PoolSide):
         elif ends != [b"ROLLBACK"]:
             self._pin()
 
+    def _executed_setting(self, effect: SessionEffect, sql: str) -> None:
+        """An Execute of a SET or RESET statement (the extended protocol: pgjdbc, Npgsql,
+        asyncpg's ``fetch``) is relayed. It is tracked where its outcome is plain: outside a
+        transaction block, nothing else tracked meanwhile; it counts if, once the backend has
+        answered everything, the batch did nothing else and had no error
+        (:meth:`_batch_ended`). Anything else pins the session."""
+        if self._pinned:
+            return
+        if (
+            self.conn.txn_status != "I"
+            or self._tentative
+            or self._implicit is not None
+            or self.relay.tags is not None
+        ):
+            self._pin()
+            return
+        self._implicit = (effect, sql)
+        self.relay.tags = []
+
+    def _batch_ended(self) -> None:
+        """The backend answered everything since an extended SET or RESET was executed: it
+        counts when its completion is the only tag seen (no other statement, no error:
+        :attr:`BackendRelay.tags`) and no transaction block is open; else pinned."""
+        assert self._implicit is not None
+        (effect, sql), self._implicit = self._implicit, None
+        tags, self.relay.tags = self.relay.tags or [], None
+        if self.conn.txn_status == "I" and len(tags) == 1 and tags[0] in _SETTING_TAGS:
+            _apply(self._settings, effect, sql)
+        else:
+            self._pin()
+
     def _pin(self) -> None:
         self._pinned = True
         self._tentative.clear()
+        self._implicit = None
         self.relay.tags = None
 
 
@@ -723,6 +756,8 @@ _SAVEPOINT = re.compile(
     _LEAD + r"(?:SAVEPOINT|RELEASE|ROLLBACK\s+(?:WORK\s+|TRANSACTION\s+)?TO)\b",
     re.IGNORECASE | re.DOTALL,
 )
+#: The tags of a completed SET, RESET (ALL) and DISCARD ALL.
+_SETTING_TAGS = frozenset({b"SET", b"RESET", b"DISCARD ALL"})
 #: The tags of the statements that end a transaction block (PREPARE TRANSACTION: pinned).
 _TRANSACTION_ENDS = frozenset({b"COMMIT", b"ROLLBACK", b"PREPARE TRANSACTION"})
 

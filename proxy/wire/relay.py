@@ -159,7 +159,8 @@ class BackendRelay:
         self.upstream_open = False  # extended messages sent upstream since the last Sync
         self.need_flush = False  # ... and no Flush or Sync after them
         self.copy_in = False  # the backend is in COPY FROM STDIN
-        self.tags: list[bytes] | None = None  # CommandComplete tags, kept while not None
+        # CommandComplete tags (b"" for an ErrorResponse), kept while not None
+        self.tags: list[bytes] | None = None
         self.closed = False  # the backend connection is gone: nothing more is forwarded
         self.pid = 0  # the session's, for the log
 
@@ -333,6 +334,8 @@ class BackendRelay:
             return
         if tb == _E:
             e.failed = True
+            if self.tags is not None:
+                self.tags.append(b"")
             if e.on_error is not None:
                 e.on_error()
             if e.forward or e.show_error:

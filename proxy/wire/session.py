@@ -212,6 +212,7 @@ class Session(Login, PoolClient, LocalAnswering):
         "_granted",
         "_handshaking",
         "_held_big",
+        "_implicit",
         "_local_task",
         "_on_backend",
         "_out",
@@ -221,6 +222,7 @@ class Session(Login, PoolClient, LocalAnswering):
         "_reading_paused",
         "_reply_key",
         "_session_info",
+        "_set_portal",
         "_settings",
         "_stash",
         "_tentative",
@@ -267,6 +269,8 @@ class Session(Login, PoolClient, LocalAnswering):
         self._granted: asyncio.Future[None] | None = None  # waiting for a connection
         self._settings: dict[str, str] = {}  # its SET statements, replayed after a hand-off
         self._tentative: list[tuple[SessionEffect, str]] = []  # ... in the open block
+        self._implicit: tuple[SessionEffect, str] | None = None  # ... by an extended Execute
+        self._set_portal: tuple[str, Statement] | None = None  # a portal of a relayed SET
         self._on_backend: set[str] = set()  # its relayed statements the backend holds
         self._out = bytearray()  # for the client, written in one go
         self.statements = {}
@@ -437,8 +441,8 @@ class Session(Login, PoolClient, LocalAnswering):
             return False
         for name in known.binds:
             stmt = self.statements.get(name)
-            if stmt is not None and not isinstance(stmt.route, Relay):
-                return False
+            if stmt is not None and (not isinstance(stmt.route, Relay) or stmt.effect):
+                return False  # (a SET is tracked as it is executed: _handle_now)
             if stmt is not None and name not in self._on_backend:
                 return False  # to be parsed again first
         if self.upstream is None:
@@ -694,6 +698,10 @@ class Session(Login, PoolClient, LocalAnswering):
                 self.portals.pop(ev.portal, None)
                 self._ensure_prepared(ev.statement)
                 self.relay.forward(self._frame, Kind.BIND)
+                if stmt is not None and stmt.effect is not None:
+                    self._set_portal = (ev.portal, stmt)
+                elif self._set_portal is not None and self._set_portal[0] == ev.portal:
+                    self._set_portal = None  # the portal runs another statement now
                 return True
             if (
                 not idle
@@ -705,6 +713,9 @@ class Session(Login, PoolClient, LocalAnswering):
             portal = self.portals.get(ev.portal)
             if portal is None:
                 self.relay.forward(self._frame, Kind.EXECUTE)
+                sp = self._set_portal
+                if sp is not None and sp[0] == ev.portal and sp[1].effect is not None:
+                    self._executed_setting(sp[1].effect, sp[1].sql)
                 return True
             if (
                 not idle
@@ -930,6 +941,8 @@ class Session(Login, PoolClient, LocalAnswering):
     def _after_backend_read(self) -> None:
         if self._tentative and self.conn.txn_status == "I":
             self._transaction_ended()
+        if self._implicit is not None and not self.relay.pending:
+            self._batch_ended()
         if not self.relay.pending:
             self.idle.set()
             self._release_if_idle()
@@ -1214,9 +1227,11 @@ class Session(Login, PoolClient, LocalAnswering):
         if route.sql is not None:
             m = Parse(name=m.name, sql=route.sql, param_oids=m.param_oids)
             frame = m.encode()
-        stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info)
-        if session_effect(m.sql) is not None:
-            self._pin()  # (a SET by the extended protocol is not replayed)
+        effect = session_effect(m.sql)
+        if effect is not None and effect.kind == "pin":
+            self._pin()
+            effect = None
+        stmt = Statement(sql=m.sql, route=route, param_oids=m.param_oids, info=info, effect=effect)
         if m.name and existing is not None:
             self.relay.forward(self._frame, Kind.PARSE)  # the backend answers 42P05
             return

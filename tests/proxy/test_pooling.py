@@ -205,6 +205,49 @@ def test_protocol_prepared_statements_stay_with_their_client(pg: Any) -> None:
             assert one(a, prepared) == 3
 
 
+def test_a_set_sent_by_the_extended_protocol_follows_its_client(pg: Any) -> None:
+    """pgjdbc, Npgsql and asyncpg's ``fetch`` send a SET as Parse/Bind/Execute/Sync (here
+    psycopg's ``prepare=True``: a named statement, so its later executions are
+    Bind/Execute/Sync only). Outside a transaction block and alone in its batch it is tracked
+    as a simple SET is, not pinned: the other client gets the one connection between the
+    first's statements and sees its own setting, and the first's setting is there again on
+    each of its statements, through a RESET and a new SET of the same statement."""
+    set_sql = "SET work_mem = '2345kB'"
+    with pooled_proxy(pg, pool_size=1, pool_timeout=5) as pool, pool.pair() as (a, b):
+        for _ in range(3):
+            a.execute(set_sql, prepare=True)
+            first = pid(a)
+            assert one(b, "SHOW work_mem") == "4MB" and pid(b) == first  # not pinned
+            assert one(a, "SHOW work_mem") == "2345kB"
+            a.execute("RESET work_mem", prepare=True)
+            assert one(b, "SELECT 1") == 1
+            assert one(a, "SHOW work_mem") == "4MB"
+
+
+@pytest.mark.parametrize("how", ["in-a-block", "failed-batch"])
+def test_an_extended_set_whose_outcome_is_not_plain_pins_its_client(pg: Any, how: str) -> None:
+    """An extended-protocol SET in a transaction block, or in a batch that then fails (its
+    implicit transaction rolls the SET back), is not replayed: the session keeps its
+    connection (the other client of a one-connection pool waits past ``pool_timeout``), and
+    the setting is what the backend has."""
+    set_sql = "SET work_mem = '2345kB'"
+    with pooled_proxy(pg, pool_size=1, pool_timeout=0.5) as pool, pool.pair() as (a, b):
+        if how == "in-a-block":
+            a.execute("BEGIN")
+            a.execute(set_sql, prepare=True)
+            a.execute("COMMIT")
+            expected = "2345kB"
+        else:
+            with pytest.raises(psycopg.errors.DivisionByZero), a.pipeline():
+                a.execute(set_sql, prepare=True)
+                a.execute("SELECT 1 / 0", prepare=True)
+            expected = "4MB"
+        with pytest.raises(psycopg.OperationalError) as e:
+            b.execute("SELECT 1")
+        assert e.value.sqlstate == "53300"
+        assert one(a, "SHOW work_mem") == expected
+
+
 def test_a_clients_settings_follow_it_from_connection_to_connection(pg: Any) -> None:
     """A SET alone outside a transaction block is tracked, not pinned: the session gives its
     connection back, and the next one it gets (another client used it meanwhile) has the
