@@ -248,6 +248,57 @@ def test_an_extended_set_whose_outcome_is_not_plain_pins_its_client(pg: Any, how
         assert one(a, "SHOW work_mem") == expected
 
 
+_JDBC_SET = r"""
+import java.sql.*;
+import java.util.*;
+
+public class JdbcSet {
+  static String show(Statement st) throws SQLException {
+    try (ResultSet rs = st.executeQuery("SHOW work_mem")) { rs.next(); return rs.getString(1); }
+  }
+  public static void main(String[] a) throws Exception {
+    Properties p = new Properties();
+    p.setProperty("user", a[1]);
+    p.setProperty("password", a[2]);
+    try (Connection c1 = DriverManager.getConnection(a[0], p); Statement s1 = c1.createStatement()) {
+      s1.execute("SET work_mem = '2345kB'");
+      try (Connection c2 = DriverManager.getConnection(a[0], p); Statement s2 = c2.createStatement()) {
+        System.out.println("other " + show(s2));
+      }
+      System.out.println("own " + show(s1));
+    }
+  }
+}
+"""
+
+
+def test_a_jdbc_clients_sets_keep_it_pooled(pg: Any, tmp_path: Any) -> None:
+    """pgjdbc (autocommit) sends its own ``SET extra_float_digits`` and ``SET
+    application_name`` as it connects, and the client's ``SET``, all by the extended
+    protocol: none pins. Two JDBC connections (one pool: the same start-up parameters) share
+    the pool's one backend, each with its own setting."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    java = shutil.which("java")
+    jar = Path("/usr/share/java/postgresql.jar")
+    if java is None or not jar.exists():
+        pytest.skip("needs java and /usr/share/java/postgresql.jar (libpostgresql-jdbc-java)")
+    src = tmp_path / "JdbcSet.java"
+    src.write_text(_JDBC_SET)
+    with pooled_proxy(pg, pool_size=1, pool_timeout=5) as pool:
+        url = f"jdbc:postgresql://127.0.0.1:{pool.srv.port}/{pg.database}"
+        r = subprocess.run(
+            [java, "-cp", str(jar), str(src), url, USER, PASSWORD],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 0, r.stderr  # (pinned: the second login waits, then 53300)
+        assert r.stdout.splitlines() == ["other 4MB", "own 2345kB"]
+
+
 def test_a_clients_settings_follow_it_from_connection_to_connection(pg: Any) -> None:
     """A SET alone outside a transaction block is tracked, not pinned: the session gives its
     connection back, and the next one it gets (another client used it meanwhile) has the
