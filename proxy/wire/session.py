@@ -589,8 +589,10 @@ class Session(Login, PoolClient, LocalAnswering):
                 self.statements.clear()
                 self.portals.clear()
                 trim_heap()
+        except Exception as e:  # a bug: the session goes anyway, the loop goes on
+            log.error("closing session %d failed", self.pid, exc_info=e)
         finally:
-            self.server.ended(self)  # whatever failed before
+            self.server.ended(self)
 
     # ---------------------------------------------------------------- query loop
 
