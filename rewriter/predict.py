@@ -671,11 +671,12 @@ def _features(windows: int, analysts: int, recent: bool) -> tuple[int, int, int]
 def recurrence(res: Sequence[Resolved], cfg: PredictConfig) -> Recurrence:
     """The :class:`Recurrence` of the resolved records (all before the predicted window): of
     their statements, and (with ``cfg.instances``) of their templates and instances."""
-    learned = _learn(res, cfg.period or DAY, lambda r: r.ident)
+    period = cfg.period or DAY
+    learned = _learn(res, period, lambda r: r.ident)
     if not cfg.instances or learned.origins == 0:
         return learned
-    templates = _learn(res, cfg.period or DAY, _template_of)
-    got, expected = _instance_backtest(res, templates, cfg.period or DAY)
+    templates = _learn(res, period, _template_of)
+    got, expected = _instance_backtest(res, templates, period)
     return replace(
         learned,
         templates=templates,
