@@ -522,7 +522,8 @@ class PoolClient(PoolSide):
     _settings: dict[str, str]  # the client's own SET statements, by setting: replayed
     _tentative: list[tuple[SessionEffect, str]]  # ... made in the open transaction block
     _implicit: tuple[SessionEffect, str] | None  # ... by an extended-protocol Execute
-    _on_backend: set[str]  # its protocol-level statements the backend it holds has
+    # its protocol-level statements the backend it holds has (a dict as a set: 64 bytes empty)
+    _on_backend: dict[str, None]
 
     def _backend_needed(self) -> None:
         """The backend comes to owe something: the first message forwarded since the
@@ -546,12 +547,12 @@ class PoolClient(PoolSide):
             return  # not one of the session's: the backend answers for it
 
         def failed() -> None:
-            self._on_backend.discard(name)
+            self._on_backend.pop(name, None)
 
         self.relay.forward(
             parse.encode(), Kind.PARSE, forward=False, on_error=failed, show_error=True
         )
-        self._on_backend.add(name)
+        self._on_backend[name] = None
 
     def _need_backend(self) -> bool:
         """Something is to be sent: take an idle connection (True), or wait for one (False:
@@ -564,7 +565,7 @@ class PoolClient(PoolSide):
             self._take(p)
             return True
         self._granted = asyncio.get_running_loop().create_future()
-        self._on_backend = set()  # (a connection handed over is another client's, reset)
+        self._on_backend = {}  # (a connection handed over is another client's, reset)
         self.pool.wait(self, self._on_granted, self._on_pool_failed)
         return False
 
@@ -602,7 +603,7 @@ class PoolClient(PoolSide):
         p.up.bind(self._on_frames, self._on_upstream_lost, self._on_backend_read)
         if not own:
             if not waited:
-                self._on_backend = set()
+                self._on_backend = {}
             queries = reset_requests(p, self.relay.params, tuple(self._settings.values()))
             expects = [
                 Expect(Kind.QUERY, forward=False, pool=True, on_error=self._reset_failed)

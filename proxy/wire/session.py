@@ -271,7 +271,7 @@ class Session(Login, PoolClient, LocalAnswering):
         self._tentative: list[tuple[SessionEffect, str]] = []  # ... in the open block
         self._implicit: tuple[SessionEffect, str] | None = None  # ... by an extended Execute
         self._set_portal: tuple[str, Statement] | None = None  # a portal of a relayed SET
-        self._on_backend: set[str] = set()  # its relayed statements the backend holds
+        self._on_backend: dict[str, None] = {}  # its relayed statements the backend holds
         self._out = bytearray()  # for the client, written in one go
         self.statements = {}
         self.portals = {}
@@ -1244,7 +1244,7 @@ class Session(Login, PoolClient, LocalAnswering):
                 del self.statements[name]
 
         self.relay.forward(frame, Kind.PARSE, on_fail=dropped)
-        self._on_backend.add(m.name)  # (after the forward, which takes the connection)
+        self._on_backend[m.name] = None  # (after the forward, which takes the connection)
 
     async def _parse(self, m: Parse) -> None:
         """protocol-flow "Extended Query", Parse."""
