@@ -21,6 +21,7 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 from epoch_helpers import ANALYST, Proxy, config_text, reset_ledger
+from jdbc_helpers import jdbc_command
 
 from proxy.config import parse_config
 
@@ -116,21 +117,13 @@ public class CatalogueProbe {
 
 
 def test_pgjdbc_metadata_is_identical(proxy: Any, pg: Any, tmp_path: Path) -> None:
-    java = shutil.which("java")
-    jar = Path("/usr/share/java/postgresql.jar")
-    if java is None or not jar.exists():
-        pytest.skip("needs java and /usr/share/java/postgresql.jar (libpostgresql-jdbc-java)")
-    src = tmp_path / "CatalogueProbe.java"
-    src.write_text(_JAVA)
+    java = jdbc_command(tmp_path, "CatalogueProbe", _JAVA)
 
     def run(dsn: str) -> list[str]:
         d = urlsplit(dsn)
         url = f"jdbc:postgresql://{d.hostname}:{d.port}{d.path}"
         args = [
-            java,
-            "-cp",
-            str(jar),
-            str(src),
+            *java,
             url,
             unquote(d.username or ""),
             unquote(d.password or ""),

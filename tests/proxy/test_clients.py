@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import assert_cancels
+from jdbc_helpers import jdbc_command
 
 PSQL_COMMANDS = [r"\d", r"\dt", r"\l", r"\d adult", r"\dn", r"\du"]
 
@@ -434,16 +435,11 @@ public class JdbcProbe {
 def test_pgjdbc(proxy, pg, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from urllib.parse import urlsplit
 
-    java = shutil.which("java")
-    jar = Path("/usr/share/java/postgresql.jar")
-    if java is None or not jar.exists():
-        pytest.skip("needs java and /usr/share/java/postgresql.jar (libpostgresql-jdbc-java)")
-    src = tmp_path / "JdbcProbe.java"
-    src.write_text(_JAVA)
+    java = jdbc_command(tmp_path, "JdbcProbe", _JAVA)
 
     def run(host: str, port: int, db: str, user: str, pw: str, full: bool) -> list[str]:
         url = f"jdbc:postgresql://{host}:{port}/{db}"
-        args = [java, "-cp", str(jar), str(src), url, user, pw] + (["full"] if full else [])
+        args = [*java, url, user, pw] + (["full"] if full else [])
         r = subprocess.run(args, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         return r.stdout.splitlines()

@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from jdbc_helpers import jdbc_command
 
 from proxy.wire.pool import PoolMode, session_effect
 from proxy.wire.server import BackgroundServer
@@ -277,20 +278,13 @@ def test_a_jdbc_clients_sets_keep_it_pooled(pg: Any, tmp_path: Any) -> None:
     application_name`` as it connects, and the client's ``SET``, all by the extended
     protocol: none pins. Two JDBC connections (one pool: the same start-up parameters) share
     the pool's one backend, each with its own setting."""
-    import shutil
     import subprocess
-    from pathlib import Path
 
-    java = shutil.which("java")
-    jar = Path("/usr/share/java/postgresql.jar")
-    if java is None or not jar.exists():
-        pytest.skip("needs java and /usr/share/java/postgresql.jar (libpostgresql-jdbc-java)")
-    src = tmp_path / "JdbcSet.java"
-    src.write_text(_JDBC_SET)
+    java = jdbc_command(tmp_path, "JdbcSet", _JDBC_SET)
     with pooled_proxy(pg, pool_size=1, pool_timeout=5) as pool:
         url = f"jdbc:postgresql://127.0.0.1:{pool.srv.port}/{pg.database}"
         r = subprocess.run(
-            [java, "-cp", str(jar), str(src), url, USER, PASSWORD],
+            [*java, url, USER, PASSWORD],
             capture_output=True,
             text=True,
             timeout=120,
