@@ -64,7 +64,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -757,8 +757,8 @@ def _instance_backtest(
                 rs = history.get(template)
                 if rs is None:
                     continue
-                _, likely = _instance_bindings(rs, templates, windows[rank - 1], period)
-                for pr, binding in likely[: _instance_limit(rs)]:
+                likely = _instance_bindings(rs, templates, windows[rank - 1], period)
+                for pr, binding in likely.bindings[: likely.limit]:
                     expected += pr
                     hits += binding in here
         for r in by_window[w]:
@@ -848,16 +848,25 @@ INSTANCES_PER_TEMPLATE = 32
 INSTANCE_FACTOR = 2
 
 
+class _Unseen(NamedTuple):
+    """One template's likely unseen instances (:func:`_instance_bindings`)."""
+
+    probability: float  # the template's, of being asked in the next window
+    limit: int  # how many are added at most: the first that plan as new statements
+    #: (probability given the template, before the log's calibration; binding), most likely
+    #: first
+    bindings: list[tuple[float, tuple[object, ...]]]
+
+
 def _instance_bindings(
     rs: Sequence[Resolved], templates: Recurrence, last_window: int, period: float
-) -> tuple[float, list[tuple[float, tuple[object, ...]]]]:
-    """One template's probability of being asked in the next window (``templates``: the
-    templates' recurrence), and its likely unseen bindings, from its records ``rs``, most
-    likely first, as (probability given the template, binding), before the log's calibration;
-    the first :func:`_instance_limit` that plan as new statements are added."""
+) -> _Unseen:
+    """The likely unseen instances of the template of records ``rs`` (``templates``: the
+    templates' recurrence)."""
     seen_bindings = {r.bindings for r in rs}
+    limit = min(INSTANCES_PER_TEMPLATE, INSTANCE_FACTOR * len(seen_bindings))
     if len(seen_bindings) < 2:
-        return 0.0, []  # one instance: nothing to generalise from
+        return _Unseen(0.0, limit, [])  # one instance: nothing to generalise from
     windows = {math.floor(r.time / period) for r in rs}
     t_prob = templates.probability(
         _features(len(windows), len({r.analyst for r in rs}), last_window in windows),
@@ -873,7 +882,6 @@ def _instance_bindings(
             counts[b[i]] = counts.get(b[i], 0) + 1
         total = sum(counts.values())
         freqs.append({v: c / total for v, c in counts.items()})
-    limit = _instance_limit(rs)
     top = max(2, math.ceil((4 * limit) ** (1.0 / max(n_slots, 1))))
     choices = [sorted(f.items(), key=lambda kv: (-kv[1], repr(kv[0])))[:top] for f in freqs]
     combos: list[tuple[float, tuple[object, ...]]] = []
@@ -883,12 +891,7 @@ def _instance_bindings(
             q = math.prod(f for _, f in combo)
             combos.append((1.0 - (1.0 - q) ** per_window, binding))
     combos.sort(key=lambda c: (-c[0], repr(c[1])))
-    return t_prob, combos
-
-
-def _instance_limit(rs: Sequence[Resolved]) -> int:
-    """How many unseen instances of one template are added at most."""
-    return min(INSTANCES_PER_TEMPLATE, INSTANCE_FACTOR * len({r.bindings for r in rs}))
+    return _Unseen(t_prob, limit, combos)
 
 
 def _instances(
@@ -922,11 +925,10 @@ def _instances(
     templates = learned.templates or learned  # (one window: no template recurrence learned)
     out: list[tuple[Plan, str, str, tuple[object, ...], float]] = []
     for template, rs in sorted(by_tmpl.items()):
-        limit = _instance_limit(rs)
+        likely = _instance_bindings(rs, templates, last_window, period)
         added = 0
-        t_prob, likely = _instance_bindings(rs, templates, last_window, period)
-        for pr, binding in likely:
-            if added >= limit:
+        for pr, binding in likely.bindings:
+            if added >= likely.limit:
                 break
             try:
                 sql, got = resolver.instance(template, binding)
@@ -939,9 +941,8 @@ def _instances(
             if ident in known:
                 continue
             known.add(ident)
-            out.append(
-                (plan, sql, template, binding, t_prob * min(1.0, pr * learned.instance_rate))
-            )
+            p = likely.probability * min(1.0, pr * learned.instance_rate)
+            out.append((plan, sql, template, binding, p))
             added += 1
     return out
 
