@@ -712,12 +712,8 @@ class PoolClient(PoolSide):
         (:meth:`_batch_ended`). Anything else pins the session."""
         if self._pinned:
             return
-        if (
-            self.conn.txn_status != "I"
-            or self._tentative
-            or self._implicit is not None
-            or self.relay.tags is not None
-        ):
+        # (tags are kept while a SET is tracked already: in the open block, or like this one)
+        if self.conn.txn_status != "I" or self.relay.tags is not None:
             self._pin()
             return
         self._implicit = (effect, sql)

@@ -153,9 +153,9 @@ class BackendRelay:
         self.pending: list[Expect] = []
         self.outgoing = bytearray()  # for the backend, written by the session in one go
         # the backend's ParameterStatus values as the client was sent them: from login the
-        # connection's own (shared, read only: :meth:`welcome`) until one changes (a copy)
+        # connection's own (shared, a read-only view: :meth:`welcome`) until one changes (a
+        # dict of the session's own)
         self.params: Mapping[str, str] = _NO_PARAMETERS
-        self._own_params: dict[str, str] | None = None
         self.upstream_open = False  # extended messages sent upstream since the last Sync
         self.need_flush = False  # ... and no Flush or Sync after them
         self.copy_in = False  # the backend is in COPY FROM STDIN
@@ -302,13 +302,11 @@ class BackendRelay:
     def welcome(self, params: Mapping[str, str]) -> None:
         """The parameters the backend reported at login (the client is sent them)."""
         self.params = params
-        self._own_params = None
 
     def _report(self, ps: ParameterStatus) -> None:
-        own = self._own_params
-        if own is None:
-            own = self._own_params = dict(self.params)
-            self.params = own
+        own = self.params
+        if not isinstance(own, dict):  # still the connection's: copied first
+            own = self.params = dict(own)
         own[ps.name] = ps.value
 
     def _frame(self, frame: bytes) -> None:

@@ -270,7 +270,8 @@ class Session(Login, PoolClient, LocalAnswering):
         self._settings: dict[str, str] = {}  # its SET statements, replayed after a hand-off
         self._tentative: list[tuple[SessionEffect, str]] = []  # ... in the open block
         self._implicit: tuple[SessionEffect, str] | None = None  # ... by an extended Execute
-        self._set_portal: tuple[str, Statement] | None = None  # a portal of a relayed SET
+        # a portal bound to a relayed SET or RESET: (portal, effect, SQL)
+        self._set_portal: tuple[str, SessionEffect, str] | None = None
         self._on_backend: dict[str, None] = {}  # its relayed statements the backend holds
         self._out = bytearray()  # for the client, written in one go
         self.statements = {}
@@ -701,7 +702,7 @@ class Session(Login, PoolClient, LocalAnswering):
                 self._ensure_prepared(ev.statement)
                 self.relay.forward(self._frame, Kind.BIND)
                 if stmt is not None and stmt.effect is not None:
-                    self._set_portal = (ev.portal, stmt)
+                    self._set_portal = (ev.portal, stmt.effect, stmt.sql)
                 elif self._set_portal is not None and self._set_portal[0] == ev.portal:
                     self._set_portal = None  # the portal runs another statement now
                 return True
@@ -716,8 +717,8 @@ class Session(Login, PoolClient, LocalAnswering):
             if portal is None:
                 self.relay.forward(self._frame, Kind.EXECUTE)
                 sp = self._set_portal
-                if sp is not None and sp[0] == ev.portal and sp[1].effect is not None:
-                    self._executed_setting(sp[1].effect, sp[1].sql)
+                if sp is not None and sp[0] == ev.portal:
+                    self._executed_setting(sp[1], sp[2])
                 return True
             if (
                 not idle
