@@ -563,6 +563,9 @@ class Prediction:
     expected_mae: float | None = None
     online_only_mae: float | None = None
     recurrence: Recurrence | None = None
+    #: every candidate's ``(table, view, key)`` in rank order, before the error-aware cap (the
+    #: predictor's ranking, of which the cap keeps a prefix per table)
+    ranked: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
 
     @property
     def expected_overlap(self) -> float | None:
@@ -1087,6 +1090,7 @@ def predict(
             continue
         kept.append(q)
         rows += q.batch.num_queries
+    order = tuple((q.table, q.view, q.key) for q in kept)
     stream = stream_estimate(res, cfg)
     split: tuple[float, float, float, float] | None = None
     s_len: int | None = None
@@ -1141,6 +1145,7 @@ def predict(
         expected_mae=mae,
         online_only_mae=only_mae,
         recurrence=learned,
+        ranked=order,
     )
 
 

@@ -502,6 +502,9 @@ class Row:
     literal: Run
     online: Run | None = None
     oracle: Run | None = None
+    #: the overlap of the predictor's ranking (before the error-aware cap) cut at the literal
+    #: baseline's size: how well it finds the repeats, whatever the cap then keeps
+    rho_ranked: float | None = None
 
 
 def literal_baseline(train: Sequence[Resolved], cap: int) -> list[Resolved]:
@@ -596,6 +599,7 @@ def run_unit(unit: Unit, seed: int) -> Row:
         literal=literal,
         online=online,
         oracle=oracle,
+        rho_ranked=overlap(w.stream, pred.ranked[: len(w.literal)]),
     )
 
 

@@ -216,12 +216,15 @@ def test_cap_on_size() -> None:
     # error-aware cap: everything recurs with probability 1, so P is kept whole
     cfg = PredictConfig(epsilon=1.0, delta=1e-6, stream_length=10)
     p = predict(log, SCHEMA, now=T0 + 2 * DAY, config=cfg)
-    assert len(p.queries) == 10
+    assert len(p.queries) == 10 and set(p.ranked) == p.keys
     assert p.expected_mae is not None and p.split is not None and p.stream_length == 10
     # rare candidates (probability 1/20) in a long stream: the error-aware cap drops them
     stale = [rec(0, f"SELECT count(*) FROM flights WHERE hour = {h}") for h in range(10)] * 2
     cfg = PredictConfig(epsilon=1.0, delta=1e-6, stream_length=200)
-    assert len(predict(stale, SCHEMA, now=T0 + 20 * DAY, config=cfg).queries) < 10
+    p = predict(stale, SCHEMA, now=T0 + 20 * DAY, config=cfg)
+    assert len(p.queries) == 0
+    # the ranking before the cap still holds every candidate, in the order of probability
+    assert len(p.ranked) == len(set(p.ranked)) == 10
 
 
 def test_backtest_arithmetic() -> None:
