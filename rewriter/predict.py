@@ -37,7 +37,8 @@ budget split that minimise the expected total squared error of the next window (
 log, :func:`stream_estimate`): P's release priced as the engine plans it
 (``dp.marginals.plan_release``), the other statements online at the expected pacing; the
 Matrix Mechanism's share follows the coverage P is expected to have, and P is empty when no
-prefix is expected to beat answering everything online.
+prefix is expected to beat answering everything online, or when every one that is would lose
+more than 5% in a bad window of the log (its lower quartile of repeats).
 
 Templates with unknown bindings (``pg_stat_statements`` normalises every constant to ``$n``):
 a template without placeholders *is* a query and is predicted like one; a template with
@@ -82,6 +83,12 @@ from .schema import AttributeDecl, Kind, Schema
 from .split import split_statements, tokenize
 
 DAY = 86_400.0
+#: The bad window the cap guards against (:meth:`Recurrence.low_coverage`): the lower quartile
+#: of the log's windows by how many of their statements had been asked before.
+LOW_QUANTILE = 0.25
+#: How much worse than answering everything online a P may be expected to do in that bad
+#: window (squared error: 5% on the MAE)
+LOW_TOLERANCE = 1.05**2
 #: Budget splits (MM, badInit, bad, reserve), as in dp.engine.SPLITS (PRIVACY-NOTES §2).
 SPLITS: Mapping[str, tuple[float, float, float, float]] = {
     "equal": (1 / 4, 1 / 4, 1 / 4, 1 / 4),
@@ -644,9 +651,9 @@ class Recurrence:
     classes: Mapping[tuple[int, int, int], tuple[int, int]]  # features -> (hits, seen)
     rate: float
     origins: int
-    #: per table, the mean over origins of how many of the window's distinct statements had
+    #: per table and origin (in time order), how many of the window's distinct statements had
     #: been asked before it (what any P of earlier statements could have covered)
-    repeats: Mapping[str, float] = field(default_factory=dict)
+    repeats: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     #: the templates' own recurrence, and the instances' calibration (see above)
     templates: Recurrence | None = None
     instance_rate: float = 1.0
@@ -658,7 +665,19 @@ class Recurrence:
         shrunk like the rates (``o / (o + 1)``); None with no origin."""
         if self.origins == 0:
             return None
-        return self.repeats.get(table, 0.0) * self.origins / (self.origins + 1.0)
+        mean = sum(self.repeats.get(table, ())) / self.origins
+        return mean * self.origins / (self.origins + 1.0)
+
+    def low_coverage(self, table: str, quantile: float = LOW_QUANTILE) -> float | None:
+        """How far below its mean the repeats of a window fall in a bad window: the
+        ``quantile`` of the per-origin repeats over their mean (1 when every window repeats
+        alike, near 0 when windows that repeat much alternate with windows that repeat
+        nothing); None with no origin or no repeat."""
+        counts = self.repeats.get(table)
+        if self.origins == 0 or not counts or sum(counts) == 0:
+            return None
+        mean = sum(counts) / len(counts)
+        return float(np.quantile(np.asarray(counts, dtype=np.float64), quantile)) / mean
 
     def probability(self, features: tuple[int, int, int], calls: int = 1) -> float:
         if self.origins == 0:
@@ -710,7 +729,7 @@ def _learn(
             who.setdefault((w, k), set()).add(r.analyst)
     seen: dict[tuple[str, ...], tuple[int, set[str], int]] = {}
     counts: dict[tuple[int, int, int], list[int]] = {}
-    repeats: dict[str, int] = {}
+    repeats: dict[str, list[int]] = {}
     origins = 0
     for rank, w in enumerate(sorted(by_window)):
         asked = by_window[w]
@@ -718,7 +737,9 @@ def _learn(
             origins += 1
             for ident in asked:
                 if ident in seen:
-                    repeats[ident[0]] = repeats.get(ident[0], 0) + 1
+                    row = repeats.setdefault(ident[0], [])
+                    row += [0] * (origins - len(row))
+                    row[-1] += 1
             for ident, (n, analysts, last) in seen.items():
                 c = counts.setdefault(_features(n, len(analysts), last == rank - 1), [0, 0])
                 c[1] += 1
@@ -732,7 +753,7 @@ def _learn(
         classes={k: (v[0], v[1]) for k, v in counts.items()},
         rate=hits / total if total else 0.5,
         origins=origins,
-        repeats={t: n / origins for t, n in repeats.items()},
+        repeats={t: tuple(n + [0] * (origins - len(n))) for t, n in repeats.items()},
     )
 
 
@@ -1108,6 +1129,7 @@ def predict(
                 s_len,
                 mean_rows=_mean_rows(res, table),
                 expected_repeats=learned.expected_repeats(table),
+                low_coverage=learned.low_coverage(table),
             )
             kept += qs[: cap.k]
             split, mae, only_mae = cap.split, cap.mae, cap.online_only_mae
@@ -1347,6 +1369,7 @@ def choose_cap(
     *,
     mean_rows: float | None = None,
     expected_repeats: float | None = None,
+    low_coverage: float | None = None,
 ) -> Cap:
     """How many of the ranked candidates of one table to keep, and the budget split.
 
@@ -1371,6 +1394,15 @@ def choose_cap(
     tried (the error is taken to be unimodal in k). The best of these is kept unless answering
     everything online (P empty: the MM share joins the online pool; the reserve kept) is at
     least as good: the cap never chooses a P it expects to be worse than no P.
+
+    A window's coverage varies around its expectation (on exploratory logs a window that
+    repeats much is often followed by one that repeats nothing, and the share given to P is
+    then lost to the online answers). So a prefix and split are kept only if, in a *bad*
+    window as well, they lose at most 5% MAE (:data:`LOW_TOLERANCE`) against answering
+    everything online: ``good`` and ``good_rows`` scaled by ``low_coverage``
+    (:meth:`Recurrence.low_coverage`, the lower quartile of the log's windows). This chooses
+    a smaller MM share, or no P, where the log's windows repeat unevenly; with
+    ``low_coverage`` None the expectation alone decides.
     """
     assert cfg.epsilon is not None and cfg.delta is not None
     eps, delta = cfg.epsilon, cfg.delta
@@ -1392,7 +1424,7 @@ def choose_cap(
     only = _online_sigma(standard[1], standard[0] + standard[2], s, eps, delta, s, cfg.accounting)
     only_mae = _SQRT_2_OVER_PI * only
     best = Cap(k=0, split=standard, mae=only_mae, online_only_mae=only_mae, mm_var=None)
-    best_total = s * rows_per * only * only
+    best_total = online_total = s * rows_per * only * only
     if not ranked:
         return best
     # a P beyond 2 S is not tried: at most S statements come, a release spread over many more
@@ -1419,13 +1451,17 @@ def choose_cap(
         g_rows = min(g_rows, s * rows_per)
         bad = max(s - good, 0.0)
         b_rows = bad * rows_per
+        low = 1.0 if low_coverage is None else min(low_coverage, 1.0)
+        bad_low = max(s - good * low, 0.0)
         this = math.inf
         for fr in splits:
             mm_var = sd(fr[0], 1.0) ** 2 * e_total / m
             on = _online_sigma(fr[1], fr[2], bad, eps, delta, s, cfg.accounting)
             total = g_rows * mm_var + b_rows * on * on
             this = min(this, total)
-            if total < best_total:
+            on_low = _online_sigma(fr[1], fr[2], bad_low, eps, delta, s, cfg.accounting)
+            total_low = g_rows * low * mm_var + bad_low * rows_per * on_low * on_low
+            if total < best_total and total_low < online_total * LOW_TOLERANCE:
                 mae = (
                     _SQRT_2_OVER_PI * (g_rows * math.sqrt(mm_var) + b_rows * on) / (g_rows + b_rows)
                 )

@@ -12,6 +12,7 @@ from rewriter.predict import (
     LogRecord,
     PredictConfig,
     backtest,
+    choose_cap,
     parametrise,
     parse_csvlog,
     parse_pg_stat_statements,
@@ -225,6 +226,32 @@ def test_cap_on_size() -> None:
     assert len(p.queries) == 0
     # the ranking before the cap still holds every candidate, in the order of probability
     assert len(p.ranked) == len(set(p.ranked)) == 10
+
+
+def test_the_cap_guards_against_a_bad_window() -> None:
+    """The log's windows repeat unevenly (a dashboard on even days, new questions on odd
+    days): its lower quartile repeats nothing (low_coverage 0), against 1 for a log whose
+    windows all repeat alike. The cap keeps a prefix and split only if, in such a bad window,
+    it loses at most 5% MAE against answering everything online: with coverage 0 the MM share
+    is lost to the online answers, so a large share does not pass and the smallest does (the
+    warm-up's answers, 5 of 24, do not depend on the split); with coverage 1 (or no guard) the
+    expectation decides."""
+    dash = [f"SELECT count(*) FROM flights WHERE hour = {h}" for h in range(24)]
+    uneven = [rec(d, q) for d in range(0, 8, 2) for q in dash]
+    uneven += [rec(d, f"SELECT count(*) FROM flights WHERE origin = 'JFK' AND hour = {d}")
+               for d in range(1, 8, 2)]  # fmt: skip
+    steady = [rec(d, q) for d in range(8) for q in dash]
+    learned = [predict(log, SCHEMA, now=T0 + 8 * DAY).recurrence for log in (uneven, steady)]
+    assert learned[0] is not None and learned[1] is not None
+    assert learned[0].repeats["public.flights"] == (0, 24, 0, 24, 0, 24, 0)
+    assert learned[0].low_coverage("public.flights") == 0.0
+    assert learned[1].low_coverage("public.flights") == 1.0
+    ranked = list(predict(steady, SCHEMA, now=T0 + 8 * DAY).queries)
+    cfg = PredictConfig(epsilon=1.0, delta=1e-6)
+    caps = [choose_cap(ranked, cfg, 24, low_coverage=low) for low in (None, 1.0, 0.0)]
+    assert caps[0] == caps[1] and caps[0].k == 24 and caps[0].split[0] == 0.5
+    assert caps[0].mae < caps[0].online_only_mae
+    assert caps[2].k == 24 and caps[2].split[0] == 0.0625 and caps[2].mae > caps[0].mae
 
 
 def test_backtest_arithmetic() -> None:
