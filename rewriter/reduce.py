@@ -740,9 +740,9 @@ def _matrix(
     shape: tuple[int, int],
 ) -> sp.csr_array:
     """The query matrix: row ``g * width + offset (+ the value's code, for a histogram)`` of
-    group ``g`` and measure layout, the measure's weight in each selected cell of the group
-    (zeros left out), built in canonical CSR form (rows in order, columns ascending within a
-    row, no duplicates), all groups of a layout at once."""
+    group ``g`` and measure layout, the measure's weight over its scale in each selected
+    cell of the group (zeros left out), built in canonical CSR form (rows in order, columns
+    ascending within a row, no duplicates), all groups of a layout at once."""
     if not group_cells or not layouts:
         return sp.csr_array(shape)
     sizes = np.fromiter((c.shape[0] for c in group_cells), dtype=np.int64, count=len(group_cells))
@@ -750,7 +750,7 @@ def _matrix(
     group = np.repeat(np.arange(len(group_cells), dtype=np.int64), sizes)
     rows_list, cols_list, data_list = [], [], []
     for lay, (w, hcodes) in zip(layouts, weights, strict=True):
-        wc = w[cells]
+        wc = w[cells] / lay.scale
         keep = wc != 0
         c = cells[keep]
         r = group[keep] * width + lay.offset
@@ -770,6 +770,44 @@ def _matrix(
     indptr = np.zeros(shape[0] + 1, dtype=np.int64)
     np.cumsum(np.bincount(rows, minlength=shape[0]), out=indptr[1:])
     return sp.csr_array((data, cols, indptr), shape=shape)
+
+
+def _at(
+    small: npt.NDArray[np.int64], at: tuple[npt.NDArray[np.intp], ...]
+) -> npt.NDArray[np.int64]:
+    """The values of ``small`` broadcast to the domain's shape, at the cells whose
+    coordinates are ``at`` (without building the broadcast array)."""
+    small = small.reshape((1,) * (len(at) - small.ndim) + small.shape)
+    zero = np.zeros(1, dtype=np.intp)
+    return small[tuple(ix if n != 1 else zero for ix, n in zip(at, small.shape, strict=True))]
+
+
+def _equal(a: npt.NDArray[np.int64] | None, b: npt.NDArray[np.int64] | None) -> bool:
+    return a is b or (a is not None and b is not None and np.array_equal(a, b))
+
+
+def _first_identical(
+    computed: Sequence[tuple[npt.NDArray[np.float64], npt.NDArray[np.int64] | None, object]],
+) -> list[int]:
+    """For each measure, the first measure with the same weight (and histogram code) in
+    every cell: identical measures share their rows. Candidates are found by two sums (one
+    pass over the cells each) and confirmed by comparing the arrays."""
+    first = list(range(len(computed)))
+    if len(computed) < 2:
+        return first
+    n = computed[0][0].shape[0]
+    ramp = np.arange(1, n + 1, dtype=np.float64)
+    seen: dict[tuple[float, float, float], list[int]] = {}
+    for j, (w, codes, _) in enumerate(computed):
+        key = (float(w.sum()), float(w @ ramp), -1.0 if codes is None else float(codes @ ramp))
+        for k in seen.get(key, ()):
+            other, other_codes, _ = computed[k]
+            if np.array_equal(w, other) and _equal(codes, other_codes):
+                first[j] = k
+                break
+        else:
+            seen.setdefault(key, []).append(j)
+    return first
 
 
 def reduce(
@@ -835,16 +873,18 @@ def reduce(
             hit = (small, [x for _, x in distinct])
             if static is not None and free:
                 static.groups[k] = hit
-        codes.append(np.broadcast_to(hit[0], shape).reshape(-1))
+        codes.append(hit[0])
         keys_of.append(hit[1])
     nz = np.flatnonzero(selected)
+    # the selected cells' coordinates, per axis (for the grouping expressions' codes)
+    at = np.unravel_index(nz, shape) if any(sets) else ()
     group_cells: list[npt.NDArray[np.int64]] = []  # per group, its selected cells
     group_keys: list[tuple[object, ...]] = []
     for one in sets:
         if one:
             combo = np.zeros(nz.shape[0], dtype=np.int64)
             for k in one:
-                combo = combo * len(keys_of[k]) + codes[k][nz]
+                combo = combo * len(keys_of[k]) + _at(codes[k], at)
             uniq, inverse = np.unique(combo, return_inverse=True)
         else:
             group_keys.append((None,) * len(group_by))  # one group: every selected cell
@@ -872,30 +912,26 @@ def reduce(
         _measure_weights(m, table, masks, values, shape, static, j)
         for j, m in enumerate(logical.measures)
     ]
-    if len(computed) > 1:
-        fps = [w.tobytes() + (c.tobytes() if c is not None else b"") for w, c, _ in computed]
-    else:
-        fps = [b""] * len(computed)  # one measure: nothing to share
-    first = {fp: fps.index(fp) for fp in fps}
+    first = _first_identical(computed)
     layouts: list[Layout] = []
     weights: list[tuple[npt.NDArray[np.float64], npt.NDArray[np.int64] | None]] = []
     width = 0
     for j, (w, hist_codes, hist_values) in enumerate(computed):
-        k = first[fps[j]]
+        k = first[j]
         if k != j:
             layouts.append(layouts[k])
             continue
         peak = float(np.max(np.abs(w))) if w.size else 0.0
         # weights in [-1, 1] for what was asked; a count kept only to tell whether a SUM is
         # NULL in [-1/4, 1/4] (a quarter of the weight: 1/16 of its share of the noise)
-        weight = 1.0 if any(asked[i] for i in range(len(fps)) if fps[i] == fps[j]) else 0.25
+        weight = 1.0 if any(asked[i] for i in range(len(first)) if first[i] == j) else 0.25
         scale = (peak if peak > 0 else 1.0) / weight
         n_rows = len(hist_values) if hist_codes is not None else 1
         layouts.append(Layout(offset=width, width=n_rows, scale=scale, values=hist_values))
-        weights.append((w / scale, hist_codes))
+        weights.append((w, hist_codes))
         width += n_rows
 
-    unique_layouts = [lay for i, lay in enumerate(layouts) if layouts.index(lay) == i]
+    unique_layouts = [lay for j, lay in enumerate(layouts) if first[j] == j]
     n_rows = len(group_keys) * width
     matrix = _matrix(group_cells, unique_layouts, weights, width, (n_rows, domain.size))
     batch = QueryBatch(domain, matrix)
