@@ -579,6 +579,14 @@ def _predict(args: argparse.Namespace) -> int:
             "(a statement asked c times gets c / (c + 3))"
         )
         print(f"  recurrence {learned}")
+        for table, counts in sorted(rec.repeats.items()):
+            low = rec.low_coverage(table)
+            mean = sum(counts) / len(counts)
+            print(
+                f"  {table}: a window asked {mean:.1f} statement(s) asked before, on average; "
+                f"{mean * (low or 0.0):.1f} in the lower quartile of windows (a P is kept only "
+                "if it loses at most 5% MAE against everything online in such a window)"
+            )
         if rec.templates is not None:
             print(
                 f"  unseen instances of templates: at those windows, {rec.instance_hits} of the "
