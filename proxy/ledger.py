@@ -373,6 +373,8 @@ def _row(r: Sequence[Any]) -> EpochRow:
 #: First key of the two-key advisory locks on epochs ("LAPR"), so that they never collide with
 #: one-key advisory locks other software takes in the same database.
 _LOCK_SPACE = 0x4C415052
+#: Seconds :meth:`PgLedger.close` waits for a statement in flight before closing under it.
+CLOSE_GRACE = 5.0
 #: First key of the budget groups' locks ("LAPL").
 _LIFETIME_SPACE = 0x4C41504C
 
@@ -463,9 +465,30 @@ class PgLedger:
             yield
 
     async def close(self) -> None:
-        await self._conn.close()
-        if self._log_conn is not None:
-            await self._log_conn.close()
+        """Close both connections once what runs on each has finished (:meth:`_idle`)."""
+        async with self._idle(self._lock):
+            await self._conn.close()
+        async with self._idle(self._log_lock):
+            if self._log_conn is not None:
+                await self._log_conn.close()
+
+    @staticmethod
+    @asynccontextmanager
+    async def _idle(lock: asyncio.Lock) -> AsyncIterator[None]:
+        """The connection's lock, waited for at most :data:`CLOSE_GRACE` seconds (then
+        without it). A group commit's last step can still run after its statements were
+        answered; a connection closed under a statement that waits for its reply leaves the
+        socket registered with the event loop, and the next connection given the same file
+        descriptor then fails to connect ("connection socket closed")."""
+        try:
+            await asyncio.wait_for(lock.acquire(), CLOSE_GRACE)
+        except TimeoutError:
+            yield  # a statement is stuck: closed under it
+            return
+        try:
+            yield
+        finally:
+            lock.release()
 
     @asynccontextmanager
     async def _log_locked(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:

@@ -349,6 +349,25 @@ class TestPgLedger(LedgerContract):
         # the log's writes did not take the ledger's connection
         assert a._log_conn is not None and a._log_conn is not a._conn
 
+    async def test_close_waits_for_a_statement_in_flight(self, pair: Any, pg: Any) -> None:
+        """A group commit's last step can still run after its statements were answered, when
+        a shutdown (or a test) closes the ledger. Closed under the statement, the connection
+        would leave its socket registered with the event loop, and the next connection given
+        the same file descriptor would fail to connect: close() waits for the statement."""
+        a, _ = pair
+
+        async def in_flight() -> None:
+            async with a._locked():
+                await a._conn.execute("SELECT pg_sleep(0.3)")
+
+        task = asyncio.create_task(in_flight())
+        await asyncio.sleep(0.05)
+        await a.close()
+        assert task.done() and task.exception() is None  # it ended before the close
+        for _ in range(5):  # new connections, on the lowest free descriptors
+            async with await psycopg.AsyncConnection.connect(pg.state_dsn) as conn:
+                await conn.execute("SELECT 1")
+
     async def test_charges_commit_synchronously_whatever_the_role_default(self, pg: Any) -> None:
         async with await psycopg.AsyncConnection.connect(pg.admin_dsn, autocommit=True) as admin:
             role = pg.aggregator_dsn.split("//", 1)[1].split(":", 1)[0]
