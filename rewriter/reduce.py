@@ -54,6 +54,7 @@ from .schema import AttributeDecl, Kind, TableDecl, ViewDecl
 
 BoolArray = npt.NDArray[np.bool_]
 _T = TypeVar("_T")
+_G = TypeVar("_G", bound=np.generic)
 
 
 def marginal_name(names: Sequence[str]) -> str:
@@ -586,19 +587,20 @@ def _measure_weights(
     static: _Static | None = None,
     j: int = 0,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64] | None, tuple[object, ...]]:
-    """A measure's weight in every cell (flattened), and for a histogram each cell's value
-    code and the public values in ascending order. With ``static`` (measure ``j`` of its
-    statement), what does not depend on the parameters is computed once per statement."""
+    """A measure's weight in every cell, and for a histogram each cell's value code and the
+    public values in ascending order. The arrays are *small*: broadcast to ``shape`` they
+    give every cell's value, and an axis along which the value does not change has length 1
+    (:func:`_collapsed`: equal small arrays are equal measures). With ``static`` (measure
+    ``j`` of its statement), what does not depend on the parameters is computed once per
+    statement."""
     parts = static.parts.get(j) if static is not None else None
     if parts is None:
         parts = _measure_parts(meas, table, masks, static.values if static else values)
         if static is not None:
             static.parts[j] = parts
     part, small_codes, hist_values = parts
-    w = np.broadcast_to(part, shape).reshape(-1).astype(np.float64)
-    codes = None
-    if small_codes is not None:
-        codes = np.broadcast_to(small_codes, shape).reshape(-1).copy()
+    ndim = len(shape)
+    w = part.astype(np.float64).reshape((1,) * (ndim - part.ndim) + part.shape)
     if meas.filter is not None:
         t = static.filters.get(j) if static is not None else None
         if t is None:
@@ -607,8 +609,25 @@ def _measure_weights(
                 raise _cut(table)
             if static is not None and not _has_param(meas.filter):
                 static.filters[j] = t
-        w = w * np.broadcast_to(t, shape).reshape(-1)
-    return w, codes, hist_values
+        w = w * t.reshape((1,) * (ndim - t.ndim) + t.shape)
+    codes = None
+    if small_codes is not None:
+        codes = _collapsed(
+            small_codes.reshape((1,) * (ndim - small_codes.ndim) + small_codes.shape)
+        )
+    return _collapsed(w), codes, hist_values
+
+
+def _collapsed(a: npt.NDArray[_G]) -> npt.NDArray[_G]:
+    """``a`` with every axis along which it does not change cut to length 1 (the same array
+    once broadcast; a canonical form: two arrays that broadcast to the same values are equal
+    in it)."""
+    for axis, n in enumerate(a.shape):
+        if n > 1:
+            first = a.take([0], axis=axis)
+            if np.array_equal(a, np.broadcast_to(first, a.shape)):
+                a = first
+    return a
 
 
 def _asked(logical: Logical) -> list[bool]:
@@ -738,6 +757,7 @@ def _matrix(
     weights: Sequence[tuple[npt.NDArray[np.float64], npt.NDArray[np.int64] | None]],
     width: int,
     shape: tuple[int, int],
+    domain_shape: tuple[int, ...],
 ) -> sp.csr_array:
     """The query matrix: row ``g * width + offset (+ the value's code, for a histogram)`` of
     group ``g`` and measure layout, the measure's weight over its scale in each selected
@@ -748,14 +768,15 @@ def _matrix(
     sizes = np.fromiter((c.shape[0] for c in group_cells), dtype=np.int64, count=len(group_cells))
     cells = np.concatenate(group_cells)
     group = np.repeat(np.arange(len(group_cells), dtype=np.int64), sizes)
+    at = _cells_at(cells, domain_shape)
     rows_list, cols_list, data_list = [], [], []
     for lay, (w, hcodes) in zip(layouts, weights, strict=True):
-        wc = w[cells] / lay.scale
+        wc = _at(w, at, cells.shape[0]) / lay.scale
         keep = wc != 0
         c = cells[keep]
         r = group[keep] * width + lay.offset
         if hcodes is not None:
-            r = r + hcodes[c]
+            r = r + _at(hcodes, at, cells.shape[0])[keep]
         rows_list.append(r)
         cols_list.append(c)
         data_list.append(wc[keep])
@@ -772,41 +793,33 @@ def _matrix(
     return sp.csr_array((data, cols, indptr), shape=shape)
 
 
-def _at(
-    small: npt.NDArray[np.int64], at: tuple[npt.NDArray[np.intp], ...]
-) -> npt.NDArray[np.int64]:
-    """The values of ``small`` broadcast to the domain's shape, at the cells whose
-    coordinates are ``at`` (without building the broadcast array)."""
+def _at(small: npt.NDArray[_G], at: tuple[npt.NDArray[np.intp], ...], n: int) -> npt.NDArray[_G]:
+    """The values of ``small`` broadcast to the domain's shape, at the ``n`` cells whose
+    coordinates are ``at`` (one array per axis; none for a domain without attributes),
+    without building the broadcast array."""
     small = small.reshape((1,) * (len(at) - small.ndim) + small.shape)
     zero = np.zeros(1, dtype=np.intp)
-    return small[tuple(ix if n != 1 else zero for ix, n in zip(at, small.shape, strict=True))]
+    got = small[tuple(ix if k != 1 else zero for ix, k in zip(at, small.shape, strict=True))]
+    return np.broadcast_to(got, (n,))
 
 
-def _equal(a: npt.NDArray[np.int64] | None, b: npt.NDArray[np.int64] | None) -> bool:
-    return a is b or (a is not None and b is not None and np.array_equal(a, b))
+def _cells_at(
+    cells: npt.NDArray[np.int64], shape: tuple[int, ...]
+) -> tuple[npt.NDArray[np.intp], ...]:
+    """The coordinates of flat cell indices, one array per axis."""
+    return tuple(np.unravel_index(cells, shape)) if shape else ()
 
 
 def _first_identical(
     computed: Sequence[tuple[npt.NDArray[np.float64], npt.NDArray[np.int64] | None, object]],
 ) -> list[int]:
     """For each measure, the first measure with the same weight (and histogram code) in
-    every cell: identical measures share their rows. Candidates are found by two sums (one
-    pass over the cells each) and confirmed by comparing the arrays."""
-    first = list(range(len(computed)))
-    if len(computed) < 2:
-        return first
-    n = computed[0][0].shape[0]
-    ramp = np.arange(1, n + 1, dtype=np.float64)
-    seen: dict[tuple[float, float, float], list[int]] = {}
+    every cell: identical measures share their rows (compared in :func:`_collapsed` form)."""
+    seen: dict[tuple[object, ...], int] = {}
+    first: list[int] = []
     for j, (w, codes, _) in enumerate(computed):
-        key = (float(w.sum()), float(w @ ramp), -1.0 if codes is None else float(codes @ ramp))
-        for k in seen.get(key, ()):
-            other, other_codes, _ = computed[k]
-            if np.array_equal(w, other) and _equal(codes, other_codes):
-                first[j] = k
-                break
-        else:
-            seen.setdefault(key, []).append(j)
+        key = (w.shape, w.tobytes(), None if codes is None else (codes.shape, codes.tobytes()))
+        first.append(seen.setdefault(key, j))
     return first
 
 
@@ -877,14 +890,14 @@ def reduce(
         keys_of.append(hit[1])
     nz = np.flatnonzero(selected)
     # the selected cells' coordinates, per axis (for the grouping expressions' codes)
-    at = np.unravel_index(nz, shape) if any(sets) else ()
+    at = _cells_at(nz, shape) if any(sets) else ()
     group_cells: list[npt.NDArray[np.int64]] = []  # per group, its selected cells
     group_keys: list[tuple[object, ...]] = []
     for one in sets:
         if one:
             combo = np.zeros(nz.shape[0], dtype=np.int64)
             for k in one:
-                combo = combo * len(keys_of[k]) + _at(codes[k], at)
+                combo = combo * len(keys_of[k]) + _at(codes[k], at, nz.shape[0])
             uniq, inverse = np.unique(combo, return_inverse=True)
         else:
             group_keys.append((None,) * len(group_by))  # one group: every selected cell
@@ -933,7 +946,9 @@ def reduce(
 
     unique_layouts = [lay for j, lay in enumerate(layouts) if first[j] == j]
     n_rows = len(group_keys) * width
-    matrix = _matrix(group_cells, unique_layouts, weights, width, (n_rows, domain.size))
+    matrix = _matrix(
+        group_cells, unique_layouts, weights, width, (n_rows, domain.size), domain.shape
+    )
     batch = QueryBatch(domain, matrix)
 
     # the range of each summed expression in each group (AVG stays inside it)
