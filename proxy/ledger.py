@@ -373,10 +373,10 @@ def _row(r: Sequence[Any]) -> EpochRow:
 #: First key of the two-key advisory locks on epochs ("LAPR"), so that they never collide with
 #: one-key advisory locks other software takes in the same database.
 _LOCK_SPACE = 0x4C415052
-#: Seconds :meth:`PgLedger.close` waits for a statement in flight before closing under it.
-CLOSE_GRACE = 5.0
 #: First key of the budget groups' locks ("LAPL").
 _LIFETIME_SPACE = 0x4C41504C
+#: Seconds :meth:`PgLedger.close` waits for a statement in flight before closing under it.
+CLOSE_GRACE = 5.0
 
 _EPOCH_COLUMNS = "id, table_name, view_name, status, started_by, reason, started_at, closed_at"
 

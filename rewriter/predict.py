@@ -1425,6 +1425,7 @@ def choose_cap(
     only_mae = _SQRT_2_OVER_PI * only
     best = Cap(k=0, split=standard, mae=only_mae, online_only_mae=only_mae, mm_var=None)
     best_total = online_total = s * rows_per * only * only
+    low = 1.0 if low_coverage is None else min(low_coverage, 1.0)  # the bad window's share
     if not ranked:
         return best
     # a P beyond 2 S is not tried: at most S statements come, a release spread over many more
@@ -1451,7 +1452,6 @@ def choose_cap(
         g_rows = min(g_rows, s * rows_per)
         bad = max(s - good, 0.0)
         b_rows = bad * rows_per
-        low = 1.0 if low_coverage is None else min(low_coverage, 1.0)
         bad_low = max(s - good * low, 0.0)
         this = math.inf
         for fr in splits:

@@ -600,7 +600,7 @@ def _measure_weights(
             static.parts[j] = parts
     part, small_codes, hist_values = parts
     ndim = len(shape)
-    w = part.astype(np.float64).reshape((1,) * (ndim - part.ndim) + part.shape)
+    w = _padded(part.astype(np.float64), ndim)
     if meas.filter is not None:
         t = static.filters.get(j) if static is not None else None
         if t is None:
@@ -609,13 +609,14 @@ def _measure_weights(
                 raise _cut(table)
             if static is not None and not _has_param(meas.filter):
                 static.filters[j] = t
-        w = w * t.reshape((1,) * (ndim - t.ndim) + t.shape)
-    codes = None
-    if small_codes is not None:
-        codes = _collapsed(
-            small_codes.reshape((1,) * (ndim - small_codes.ndim) + small_codes.shape)
-        )
+        w = w * _padded(t, ndim)
+    codes = None if small_codes is None else _collapsed(_padded(small_codes, ndim))
     return _collapsed(w), codes, hist_values
+
+
+def _padded(a: npt.NDArray[_G], ndim: int) -> npt.NDArray[_G]:
+    """``a`` with leading axes of length 1 up to ``ndim`` axes (as broadcasting aligns it)."""
+    return a.reshape((1,) * (ndim - a.ndim) + a.shape)
 
 
 def _collapsed(a: npt.NDArray[_G]) -> npt.NDArray[_G]:
@@ -797,7 +798,7 @@ def _at(small: npt.NDArray[_G], at: tuple[npt.NDArray[np.intp], ...], n: int) ->
     """The values of ``small`` broadcast to the domain's shape, at the ``n`` cells whose
     coordinates are ``at`` (one array per axis; none for a domain without attributes),
     without building the broadcast array."""
-    small = small.reshape((1,) * (len(at) - small.ndim) + small.shape)
+    small = _padded(small, len(at))
     zero = np.zeros(1, dtype=np.intp)
     got = small[tuple(ix if k != 1 else zero for ix, k in zip(at, small.shape, strict=True))]
     return np.broadcast_to(got, (n,))
