@@ -50,6 +50,11 @@ _OMEGA_MAX = 8.0
 _OMEGA_GROW = 1.25
 # Weights are floored relative to their maximum so that W D W^T stays positive definite.
 _D_FLOOR = 1e-13
+#: The largest dense matrix (rows x columns) a baseline strategy or the fallback builds: 32 MiB,
+#: as large as a block's reduced workload may be (dp.marginals.MAX_BLOCK_ENTRIES). A baseline
+#: over more cells (the identity of n cells is n x n) is not a candidate; the optimised
+#: strategy, with rank(W) rows, always fits when the workload does.
+MAX_DENSE_ENTRIES = 1 << 22
 # Without a clock (the pure default), ``time_limit`` is converted into a deterministic work
 # budget at this nominal rate: one solver step costs ~ 4 k^2 n_r + 6 k^3 flops.
 NOMINAL_FLOPS_PER_SECOND = 1e10
@@ -484,14 +489,23 @@ def _optimize(
 def _safe_strategy(w: FloatArray, why: BaseException) -> Strategy:
     """The fallback of :func:`optimize_strategy`: the identity on the workload's reduced
     domain (one measurement per group of identical cells, lifted), which answers every row of
-    ``W`` without bias at sensitivity 1, with expected error ``||W_r||_F^2``; no certificate."""
+    ``W`` without bias at sensitivity 1, with expected error ``||W_r||_F^2``; no certificate.
+    When that identity would exceed :data:`MAX_DENSE_ENTRIES`, the workload's own rows instead
+    (``W`` is in its own row space: unbiased; sensitivity and error recomputed)."""
+    w_r, groups = reduce_domain(w)
+    large = w_r.shape[1] * w.shape[1] > MAX_DENSE_ENTRIES
     warnings.warn(
-        f"the strategy optimiser failed ({type(why).__name__}: {why}); measuring every cell of "
-        "the reduced domain instead (unbiased, not optimal)",
+        f"the strategy optimiser failed ({type(why).__name__}: {why}); "
+        + (
+            "measuring the workload's own queries instead (unbiased, not optimal)"
+            if large
+            else "measuring every cell of the reduced domain instead (unbiased, not optimal)"
+        ),
         RuntimeWarning,
         stacklevel=3,
     )
-    w_r, groups = reduce_domain(w)
+    if large:
+        return evaluate_strategy(w, w)
     matrix = lift(np.eye(w_r.shape[1]), groups)
     l2, l1 = sensitivities(matrix)
     error = l2 * l2 * float(np.sum(w_r * w_r))
@@ -644,6 +658,16 @@ def hierarchical_matrix(n: int, branching: int = 2) -> FloatArray:
     return np.asarray(np.unique(a, axis=0)[::-1], dtype=np.float64)
 
 
+def _tree_rows(n: int, branching: int) -> int:
+    """At most the rows of :func:`hierarchical_matrix` (``n``, ``branching``): one per node."""
+    rows, width = 0, 1
+    while True:
+        rows += -(-n // width)
+        if width >= n:
+            return rows
+        width *= branching
+
+
 def haar_matrix(n: int) -> FloatArray:
     """The (unnormalised) Haar wavelet strategy over ``n`` ordered cells.
 
@@ -675,8 +699,9 @@ def l1_strategy(workload: np.ndarray, *, time_limit: float = 10.0) -> Strategy:
     L2-optimal strategy of :func:`optimize_strategy` (whose L1 sensitivity is recomputed, not
     assumed), hierarchical trees (branching 2, 4, 8, 16) and the Haar wavelet over the cell order;
     the one with the lowest ``Delta1(A)^2 ||W A^+||_F^2`` (:attr:`Strategy.expected_error_l1`)
-    is returned. Soundness does not depend on the choice: the caller scales the noise by the
-    returned ``sensitivity_l1``. ``gap`` is that of the L2 program (``inf`` for a baseline).
+    is returned. A baseline whose dense matrix would exceed :data:`MAX_DENSE_ENTRIES` (the
+    identity over more than 2,048 cells, say) is not a candidate. Soundness does not depend
+    on the choice: the caller scales the noise by the returned ``sensitivity_l1``. ``gap`` is that of the L2 program (``inf`` for a baseline).
 
     >>> import numpy as np
     >>> w = np.triu(np.ones((8, 8)))
@@ -687,10 +712,12 @@ def l1_strategy(workload: np.ndarray, *, time_limit: float = 10.0) -> Strategy:
     w = _as_workload(workload)
     n = w.shape[1]
     l2_opt = optimize_strategy(w, time_limit=time_limit)
-    candidates = [identity_strategy(n, workload=w), l2_opt]
-    candidates.append(evaluate_strategy(w, haar_matrix(n)))
+    candidates = [identity_strategy(n, workload=w)] if n * n <= MAX_DENSE_ENTRIES else []
+    candidates.append(l2_opt)
+    if (1 << max(0, (n - 1).bit_length())) * n <= MAX_DENSE_ENTRIES:
+        candidates.append(evaluate_strategy(w, haar_matrix(n)))
     for b in (2, 4, 8, 16):
-        if b < n or b == 2:
+        if (b < n or b == 2) and _tree_rows(n, b) * n <= MAX_DENSE_ENTRIES:
             candidates.append(evaluate_strategy(w, hierarchical_matrix(n, b)))
     best = min(candidates, key=lambda s: s.expected_error_l1)
     if best is l2_opt:

@@ -388,3 +388,38 @@ def test_the_fallback_strategy_is_unbiased_with_unit_sensitivity() -> None:
     assert s.matrix.shape == (2, 4) and s.sensitivity_l2 == 1.0 and s.gap == math.inf
     assert np.allclose(w @ np.linalg.pinv(s.matrix) @ s.matrix, w)
     assert s.expected_error == pytest.approx(float(np.sum(np.array([[1, 0], [0, 1], [1, 1]]) ** 2)))
+
+
+def test_the_l1_strategy_of_a_wide_workload_builds_no_dense_baseline() -> None:
+    """A few queries over many cells (a histogram of a wide marginal): the identity, the trees
+    and the Haar basis over 5,000 cells would each be hundreds of MB; only the optimised
+    strategy (rank W rows) is built, and it is sound."""
+    import tracemalloc
+
+    from dp.strategy import MAX_DENSE_ENTRIES
+
+    rng = np.random.default_rng(7)
+    w = (rng.random((6, 5000)) < 0.3).astype(np.float64)
+    tracemalloc.start()
+    try:
+        s = l1_strategy(w, time_limit=0.5)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert s.matrix.size <= MAX_DENSE_ENTRIES
+    assert peak < 8 * MAX_DENSE_ENTRIES  # one dense 5,000 x 5,000 identity alone is 25x that
+    assert bias(w, s.matrix) <= 1e-9
+    assert s.sensitivity_l1 == pytest.approx(np.max(np.abs(s.matrix).sum(axis=0)), rel=1e-12)
+
+
+def test_the_fallback_of_a_wide_workload_measures_its_own_queries() -> None:
+    from dp.strategy import _safe_strategy
+
+    rng = np.random.default_rng(8)
+    w = rng.random((5, 5000))  # 5,000 distinct cells: the reduced domain is as wide
+    with pytest.warns(RuntimeWarning, match="measuring the workload's own queries"):
+        s = _safe_strategy(w, np.linalg.LinAlgError("no convergence"))
+    assert s.matrix.shape == (5, 5000)
+    assert bias(w, s.matrix) <= 1e-9
+    assert s.sensitivity_l2 == pytest.approx(np.max(np.linalg.norm(w, axis=0)), rel=1e-12)
+    assert s.expected_error == pytest.approx(s.sensitivity_l2**2 * 5, rel=1e-8)  # rank 5
