@@ -43,7 +43,7 @@ import scipy.sparse as sp
 
 from dp.domain import Domain, FloatArray, QueryBatch, lift, lifted_matrix, projection
 from dp.release import ROW_SPACE_RTOL, NotInRowSpaceError, Release, group_means
-from dp.strategy import Strategy, l1_strategy, optimize_strategy, splitmix
+from dp.strategy import Strategy, l1_strategy, optimize_strategy, splitmix, strategy_error
 from dp.strategy import lift as lift_columns
 from dp.units import Contribution
 
@@ -200,28 +200,17 @@ def plan_release(
     the batches that fit; the others are left out of the release. A batch that reads no cell
     (an empty range: its answer is 0 whatever the data, which the engine gives exactly) is
     left out too: a block of such batches alone would have no column to measure."""
-    predicted = [b for b in predicted if b.matrix.nnz > 0]
-    if not predicted:
-        return ()
-    blocks = block_domains(predicted)
-    reduced: list[tuple[Reduction, FloatArray]] = []
-    kept: list[tuple[QueryBatch, ...]] = []
-    for dom, members in zip(blocks, _homes(predicted, blocks), strict=True):
-        fitted = _fit(dom, [lift(predicted[j], dom) for j in members])
-        if fitted is not None:
-            red, w, chosen = fitted
-            reduced.append((red, np.asarray(w.toarray(), dtype=np.float64)))
-            kept.append(tuple(predicted[members[k]] for k in chosen))
-    total = sum(w.size for _, w in reduced) or 1
+    blocks = _fitted_blocks(predicted, solver_seconds)
     plans: list[tuple[Reduction, Strategy]] = []
-    for red, w in reduced:
-        seconds = max(solver_seconds * w.size / total, 0.05)
+    kept: list[tuple[QueryBatch, ...]] = []
+    for red, w, seconds, batches in blocks:
         s = (
             l1_strategy(w, time_limit=seconds)
             if laplace
             else optimize_strategy(w, time_limit=seconds)
         )
         plans.append((red, s))
+        kept.append(batches)
     if laplace:
         errors = [s.expected_error_l1 for _, s in plans]
         weights = [e ** (1 / 3) for e in errors]
@@ -237,6 +226,54 @@ def plan_release(
         BlockPlan(red, s.matrix * (c / s.sensitivity_l2), e / c**2, bs)
         for (red, s), c, e, bs in zip(plans, shares, errors, kept, strict=True)
     )
+
+
+def planned_error(
+    predicted: Sequence[QueryBatch], *, laplace: bool, solver_seconds: float = SOLVER_SECONDS
+) -> tuple[float, tuple[QueryBatch, ...]]:
+    """The release :func:`plan_release` would plan, priced without building it: the total
+    expected error ``sum_g expected_error_g`` of its blocks (each over its share ``c_g``) and
+    the batches it keeps. Under Gaussian noise each block's error is the solver's certified
+    error at its best iterate (:func:`dp.strategy.strategy_error`: what the strategy's own
+    recomputes, up to rounding) and, with ``sum c_g^2 = 1``, the total is
+    ``(sum_g sqrt(e_g))^2``; under Laplace noise the strategies are built (their L1
+    sensitivity is needed). For comparing candidate sets of P only; the epoch's release is
+    always :func:`plan_release`'s."""
+    if laplace:
+        plans = plan_release(predicted, laplace=True, solver_seconds=solver_seconds)
+        return sum(pl.expected_error for pl in plans), tuple(b for pl in plans for b in pl.batches)
+    blocks = _fitted_blocks(predicted, solver_seconds)
+    roots = [math.sqrt(strategy_error(w, time_limit=seconds)) for _, w, seconds, _ in blocks]
+    return sum(roots) ** 2, tuple(b for *_, batches in blocks for b in batches)
+
+
+def _fitted_blocks(
+    predicted: Sequence[QueryBatch], solver_seconds: float
+) -> list[tuple[Reduction, FloatArray, float, tuple[QueryBatch, ...]]]:
+    """The blocks of a release (:func:`plan_release`): for each, its reduction, its reduced
+    workload (dense), the solver's seconds (``solver_seconds`` shared by workload size) and
+    the batches of P it answers."""
+    predicted = [b for b in predicted if b.matrix.nnz > 0]
+    if not predicted:
+        return []
+    blocks = block_domains(predicted)
+    fitted_blocks: list[tuple[Reduction, FloatArray, tuple[QueryBatch, ...]]] = []
+    for dom, members in zip(blocks, _homes(predicted, blocks), strict=True):
+        fitted = _fit(dom, [lift(predicted[j], dom) for j in members])
+        if fitted is not None:
+            red, w, chosen = fitted
+            fitted_blocks.append(
+                (
+                    red,
+                    np.asarray(w.toarray(), dtype=np.float64),
+                    tuple(predicted[members[k]] for k in chosen),
+                )
+            )
+    total = sum(w.size for _, w, _ in fitted_blocks) or 1
+    return [
+        (red, w, max(solver_seconds * w.size / total, 0.05), batches)
+        for red, w, batches in fitted_blocks
+    ]
 
 
 def _fit(

@@ -426,6 +426,21 @@ def optimize_strategy(
         return _safe_strategy(w, e)
 
 
+@dataclass(frozen=True, slots=True)
+class _Iterate:
+    """Where the dual fixed point stopped: the reduced workload and its factor, the best and
+    the first eigenpairs, and the certified bounds (``upper``: the error of the best
+    iterate's strategy, in exact arithmetic what :func:`_finish` recomputes)."""
+
+    w_r: FloatArray
+    groups: IntArray
+    f: FloatArray
+    best: tuple[FloatArray, FloatArray]
+    first: tuple[FloatArray, FloatArray]
+    lower: float
+    upper: float
+
+
 def _optimize(
     w: FloatArray,
     *,
@@ -435,6 +450,40 @@ def _optimize(
     clock: Callable[[], float] | None,
 ) -> Strategy:
     """The dual fixed point of :func:`optimize_strategy` on a validated workload."""
+    it = _iterate(w, tol=tol, time_limit=time_limit, max_iter=max_iter, clock=clock)
+    strategy = _finish(w, it.w_r, it.groups, it.f, it.best, it.lower)
+    if strategy is None:
+        # Only if the best iterate is numerically degenerate: fall back to the first (uniform d).
+        strategy = _finish(w, it.w_r, it.groups, it.f, it.first, it.lower)
+    if strategy is None:
+        raise InternalError("the optimised strategy does not span the workload")
+    return strategy
+
+
+def strategy_error(workload: np.ndarray, *, time_limit: float = 10.0) -> float:
+    """The expected error (``Delta2(A)^2 ||W A^+||_F^2``) of the strategy
+    :func:`optimize_strategy` returns for ``workload`` with this ``time_limit``, without
+    building it: the certified upper bound at its best iterate, which is that strategy's error
+    in exact arithmetic (:func:`optimize_strategy` recomputes it from the matrix, and differs
+    by rounding only). For planning (comparing releases of candidate workloads); noise is
+    never calibrated from it. Where the optimiser would fall back (its numerics break down),
+    the fallback's error."""
+    w = _as_workload(workload)
+    try:
+        return _iterate(w, tol=1e-3, time_limit=time_limit, max_iter=100_000, clock=None).upper
+    except (np.linalg.LinAlgError, InternalError, FloatingPointError) as e:
+        return _safe_strategy(w, e).expected_error
+
+
+def _iterate(
+    w: FloatArray,
+    *,
+    tol: float,
+    time_limit: float,
+    max_iter: int,
+    clock: Callable[[], float] | None,
+) -> _Iterate:
+    """The dual fixed point's iterations (:func:`optimize_strategy`), up to its stopping rule."""
     start = clock() if clock is not None else 0.0
     w_r, groups = reduce_domain(w)
     f = _row_factor(w_r)
@@ -477,13 +526,7 @@ def _optimize(
         else:
             omega = max(1.0, omega / 2.0)
 
-    strategy = _finish(w, w_r, groups, f, best_eig, best_lb)
-    if strategy is None:
-        # Only if the best iterate is numerically degenerate: fall back to the first (uniform d).
-        strategy = _finish(w, w_r, groups, f, first_eig, best_lb)
-    if strategy is None:
-        raise InternalError("the optimised strategy does not span the workload")
-    return strategy
+    return _Iterate(w_r, groups, f, best_eig, first_eig, best_lb, best_ub)
 
 
 def _safe_strategy(w: FloatArray, why: BaseException) -> Strategy:

@@ -72,7 +72,7 @@ import scipy.sparse as sp
 
 from dp.calibration import agm_sigma, gdp_mu
 from dp.domain import Domain, QueryBatch
-from dp.marginals import plan_release
+from dp.marginals import planned_error
 from dp.pacing import warmup_length
 
 from .classify import DPStatement, Refused, bind, classify
@@ -1263,13 +1263,14 @@ def release_error(
     batches: Sequence[QueryBatch], *, accounting: str = "gdp", time_limit: float = 2.0
 ) -> tuple[float, int, frozenset[int]]:
     """The Matrix Mechanism release of ``batches`` as the engine plans it
-    (``dp.marginals.plan_release``): its total expected squared error per unit noise ``E``,
-    the number of rows it answers, and the ``id`` of each batch it keeps (a batch too large
-    for a block is left out, to be answered online)."""
-    plans = plan_release(batches, laplace=accounting == "pure", solver_seconds=time_limit)
-    kept = frozenset(id(b) for pl in plans for b in pl.batches)
+    (``dp.marginals.plan_release``, priced by ``dp.marginals.planned_error``): its total
+    expected squared error per unit noise ``E``, the number of rows it answers, and the ``id``
+    of each batch it keeps (a batch too large for a block is left out, to be answered
+    online)."""
+    error, planned = planned_error(batches, laplace=accounting == "pure", solver_seconds=time_limit)
+    kept = frozenset(id(b) for b in planned)
     rows = sum(b.num_queries for b in batches if id(b) in kept)
-    return sum(pl.expected_error for pl in plans), rows, kept
+    return error, rows, kept
 
 
 def expected_epoch_error(

@@ -37,6 +37,7 @@ from dp.marginals import (
     assign,
     block_domains,
     plan_release,
+    planned_error,
     release_sensitivity,
 )
 from dp.marginals import reduction as _sparse_reduction
@@ -471,6 +472,30 @@ def test_laplace_budget_split_beats_the_equal_split() -> None:
     assert total == pytest.approx(sum(eg ** (1 / 3) for eg in e) ** 3, rel=1e-6)
     _, l1 = release_sensitivity([(pl.reduction, pl.strategy) for pl in plans])
     assert l1 == pytest.approx(1.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("laplace", [False, True])
+def test_the_planned_error_is_the_plans_without_building_them(laplace: bool) -> None:
+    """What the predictor's cap compares: the total expected error of the release
+    plan_release makes, and the batches it keeps (disjoint and overlapping blocks, a batch
+    that reads no cell)."""
+    dom = Domain.of(("a", 3), ("b", 2), ("c", 4), ("d", 2))
+    empty = QueryBatch(dom, sp.csr_array((1, dom.size)))
+    for p in (
+        p_disjoint(dom),
+        [
+            batch(dom, ("a", "b"), np.eye(6)),
+            batch(dom, ("b", "c"), np.vstack([np.eye(8), np.ones((1, 8))])),
+            batch(dom, ("c",), prefix_sums(4)),
+            empty,
+        ],
+    ):
+        plans = plan_release(p, laplace=laplace, solver_seconds=SOLVER)
+        error, kept = planned_error(p, laplace=laplace, solver_seconds=SOLVER)
+        assert error == pytest.approx(sum(pl.expected_error for pl in plans), rel=1e-6)
+        assert kept == tuple(b for pl in plans for b in pl.batches)
+        assert empty not in kept
+    assert planned_error([empty], laplace=laplace) == (0.0, ())
 
 
 def test_overlapping_blocks_have_sensitivity_at_most_one() -> None:

@@ -423,3 +423,20 @@ def test_the_fallback_of_a_wide_workload_measures_its_own_queries() -> None:
     assert bias(w, s.matrix) <= 1e-9
     assert s.sensitivity_l2 == pytest.approx(np.max(np.linalg.norm(w, axis=0)), rel=1e-12)
     assert s.expected_error == pytest.approx(s.sensitivity_l2**2 * 5, rel=1e-8)  # rank 5
+
+
+@pytest.mark.parametrize(
+    "w",
+    [
+        ranges(16, 30, 3),
+        np.vstack([np.eye(6), np.ones((1, 6))]),
+        np.ones((30, 40)),  # rank one
+        np.kron(np.eye(4), np.ones((1, 5))),  # symmetry classes
+    ],
+)
+def test_strategy_error_is_the_optimised_strategys_without_building_it(w: np.ndarray) -> None:
+    from dp.strategy import strategy_error
+
+    assert strategy_error(w, time_limit=0.5) == pytest.approx(
+        optimize_strategy(w, time_limit=0.5).expected_error, rel=1e-9
+    )
