@@ -686,19 +686,20 @@ def hierarchical_matrix(n: int, branching: int = 2) -> FloatArray:
     """
     if n <= 0 or branching < 2:
         raise ValueError("need n >= 1 and branching >= 2")
-    rows: list[FloatArray] = []
+    # Each node is the interval [start, end) of the cells it sums; the rows in descending
+    # lexicographic order of their 0/1 patterns: by start, then the longer interval first.
+    intervals: set[tuple[int, int]] = set()
     width = 1
     while True:
-        starts = np.arange(0, n, width)
-        level = np.zeros((starts.size, n))
-        for i, s0 in enumerate(starts):
-            level[i, s0 : s0 + width] = 1.0
-        rows.append(level)
+        intervals.update((s0, min(s0 + width, n)) for s0 in range(0, n, width))
         if width >= n:
             break
         width *= branching
-    a = np.vstack(rows[::-1])
-    return np.asarray(np.unique(a, axis=0)[::-1], dtype=np.float64)
+    ordered = sorted(intervals, key=lambda iv: (iv[0], -iv[1]))
+    a = np.zeros((len(ordered), n))
+    for i, (s0, e0) in enumerate(ordered):
+        a[i, s0:e0] = 1.0
+    return a
 
 
 def _tree_rows(n: int, branching: int) -> int:
@@ -758,10 +759,10 @@ def l1_strategy(workload: np.ndarray, *, time_limit: float = 10.0) -> Strategy:
     candidates = [identity_strategy(n, workload=w)] if n * n <= MAX_DENSE_ENTRIES else []
     candidates.append(l2_opt)
     if (1 << max(0, (n - 1).bit_length())) * n <= MAX_DENSE_ENTRIES:
-        candidates.append(evaluate_strategy(w, haar_matrix(n)))
+        candidates.append(_full_rank_baseline(w, haar_matrix(n)))
     for b in (2, 4, 8, 16):
         if (b < n or b == 2) and _tree_rows(n, b) * n <= MAX_DENSE_ENTRIES:
-            candidates.append(evaluate_strategy(w, hierarchical_matrix(n, b)))
+            candidates.append(_full_rank_baseline(w, hierarchical_matrix(n, b)))
     best = min(candidates, key=lambda s: s.expected_error_l1)
     if best is l2_opt:
         return best
@@ -772,6 +773,23 @@ def l1_strategy(workload: np.ndarray, *, time_limit: float = 10.0) -> Strategy:
         sensitivity_l1=best.sensitivity_l1,
         gap=gap,
         expected_error=best.expected_error,
+    )
+
+
+def _full_rank_baseline(w: FloatArray, a: FloatArray) -> Strategy:
+    """:func:`evaluate_strategy` for a strategy of full column rank (the trees and the Haar
+    basis): ``A^+ A = I`` answers every workload without bias, and
+    ``||W A^+||_F^2 = trace(W (A^T A)^-1 W^T)`` comes from a Cholesky factor of the
+    ``n x n`` Gram matrix, several times cheaper than an SVD of ``A``. Should ``A^T A`` not
+    be numerically positive definite, :func:`evaluate_strategy` decides."""
+    try:
+        factor = sla.cho_factor(a.T @ a, check_finite=False)
+    except np.linalg.LinAlgError:
+        return evaluate_strategy(w, a)
+    norm2 = float(np.sum(w.T * sla.cho_solve(factor, w.T, check_finite=False)))
+    l2, l1 = sensitivities(a)
+    return Strategy(
+        matrix=a, sensitivity_l2=l2, sensitivity_l1=l1, gap=math.inf, expected_error=l2 * l2 * norm2
     )
 
 

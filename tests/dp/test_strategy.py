@@ -440,3 +440,32 @@ def test_strategy_error_is_the_optimised_strategys_without_building_it(w: np.nda
     assert strategy_error(w, time_limit=0.5) == pytest.approx(
         optimize_strategy(w, time_limit=0.5).expected_error, rel=1e-9
     )
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 16, 33])
+@pytest.mark.parametrize("b", [2, 3, 4, 16])
+def test_the_tree_is_every_distinct_node_interval_in_descending_order(n: int, b: int) -> None:
+    a = hierarchical_matrix(n, b)
+    nodes = {
+        (s0, min(s0 + b**k, n))
+        for k in range(max(1, math.ceil(math.log(n, b)) + 1) + 1)
+        for s0 in range(0, n, b**k)
+    }
+    expected = np.zeros((len(nodes), n))
+    for i, (s0, e0) in enumerate(sorted(nodes, key=lambda iv: (iv[0], -iv[1]))):
+        expected[i, s0:e0] = 1.0
+    assert np.array_equal(a, expected)
+    assert np.array_equal(a, np.unique(a, axis=0)[::-1])  # distinct rows, descending
+
+
+def test_a_full_rank_baselines_error_is_evaluate_strategys() -> None:
+    from dp.strategy import _full_rank_baseline
+
+    w = ranges(40, 25, 4)
+    for a in (hierarchical_matrix(40, 2), hierarchical_matrix(40, 8), haar_matrix(40)):
+        fast, exact = _full_rank_baseline(w, a), evaluate_strategy(w, a)
+        assert fast.expected_error == pytest.approx(exact.expected_error, rel=1e-12)
+        assert (fast.sensitivity_l2, fast.sensitivity_l1) == (
+            exact.sensitivity_l2,
+            exact.sensitivity_l1,
+        )
