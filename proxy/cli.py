@@ -50,9 +50,10 @@ EXAMPLES = (
 
 def _statements(path: Path) -> list[str]:
     """The statements of a .sql file, split as the proxy splits a Query (quotes, comments)."""
+    from proxy.exceptions import read_text_file
     from rewriter.split import split_statements
 
-    return [p.text.strip() for p in split_statements(path.read_text()) if p.text.strip()]
+    return [p.text.strip() for p in split_statements(read_text_file(path)) if p.text.strip()]
 
 
 async def _progress(label: str, work: Awaitable[_T], every: float = 5.0) -> _T:
@@ -522,6 +523,8 @@ def _predict(args: argparse.Namespace) -> int:
     from proxy.app import engine_config
     from proxy.ledger import PgLedger
 
+    if args.source in ("csvlog", "sql") and not args.file:
+        raise SystemExit(f"lapras: --source {args.source} needs --file FILE")
     config = _load(args)
     _table(config, args.table)
     cfg = engine_config(config.privacy, epsilon=args.epsilon, delta=args.delta)

@@ -10,6 +10,7 @@ them as messages of that codec.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from dp.errors import LaprasError, Severity
@@ -199,3 +200,27 @@ class UpstreamUnavailable(LaprasError):
 
     sqlstate = "08006"
     severity: ClassVar[Severity] = "FATAL"
+
+
+class UndefinedFile(LaprasError):
+    """58P01 undefined_file: an administrator's input file (a query log, a .sql file of
+    statements) cannot be read. Said in PostgreSQL's words for ``COPY ... FROM 'file'``."""
+
+    sqlstate = "58P01"
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(
+            f'could not open file "{path}" for reading: {reason}',
+            hint="check the path given with --file or --predicted",
+        )
+
+
+def read_text_file(path: str | Path) -> str:
+    """An administrator's text file, decoded as UTF-8: bytes that are not UTF-8 become
+    U+FFFD (a log written in another server encoding still reads; the statements with such
+    bytes then do not plan). :class:`UndefinedFile` when it cannot be read."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise UndefinedFile(str(path), err.strerror or type(err).__name__) from None
+    return data.decode("utf-8", errors="replace")

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import psycopg
 
+from proxy.exceptions import read_text_file
 from rewriter import Schema
 from rewriter.predict import (
     DAY,
@@ -88,7 +89,7 @@ async def pg_stat_statements_records(dsn: str, now: dt.datetime) -> list[LogReco
 
 
 def file_records(source: Source, path: Path, now: dt.datetime) -> list[LogRecord]:
-    text = path.read_text()
+    text = read_text_file(path)
     if source == "csvlog":
         return parse_csvlog(text)
     # A dashboard file: its statements as if run once a day over the past week, so that they

@@ -1761,6 +1761,10 @@ _STATEMENT = re.compile(
 _PARAMS = re.compile(r"\$(\d+) = (NULL|'(?:[^']|'')*')")
 
 
+#: The csv module's default field limit (bytes), kept as the floor while a csvlog is read.
+_CSV_FIELD_LIMIT = 131072
+
+
 def _csvlog_time(text: str) -> float | None:
     # "2026-11-29 16:01:00.123 UTC" or "... +01" / "... -05:30"; a zone abbreviation other
     # than an offset (UTC, GMT, CET, ...) is taken as UTC: set log_timezone = 'UTC'.
@@ -1769,14 +1773,17 @@ def _csvlog_time(text: str) -> float | None:
     )
     if m is None:
         return None
-    base = dt.datetime.fromisoformat(m.group(1))
-    tz = m.group(2)
-    if tz and (tz[0] in "+-"):
-        sign = 1 if tz[0] == "+" else -1
-        digits = tz[1:].replace(":", "")
-        off = dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0))
-        return base.replace(tzinfo=dt.timezone(sign * off)).timestamp()
-    return base.replace(tzinfo=dt.UTC).timestamp()
+    try:  # a time that is not one (month 13, an offset of 99 hours): the row is skipped
+        base = dt.datetime.fromisoformat(m.group(1))
+        tz = m.group(2)
+        if tz and (tz[0] in "+-"):
+            sign = 1 if tz[0] == "+" else -1
+            digits = tz[1:].replace(":", "")
+            off = dt.timedelta(hours=int(digits[:2]), minutes=int(digits[2:4] or 0))
+            return base.replace(tzinfo=dt.timezone(sign * off)).timestamp()
+        return base.replace(tzinfo=dt.UTC).timestamp()
+    except ValueError:
+        return None
 
 
 def parse_csvlog(text: str, *, include_errors: bool = False) -> list[LogRecord]:
@@ -1786,10 +1793,18 @@ def parse_csvlog(text: str, *, include_errors: bool = False) -> list[LogRecord]:
     Extended-protocol ``execute <name>: <sql with $n>`` lines take their bindings from the
     ``parameters: $1 = '...'`` detail when present. Rows with severity ERROR/FATAL are skipped
     unless ``include_errors`` (their statement appears in the ``query`` column anyway).
-    Time = ``log_time``, analyst = ``user_name``, session = ``session_id``.
+    Time = ``log_time``, analyst = ``user_name``, session = ``session_id``. A row whose
+    ``log_time`` is not a time is skipped, as a row with another message is.
     """
     out: list[LogRecord] = []
-    for row in csv.reader(io.StringIO(text)):
+    # A statement longer than the csv module's default field limit (128 KiB) is a valid row:
+    # the limit is raised while this log is read (it is the process's), then restored.
+    limit = csv.field_size_limit(max(len(text), _CSV_FIELD_LIMIT))
+    try:
+        rows = list(csv.reader(io.StringIO(text)))
+    finally:
+        csv.field_size_limit(limit)
+    for row in rows:
         if len(row) < 14:
             continue
         rec = dict(zip(CSVLOG_COLUMNS, row, strict=False))

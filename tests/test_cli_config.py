@@ -159,3 +159,22 @@ def test_backend_roles_and_their_secret(
     assert code == 2 and "users[1].backend_role: 'lapras_user_analyst' must be a role" in out
     code, out = _check(tmp_path, BASE + second.replace("lapras_user_analyst", "x" * 64), capsys)
     assert code == 2 and "longer than PostgreSQL's 63 bytes" in out
+
+
+def test_an_administrators_file_reads_or_says_why_not(tmp_path: Path) -> None:
+    """``lapras predict --file`` / ``epoch start --predicted``: a missing file is a clean
+    error in PostgreSQL's words (58P01), bytes that are not UTF-8 (a log in another server
+    encoding) read as U+FFFD instead of a traceback."""
+    from proxy.exceptions import UndefinedFile, read_text_file
+
+    missing = tmp_path / "nope.csv"
+    with pytest.raises(UndefinedFile) as err:
+        read_text_file(missing)
+    assert err.value.sqlstate == "58P01"
+    assert (
+        err.value.message
+        == f'could not open file "{missing}" for reading: No such file or directory'
+    )
+    latin = tmp_path / "latin1.sql"
+    latin.write_bytes("SELECT count(*) FROM adult WHERE native_country = 'Côte';".encode("latin-1"))
+    assert read_text_file(latin) == "SELECT count(*) FROM adult WHERE native_country = 'C\ufffdte';"

@@ -342,6 +342,37 @@ def test_parse_csvlog() -> None:
     assert all(r.plan is not None for r in res) and len(res) == 3
 
 
+def test_a_csvlog_with_a_long_statement_and_rows_that_are_not_times_still_reads() -> None:
+    """A statement longer than the csv module's 128 KiB field limit is a record (the proxy
+    accepts statements up to 16 MiB); a row whose log_time is not a time (month 13, an offset
+    of 99 hours) is skipped like a row of another message; the limit is restored after."""
+    import csv
+
+    values = ", ".join(["'SFO'"] * 40_000)  # ~280 KB of SQL
+    long_sql = f"SELECT count(*) FROM flights WHERE origin IN ({values})"
+
+    def row(time: str, sql: str) -> str:
+        return (
+            f'{time},"ana","flights",4242,"127.0.0.1:50000",6776f0a1.1092,1,"idle",'
+            f'2001-01-03 09:00:00 UTC,3/7,0,LOG,00000,"statement: {sql}",,,,,,,,,"psql",'
+            '"client backend",,0\n'
+        )
+
+    before = csv.field_size_limit()
+    text = (
+        row("2001-13-03 09:00:01 UTC", "SELECT count(*) FROM flights")
+        + row("2001-01-03 09:00:01 +99", "SELECT count(*) FROM flights")
+        + row("2001-01-03 09:00:02 UTC", long_sql)
+        + CSVLOG
+    )
+    recs = parse_csvlog(text)
+    assert csv.field_size_limit() == before
+    assert [r.sql for r in recs[:1]] == [long_sql]
+    assert len(recs) == 1 + len(parse_csvlog(CSVLOG))
+    res, bad = resolve(recs[:1], SCHEMA)
+    assert bad == 0 and res[0].plan is not None
+
+
 def test_flights_fixture_declaration_and_rows() -> None:
     import sql_fixtures.flights as flights
     from rewriter import load_schema
