@@ -1136,6 +1136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)  # it warns on what the rewriter refuses
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)

@@ -1699,7 +1699,7 @@ def parse_pg_stat_statements(
     timestamps: every row gets ``time``.
     """
     if isinstance(rows, str):
-        rows = list(csv.DictReader(io.StringIO(rows)))
+        rows = list(csv.DictReader(io.StringIO(rows, newline="")))
     t0 = seconds(time)
     out: list[LogRecord] = []
     for row in rows:
@@ -1801,7 +1801,7 @@ def parse_csvlog(text: str, *, include_errors: bool = False) -> list[LogRecord]:
     # the limit is raised while this log is read (it is the process's), then restored.
     limit = csv.field_size_limit(max(len(text), _CSV_FIELD_LIMIT))
     try:
-        rows = list(csv.reader(io.StringIO(text)))
+        rows = list(csv.reader(io.StringIO(text, newline="")))
     finally:
         csv.field_size_limit(limit)
     for row in rows:

@@ -460,3 +460,12 @@ def test_likely_unseen_instances_of_a_template_are_predicted() -> None:
         SeededSampler(3),
     )
     assert decide(state, inst.batch).kind is DecisionKind.MATRIX
+
+
+def test_csv_sources_read_with_any_line_ending() -> None:
+    """CR LF (a log copied through Windows) and bare CR line ends are rows, as LF is."""
+    assert len(parse_csvlog(CSVLOG.replace("\n", "\r\n"))) == len(parse_csvlog(CSVLOG))
+    assert len(parse_csvlog(CSVLOG.replace("\n", "\r"))) == len(parse_csvlog(CSVLOG))
+    text = 'query,calls\r"SELECT origin, count(*) FROM flights GROUP BY 1",3\r'
+    (r,) = parse_pg_stat_statements(text)
+    assert r.calls == 3 and r.template == "SELECT origin, count(*) FROM flights GROUP BY 1"
