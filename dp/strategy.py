@@ -58,6 +58,9 @@ MAX_DENSE_ENTRIES = 1 << 22
 # Without a clock (the pure default), ``time_limit`` is converted into a deterministic work
 # budget at this nominal rate: one solver step costs ~ 4 k^2 n_r + 6 k^3 flops.
 NOMINAL_FLOPS_PER_SECOND = 1e10
+#: The solver's defaults: the certified relative gap it stops at, and its most steps.
+TOL = 1e-3
+MAX_ITER = 100_000
 # The symmetry-class phase (docs/mm.md §3b) is used when the k x k Gram matrices of the classes
 # take no more memory than the factor F itself (n_c k <= n_r), and classes are actually merged.
 _CLASS_ROUNDS = 32  # at most this many colour-refinement rounds
@@ -379,9 +382,9 @@ def evaluate_strategy(
 def optimize_strategy(
     workload: np.ndarray,
     *,
-    tol: float = 1e-3,
+    tol: float = TOL,
     time_limit: float = 10.0,
-    max_iter: int = 100_000,
+    max_iter: int = MAX_ITER,
     clock: Callable[[], float] | None = None,
 ) -> Strategy:
     """Near-optimal L2 strategy for ``workload`` (``m x n``), with a certified gap.
@@ -470,7 +473,7 @@ def strategy_error(workload: np.ndarray, *, time_limit: float = 10.0) -> float:
     the fallback's error."""
     w = _as_workload(workload)
     try:
-        return _iterate(w, tol=1e-3, time_limit=time_limit, max_iter=100_000, clock=None).upper
+        return _iterate(w, tol=TOL, time_limit=time_limit, max_iter=MAX_ITER, clock=None).upper
     except (np.linalg.LinAlgError, InternalError, FloatingPointError) as e:
         return _safe_strategy(w, e).expected_error
 
@@ -745,7 +748,8 @@ def l1_strategy(workload: np.ndarray, *, time_limit: float = 10.0) -> Strategy:
     the one with the lowest ``Delta1(A)^2 ||W A^+||_F^2`` (:attr:`Strategy.expected_error_l1`)
     is returned. A baseline whose dense matrix would exceed :data:`MAX_DENSE_ENTRIES` (the
     identity over more than 2,048 cells, say) is not a candidate. Soundness does not depend
-    on the choice: the caller scales the noise by the returned ``sensitivity_l1``. ``gap`` is that of the L2 program (``inf`` for a baseline).
+    on the choice: the caller scales the noise by the returned ``sensitivity_l1``. ``gap`` is
+    that of the L2 program (``inf`` for a baseline).
 
     >>> import numpy as np
     >>> w = np.triu(np.ones((8, 8)))

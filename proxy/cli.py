@@ -50,7 +50,7 @@ EXAMPLES = (
 
 def _statements(path: Path) -> list[str]:
     """The statements of a .sql file, split as the proxy splits a Query (quotes, comments)."""
-    from proxy.exceptions import read_text_file
+    from proxy.predicting import read_text_file
     from rewriter.split import split_statements
 
     return [p.text.strip() for p in split_statements(read_text_file(path)) if p.text.strip()]

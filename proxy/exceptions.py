@@ -10,7 +10,6 @@ them as messages of that codec.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import ClassVar
 
 from dp.errors import LaprasError, Severity
@@ -213,14 +212,3 @@ class UndefinedFile(LaprasError):
             f'could not open file "{path}" for reading: {reason}',
             hint="check the path given with --file or --predicted",
         )
-
-
-def read_text_file(path: str | Path) -> str:
-    """An administrator's text file, decoded as UTF-8: bytes that are not UTF-8 become
-    U+FFFD (a log written in another server encoding still reads; the statements with such
-    bytes then do not plan). :class:`UndefinedFile` when it cannot be read."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as err:
-        raise UndefinedFile(str(path), err.strerror or type(err).__name__) from None
-    return data.decode("utf-8", errors="replace")

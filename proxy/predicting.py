@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import psycopg
 
-from proxy.exceptions import read_text_file
+from proxy.exceptions import UndefinedFile
 from rewriter import Schema
 from rewriter.predict import (
     DAY,
@@ -86,6 +86,17 @@ async def pg_stat_statements_records(dsn: str, now: dt.datetime) -> list[LogReco
     # The counts cover the time since the last reset, which is not recorded: take them as
     # observed just before the predicted window starts.
     return parse_pg_stat_statements(rows, time=now - dt.timedelta(minutes=1))
+
+
+def read_text_file(path: str | Path) -> str:
+    """An administrator's text file, decoded as UTF-8: bytes that are not UTF-8 become
+    U+FFFD (a log written in another server encoding still reads; the statements with such
+    bytes then do not plan). :class:`UndefinedFile` when it cannot be read."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise UndefinedFile(str(path), err.strerror or type(err).__name__) from None
+    return data.decode("utf-8", errors="replace")
 
 
 def file_records(source: Source, path: Path, now: dt.datetime) -> list[LogRecord]:

@@ -165,7 +165,8 @@ def test_an_administrators_file_reads_or_says_why_not(tmp_path: Path) -> None:
     """``lapras predict --file`` / ``epoch start --predicted``: a missing file is a clean
     error in PostgreSQL's words (58P01), bytes that are not UTF-8 (a log in another server
     encoding) read as U+FFFD instead of a traceback."""
-    from proxy.exceptions import UndefinedFile, read_text_file
+    from proxy.exceptions import UndefinedFile
+    from proxy.predicting import read_text_file
 
     missing = tmp_path / "nope.csv"
     with pytest.raises(UndefinedFile) as err:
