@@ -1699,7 +1699,8 @@ def parse_pg_stat_statements(
     timestamps: every row gets ``time``.
     """
     if isinstance(rows, str):
-        rows = list(csv.DictReader(io.StringIO(rows, newline="")))
+        header, *body = _csv_rows(rows) or [[]]
+        rows = [dict(zip(header, r, strict=False)) for r in body if r]
     t0 = seconds(time)
     out: list[LogRecord] = []
     for row in rows:
@@ -1761,8 +1762,17 @@ _STATEMENT = re.compile(
 _PARAMS = re.compile(r"\$(\d+) = (NULL|'(?:[^']|'')*')")
 
 
-#: The csv module's default field limit (bytes), kept as the floor while a csvlog is read.
-_CSV_FIELD_LIMIT = 131072
+def _csv_rows(text: str) -> list[list[str]]:
+    """The rows of CSV text (a csvlog, a pg_stat_statements export), with any line ending.
+    A field longer than the csv module's limit (128 KiB by default: a long statement; the
+    proxy accepts up to 16 MiB) is a valid field: the limit, the process's, is raised while
+    this text is read, then restored."""
+    limit = csv.field_size_limit()
+    csv.field_size_limit(max(limit, len(text)))
+    try:
+        return list(csv.reader(io.StringIO(text, newline="")))
+    finally:
+        csv.field_size_limit(limit)
 
 
 def _csvlog_time(text: str) -> float | None:
@@ -1797,14 +1807,7 @@ def parse_csvlog(text: str, *, include_errors: bool = False) -> list[LogRecord]:
     ``log_time`` is not a time is skipped, as a row with another message is.
     """
     out: list[LogRecord] = []
-    # A statement longer than the csv module's default field limit (128 KiB) is a valid row:
-    # the limit is raised while this log is read (it is the process's), then restored.
-    limit = csv.field_size_limit(max(len(text), _CSV_FIELD_LIMIT))
-    try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
-    finally:
-        csv.field_size_limit(limit)
-    for row in rows:
+    for row in _csv_rows(text):
         if len(row) < 14:
             continue
         rec = dict(zip(CSVLOG_COLUMNS, row, strict=False))

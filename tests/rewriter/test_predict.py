@@ -469,3 +469,12 @@ def test_csv_sources_read_with_any_line_ending() -> None:
     text = 'query,calls\r"SELECT origin, count(*) FROM flights GROUP BY 1",3\r'
     (r,) = parse_pg_stat_statements(text)
     assert r.calls == 3 and r.template == "SELECT origin, count(*) FROM flights GROUP BY 1"
+
+
+def test_a_pg_stat_statements_export_with_a_long_query_reads() -> None:
+    """The export's query column holds the whole normalised text: past the csv module's
+    128 KiB limit too; an empty export is no rows."""
+    long_query = "SELECT count(*) FROM flights WHERE origin IN (" + ", ".join(["$1"] * 40_000) + ")"
+    (r,) = parse_pg_stat_statements(f'query,calls\n"{long_query}",2\n')
+    assert r.template == long_query and r.calls == 2
+    assert parse_pg_stat_statements("") == []
