@@ -144,7 +144,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 async def _demo_async(args: argparse.Namespace, config: Any) -> None:
     import sql_fixtures.adult as adult
-    from proxy.app import admin_service, engine_config, running
+    from proxy.app import admin_service, engine_config, running, settle_heap
 
     async with admin_service(config) as service:
         status = await service.status("adult")
@@ -241,6 +241,7 @@ async def _demo_async(args: argparse.Namespace, config: Any) -> None:
                 ),
             )
     async with running(config) as app:
+        settle_heap()
         port = app.server.port
         print(f"[5/5] LAPRAS proxy listening on 127.0.0.1:{port}\n")
         print("Connect with:\n")
@@ -275,7 +276,7 @@ def _load(args: argparse.Namespace) -> Any:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from proxy.app import running
+    from proxy.app import running, settle_heap
 
     config = _load(args)
     if config.server.workers > 1:
@@ -283,6 +284,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     async def serve() -> None:
         async with running(config) as app:
+            settle_heap()
             print(f"LAPRAS proxy listening on {config.server.host}:{app.server.port}", flush=True)
             await _wait_for_signal()
 
@@ -365,7 +367,7 @@ def _worker_main(config_path: str, port: int, slot: Any, ready: Any, verbose: bo
     """One worker process of ``_serve_workers`` (a spawned process: imports afresh)."""
     import dataclasses
 
-    from proxy.app import running
+    from proxy.app import running, settle_heap
     from proxy.config import load_config
 
     _single_threaded_blas()
@@ -378,6 +380,7 @@ def _worker_main(config_path: str, port: int, slot: Any, ready: Any, verbose: bo
 
     async def serve() -> None:
         async with running(config, worker=slot):
+            settle_heap()
             ready.set()
             await _wait_for_signal(quiet=True)
 

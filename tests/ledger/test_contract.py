@@ -292,6 +292,12 @@ def test_identical_log_records_of_a_batch_are_one_row_with_their_calls() -> None
     a, b = LOG_RECORD, {**LOG_RECORD, "bindings": [41]}
     assert _counted([a, b, a, a, b]) == [{**a, "calls": 3}, {**b, "calls": 2}]
     assert _counted([]) == []
+    # values that are equal in Python but not in the log's JSON stay apart, as do key orders
+    # that are the same record
+    kinds = [{**LOG_RECORD, "bindings": [v]} for v in (40, 40.0, "40", True, 1, None)]
+    assert [r["calls"] for r in _counted(kinds + kinds)] == [2] * len(kinds)
+    reordered = dict(reversed(list(a.items())))
+    assert _counted([a, reordered]) == [{**a, "calls": 2}]
 
 
 async def _check_retention(ledger: Any, count: Any) -> None:
