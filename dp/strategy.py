@@ -61,6 +61,8 @@ NOMINAL_FLOPS_PER_SECOND = 1e10
 #: The solver's defaults: the certified relative gap it stops at, and its most steps.
 TOL = 1e-3
 MAX_ITER = 100_000
+#: The breakdowns of the solver's numerics after which :func:`_safe_strategy` is used instead.
+_NUMERICAL_FAILURES = (np.linalg.LinAlgError, InternalError, FloatingPointError)
 # The symmetry-class phase (docs/mm.md §3b) is used when the k x k Gram matrices of the classes
 # take no more memory than the factor F itself (n_c k <= n_r), and classes are actually merged.
 _CLASS_ROUNDS = 32  # at most this many colour-refinement rounds
@@ -410,8 +412,9 @@ def optimize_strategy(
 
     Never fails on a valid workload (rank-deficient, duplicate or near-parallel rows): should
     the numerics break down (an eigensolver that does not converge, a degenerate iterate), it
-    warns (``RuntimeWarning``) and returns the identity over the reduced domain instead
-    (:func:`_safe_strategy`: unbiased, sensitivity 1, no certificate). Raises ``ValueError``
+    warns (``RuntimeWarning``) and returns the identity over the reduced domain instead, or
+    the workload's own rows when that identity would be too large to build
+    (:func:`_safe_strategy`: unbiased, no certificate). Raises ``ValueError``
     for a workload that is not a finite matrix with a nonzero entry.
 
     >>> import numpy as np
@@ -425,7 +428,7 @@ def optimize_strategy(
     w = _as_workload(workload)
     try:
         return _optimize(w, tol=tol, time_limit=time_limit, max_iter=max_iter, clock=clock)
-    except (np.linalg.LinAlgError, InternalError, FloatingPointError) as e:
+    except _NUMERICAL_FAILURES as e:
         return _safe_strategy(w, e)
 
 
@@ -474,7 +477,7 @@ def strategy_error(workload: np.ndarray, *, time_limit: float = 10.0) -> float:
     w = _as_workload(workload)
     try:
         return _iterate(w, tol=TOL, time_limit=time_limit, max_iter=MAX_ITER, clock=None).upper
-    except (np.linalg.LinAlgError, InternalError, FloatingPointError) as e:
+    except _NUMERICAL_FAILURES as e:
         return _safe_strategy(w, e).expected_error
 
 
