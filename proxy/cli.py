@@ -588,10 +588,13 @@ def _predict(args: argparse.Namespace) -> int:
         for table, counts in sorted(rec.repeats.items()):
             low = rec.low_coverage(table)
             mean = sum(counts) / len(counts)
+            expected = rec.expected_repeats(table) or 0.0
             print(
-                f"  {table}: a window asked {mean:.1f} statement(s) asked before, on average; "
-                f"{mean * (low or 0.0):.1f} in the lower quartile of windows (a P is kept only "
-                "if it loses at most 5% MAE against everything online in such a window)"
+                f"  {table}: a window asked {mean:.1f} statement(s) asked before, on average, "
+                f"and the next is expected to ask {expected:.1f} (recent windows weigh more); "
+                f"a bad window (the lower quartile) asked {low or 0.0:.0%} of what the windows "
+                "before it did (a P is kept only if it loses at most 5% MAE against everything "
+                "online in such a window)"
             )
         if rec.templates is not None:
             print(

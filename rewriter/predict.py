@@ -38,7 +38,8 @@ log, :func:`stream_estimate`): P's release priced as the engine plans it
 (``dp.marginals.plan_release``), the other statements online at the expected pacing; the
 Matrix Mechanism's share follows the coverage P is expected to have, and P is empty when no
 prefix is expected to beat answering everything online, or when every one that is would lose
-more than 5% in a bad window of the log (its lower quartile of repeats).
+more than 5% in a bad window of the log (the lower quartile of its windows' repeats, each
+against the windows before it).
 
 Templates with unknown bindings (``pg_stat_statements`` normalises every constant to ``$n``):
 a template without placeholders *is* a query and is predicted like one; a template with
@@ -84,8 +85,13 @@ from .split import split_statements, tokenize
 
 DAY = 86_400.0
 #: The bad window the cap guards against (:meth:`Recurrence.low_coverage`): the lower quartile
-#: of the log's windows by how many of their statements had been asked before.
+#: of the log's windows by how many of their statements had been asked before, each against
+#: the level of the :data:`LEVEL_ORIGINS` windows before it.
 LOW_QUANTILE = 0.25
+LEVEL_ORIGINS = 3
+#: The next window's expected repeats weigh the log's windows by their recency: a window
+#: this many windows older counts half (:meth:`Recurrence.expected_repeats`).
+RECENT_HALF_LIFE = 2.0
 #: How much worse than answering everything online a P may be expected to do in that bad
 #: window (squared error: 5% on the MAE)
 LOW_TOLERANCE = 1.05**2
@@ -661,23 +667,41 @@ class Recurrence:
     instance_expected: float = 0.0
 
     def expected_repeats(self, table: str) -> float | None:
-        """How many of the next window's statements are expected to have been asked before,
-        shrunk like the rates (``o / (o + 1)``); None with no origin."""
+        """How many of the next window's statements are expected to have been asked before:
+        the mean over the origins, each weighed by its recency (half at
+        :data:`RECENT_HALF_LIFE` windows older), shrunk like the rates (``o / (o + 1)``); None
+        with no origin. Recency, because the repeats follow how much history there is: where
+        the users of a task join one by one, a window has more earlier statements to repeat
+        than every origin before it had."""
         if self.origins == 0:
             return None
-        mean = sum(self.repeats.get(table, ())) / self.origins
+        counts = self.repeats.get(table, ())
+        if not counts:
+            return 0.0
+        ages = np.arange(len(counts) - 1, -1, -1, dtype=np.float64)
+        weights = 2.0 ** (-ages / RECENT_HALF_LIFE)
+        mean = float(np.dot(weights, counts) / weights.sum())
         return mean * self.origins / (self.origins + 1.0)
 
     def low_coverage(self, table: str, quantile: float = LOW_QUANTILE) -> float | None:
-        """How far below its mean the repeats of a window fall in a bad window: the
-        ``quantile`` of the per-origin repeats over their mean (1 when every window repeats
-        alike, near 0 when windows that repeat much alternate with windows that repeat
-        nothing); None with no origin or no repeat."""
+        """How far a bad window's repeats fall below what the windows before it repeated: the
+        ``quantile`` of each origin's repeats over the mean of the :data:`LEVEL_ORIGINS`
+        origins before it (at most 1; 1 when every window repeats at least as much as those
+        before it, near 0 when windows that repeat much alternate with windows that repeat
+        nothing); None with no origin or no repeat. Against the windows before, not the log's
+        mean: repeats grow with the history (users of a task joining one by one), and a small
+        early window is no bad window for a log that has grown since."""
         counts = self.repeats.get(table)
         if self.origins == 0 or not counts or sum(counts) == 0:
             return None
-        mean = sum(counts) / len(counts)
-        return float(np.quantile(np.asarray(counts, dtype=np.float64), quantile)) / mean
+        ratios: list[float] = []
+        for i in range(1, len(counts)):
+            level = sum(counts[max(0, i - LEVEL_ORIGINS) : i]) / min(i, LEVEL_ORIGINS)
+            if level > 0:
+                ratios.append(counts[i] / level)
+        if not ratios:
+            return 1.0
+        return min(1.0, float(np.quantile(np.asarray(ratios, dtype=np.float64), quantile)))
 
     def probability(self, features: tuple[int, int, int], calls: int = 1) -> float:
         if self.origins == 0:
@@ -1401,9 +1425,9 @@ def choose_cap(
     then lost to the online answers). So a prefix and split are kept only if, in a *bad*
     window as well, they lose at most 5% MAE (:data:`LOW_TOLERANCE`) against answering
     everything online: ``good`` and ``good_rows`` scaled by ``low_coverage``
-    (:meth:`Recurrence.low_coverage`, the lower quartile of the log's windows). This chooses
-    a smaller MM share, or no P, where the log's windows repeat unevenly; with
-    ``low_coverage`` None the expectation alone decides.
+    (:meth:`Recurrence.low_coverage`: the lower quartile of the log's windows, each against
+    the windows before it). This chooses a smaller MM share, or no P, where the log's windows
+    repeat unevenly; with ``low_coverage`` None the expectation alone decides.
     """
     assert cfg.epsilon is not None and cfg.delta is not None
     eps, delta = cfg.epsilon, cfg.delta

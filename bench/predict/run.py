@@ -56,6 +56,7 @@ the predictor only predicts and runs the product again. Work is spread over ``--
 
     python -m bench.predict --quick          # the cheapest window per dataset and scenario
     python -m bench.predict --sample 2       # two windows per dataset and scenario, short to long log
+    python -m bench.predict --sample 1 --high-overlap 1   # and one whose literal overlap is >= 0.5
     python -m bench.predict                  # every session of every dataset
     python -m bench.predict --dataset movies --scenario rolling --write-docs
 """
@@ -536,7 +537,8 @@ class Window:
     predict_seconds: float
 
 
-def window(unit: Unit, config: PredictConfig | None = None) -> Window:
+def _train(unit: Unit) -> list[Resolved]:
+    """The resolved records of a window's log."""
     data = _DATA[unit.dataset]
     train: list[Resolved] = []
     for j, day in unit.train:
@@ -545,6 +547,20 @@ def window(unit: Unit, config: PredictConfig | None = None) -> Window:
             r = resolver.record(rec)
             if r is not None:
                 train.append(r)
+    return train
+
+
+def literal_overlap(unit: Unit) -> float:
+    """The literal-repeat baseline's overlap with a window (no predictor, no engine)."""
+    data = _DATA[unit.dataset]
+    stream = stream_of(data, data.sessions[unit.test], unit.test_day)
+    lit = literal_baseline(_train(unit), 2 * len(stream.idents))
+    return overlap(stream, (r.ident for r in lit if r.ident is not None))
+
+
+def window(unit: Unit, config: PredictConfig | None = None) -> Window:
+    data = _DATA[unit.dataset]
+    train = _train(unit)
     test = data.sessions[unit.test]
     stream = stream_of(data, test, unit.test_day)
     now = T0 + unit.test_day * DAY + START_OF_DAY
@@ -674,6 +690,40 @@ def plan(
     return out
 
 
+#: The literal overlap from which the issue asks a 2x lower MAE than online-only.
+HIGH_OVERLAP = 0.5
+
+
+def high_overlap_windows(
+    names: Sequence[str],
+    scenarios: Sequence[str],
+    n: int,
+    chosen: Sequence[Unit],
+    *,
+    max_train: int = 0,
+    jobs: int = 1,
+    cache: bool = True,
+    log: Callable[[str], None] = print,
+) -> list[Unit]:
+    """``n`` more windows per dataset and scenario among those whose literal overlap is at
+    least :data:`HIGH_OVERLAP` (where the issue's 2x target applies; an even sample of
+    windows has few of them), shortest log to longest, none of ``chosen``."""
+    taken = {(u.dataset, u.scenario, u.test) for u in chosen}
+    out: list[Unit] = []
+    for name in names:
+        data = dataset_data(name)
+        prepare(((name, i) for i in range(len(data.sessions))), jobs=jobs, cache=cache, log=log)
+        for sc in scenarios:
+            us = [
+                u
+                for u in units(data, sc, max_train=max_train)
+                if (u.dataset, u.scenario, u.test) not in taken
+                and literal_overlap(u) >= HIGH_OVERLAP
+            ]
+            out += select_sample(us, n)
+    return out
+
+
 def run(
     names: Sequence[str],
     scenarios: Sequence[str],
@@ -682,15 +732,22 @@ def run(
     quick: bool = False,
     max_train: int = 0,
     sample: int = 0,
+    high_overlap: int = 0,
     jobs: int = 1,
     cache: bool = True,
     log: Callable[[str], None] = print,
 ) -> tuple[list[Row], float]:
-    """Run the benchmark; the rows (with their online and oracle runs) and the seconds."""
+    """Run the benchmark; the rows (with their online and oracle runs) and the seconds
+    (``high_overlap``: that many windows more per dataset and scenario, of literal overlap
+    at least :data:`HIGH_OVERLAP`)."""
     global _CACHE
     t0 = time.perf_counter()
     _CACHE = RunCache(OUT / "engine-runs.json" if cache else None)
     us = plan(names, scenarios, quick=quick, max_train=max_train, sample=sample)
+    if high_overlap:
+        us += high_overlap_windows(
+            names, scenarios, high_overlap, us, max_train=max_train, jobs=jobs, cache=cache, log=log
+        )
     need = {(u.dataset, u.test) for u in us} | {(u.dataset, j) for u in us for j, _ in u.train}
     prepare(need, jobs=jobs, cache=cache, log=log)
     tasks: list[tuple[float, tuple[str, object, int]]] = []
@@ -776,6 +833,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=0,
         help="N windows per dataset and scenario, shortest log to longest (default: all)",
     )
+    ap.add_argument(
+        "--high-overlap",
+        type=int,
+        default=0,
+        help=f"N more windows per dataset and scenario of literal overlap >= {HIGH_OVERLAP}",
+    )
     ap.add_argument("--dataset", default=",".join(D.DATASETS), help="comma-separated datasets")
     ap.add_argument("--scenario", default=",".join(SCENARIOS), help="comma-separated scenarios")
     ap.add_argument("--seed", type=int, default=1, help="noise seed (default 1)")
@@ -807,6 +870,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     command = " ".join(["python -m bench.predict", *flags])
     stem = "quick" if args.quick else f"sample{args.sample}" if args.sample else "results"
+    if args.high_overlap:
+        stem += f"-high{args.high_overlap}"
     path = OUT / f"{stem}.json"
     if args.render:
         stored = json.loads(path.read_text())
@@ -822,6 +887,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             quick=args.quick,
             max_train=args.max_train,
             sample=args.sample,
+            high_overlap=args.high_overlap,
             jobs=jobs,
             cache=not args.no_cache,
             log=lambda m: print(m, flush=True),

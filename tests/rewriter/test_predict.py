@@ -254,6 +254,26 @@ def test_the_cap_guards_against_a_bad_window() -> None:
     assert caps[2].k == 24 and caps[2].split[0] == 0.0625 and caps[2].mae > caps[0].mae
 
 
+def test_a_log_whose_repeats_grow_with_its_history_has_no_bad_window() -> None:
+    """Users of one task joining one by one: each day asks everything asked before and a few
+    new statements, so a window repeats more the longer the log (4, 8, ..., 24). Its small
+    early windows are no bad window for the next one: each repeats more than the windows
+    before it (low_coverage 1; against the log's mean, its lower quartile would be 0.64), and
+    the next window is expected to repeat about as much as the latest ones, not the mean."""
+    hours = [f"SELECT count(*) FROM flights WHERE hour = {h}" for h in range(24)]
+    origins = [f"SELECT count(*) FROM flights WHERE origin = '{o}'" for o in ("JFK", "LGA", "EWR")]
+    statements = hours + origins  # 27 distinct statements, 4 more each day
+    log = [rec(d, q, who=f"user{d}") for d in range(7) for q in statements[: 4 * d + 4]]
+    learned = predict(log, SCHEMA, now=T0 + 7 * DAY).recurrence
+    assert learned is not None
+    counts = learned.repeats["public.flights"]
+    assert counts == (4, 8, 12, 16, 20, 24)
+    assert learned.low_coverage("public.flights") == 1.0
+    expected = learned.expected_repeats("public.flights")
+    mean = sum(counts) / len(counts) * 6 / 7
+    assert expected is not None and mean < expected < 24
+
+
 def test_backtest_arithmetic() -> None:
     a = "SELECT count(*) FROM flights WHERE hour = 1"
     b = "SELECT count(*) FROM flights WHERE hour = 2"
