@@ -192,7 +192,7 @@ def test_predict_from_a_csvlog_written_by_postgresql(
         "--file", str(week), "--out", str(out),
     )  # fmt: skip
     assert "split" in text and "expected MAE" in text, text
-    # each later day repeated the whole dashboard: the bad window is as good as the mean
+    # each later day repeated the whole dashboard: no window repeats less than those before it
     n = f"{len(DASHBOARD):.1f}"
     assert f"public.adult: a window asked {n} statement(s) asked before, on average," in text
     assert "a bad window (the lower quartile) asked 100% of what the windows before it" in text

@@ -261,8 +261,8 @@ def test_a_log_whose_repeats_grow_with_its_history_has_no_bad_window() -> None:
     before it (low_coverage 1; against the log's mean, its lower quartile would be 0.64), and
     the next window is expected to repeat about as much as the latest ones, not the mean."""
     hours = [f"SELECT count(*) FROM flights WHERE hour = {h}" for h in range(24)]
-    origins = [f"SELECT count(*) FROM flights WHERE origin = '{o}'" for o in ("JFK", "LGA", "EWR")]
-    statements = hours + origins  # 27 distinct statements, 4 more each day
+    airports = [f"SELECT count(*) FROM flights WHERE origin = '{o}'" for o in ("JFK", "LGA", "EWR")]
+    statements = hours + airports  # 27 distinct statements, 4 more each day
     log = [rec(d, q, who=f"user{d}") for d in range(7) for q in statements[: 4 * d + 4]]
     learned = predict(log, SCHEMA, now=T0 + 7 * DAY).recurrence
     assert learned is not None
