@@ -7,6 +7,7 @@ source). Tests and benchmarks inject :class:`SeededSampler`; production never us
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 import numpy as np
@@ -81,3 +82,46 @@ class SecureSampler:
             return np.zeros(0, dtype=np.float64)
         m = self._odp.m.make_laplace(*self._space_l1, scale=float(scale))
         return np.asarray(m([0.0] * int(size)), dtype=np.float64)
+
+
+class DrawnAhead:
+    """A sampler for a known sequence of draws (a group of releases), drawn from ``base`` in
+    one call per (distribution, scale) and handed out in order.
+
+    ``requests``: the ``("gaussian" | "laplace", scale, size)`` draws to come. Each request
+    gets the next unused slice of its vector; no value is handed out twice. The slices of one
+    vector are disjoint parts of one i.i.d. draw from ``base``, so every request's noise has
+    exactly the distribution (and independence from the others) that a draw of its own from
+    ``base`` would have; only the number of calls into ``base`` changes (OpenDP's sampler costs
+    about 0.1 ms of Python per call, beside its ~50 us per value). A request beyond what was
+    announced gets a draw of its own from ``base``.
+    """
+
+    def __init__(self, base: Sampler, requests: Iterable[tuple[str, float, int]]) -> None:
+        self._base = base
+        sizes: dict[tuple[str, float], int] = {}
+        for kind, scale, size in requests:
+            if kind not in ("gaussian", "laplace"):
+                raise ValueError("a draw is 'gaussian' or 'laplace'")
+            key = (kind, float(scale))
+            sizes[key] = sizes.get(key, 0) + int(size)
+        self._drawn = {
+            key: np.asarray(getattr(base, key[0])(key[1], n), dtype=np.float64)
+            for key, n in sizes.items()
+        }
+        self._used = dict.fromkeys(self._drawn, 0)
+
+    def _take(self, kind: str, scale: float, size: int) -> FloatArray:
+        key = (kind, float(scale))
+        drawn = self._drawn.get(key)
+        at = self._used.get(key, 0)
+        if drawn is None or at + size > len(drawn):
+            return np.asarray(getattr(self._base, kind)(scale, size), dtype=np.float64)
+        self._used[key] = at + size
+        return drawn[at : at + size]
+
+    def gaussian(self, scale: float, size: int) -> FloatArray:
+        return self._take("gaussian", scale, size)
+
+    def laplace(self, scale: float, size: int) -> FloatArray:
+        return self._take("laplace", scale, size)

@@ -607,7 +607,7 @@ class EpochService:
                 fresh = rest.fresh()
                 if fresh:
                     results, state = await asyncio.to_thread(
-                        _released_all, handle.state, fresh, handle.pin, self._sampler
+                        engine.release_all, handle.state, fresh, handle.pin, self._sampler()
                     )
                     rest.released(results)
                     await tx.append([ev for r in results for ev in r.events])
@@ -745,19 +745,3 @@ def _decided_group(state: engine.EngineState, batches: Sequence[QueryBatch]) -> 
         if decision.kind is engine.DecisionKind.FRESH:
             fresh_keys[batch.key] = i
     return free, rest
-
-
-def _released_all(
-    state: engine.EngineState,
-    decisions: Sequence[engine.Decision],
-    pin: Pin,
-    sampler: Callable[[], Sampler],
-) -> tuple[list[engine.ReleaseResult], engine.EngineState]:
-    """The fresh releases of a group, in order (their charges are committed and applied),
-    each with a sampler of its own; the state after their ``Released`` events."""
-    results = []
-    for decision in decisions:
-        result = engine.release(state, decision, pin, sampler())
-        state = _applied(state, result.events)
-        results.append(result)
-    return results, state

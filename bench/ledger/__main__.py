@@ -8,6 +8,9 @@
     python -m bench.ledger --dp-off-loop [--quick] [--rounds N] [--before PATH] [--write-docs]
                                            # DP answers off the event loop: HEAD / working tree
                                            # through lapras serve (bench/ledger/offloop.py)
+    python -m bench.ledger --replay [--answers N] [--rounds N] [--write-docs]
+                                           # an epoch's answers map as it grows, in memory:
+                                           # before / after (bench/ledger/replay.py)
 
 Starts the embedded PostgreSQL (``synchronous_commit = on``, checked) in a temporary folder with
 Adult, and measures, inside one process:
@@ -479,7 +482,25 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--dp-off-loop", action="store_true")
     parser.add_argument("--before", help="--dp-off-loop: the tree to compare with (default: HEAD)")
+    parser.add_argument("--replay", action="store_true")
+    parser.add_argument("--answers", type=int, default=40_000, help="--replay: answers per round")
     args = parser.parse_args()
+    if args.replay:
+        from bench.docs import write_block
+        from bench.ledger import replay
+
+        body = replay.run(args.answers, args.rounds)
+        print(body)
+        if args.write_docs:
+            write_block(
+                ROOT / "docs" / "benchmarks.md",
+                body,
+                begin=replay.BEGIN,
+                end=replay.END,
+                heading=replay.HEADING,
+                before="## Whole-table epochs (`bench/epochs`)",
+            )
+        return
     if args.dp_off_loop:
         dp_off_loop(args)
         return

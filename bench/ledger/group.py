@@ -210,11 +210,12 @@ class Breakdown:
         self._saved.append((owner, name, f))
 
     def __enter__(self) -> Breakdown:
+        import dp.engine as engine
         import proxy.epochs as epochs
         import proxy.ledger as ledger
 
         self._wrap(epochs, "_decided_group", "decide (worker thread)", False)
-        self._wrap(epochs, "_released_all", "noise + release (worker thread)", False)
+        self._wrap(engine, "release_all", "noise + release (worker thread)", False)
         self._wrap(ledger._PgTransaction, "append", "ledger appends (transactions)", True)
         self._wrap(epochs.EpochService, "_commit_group", "group", True)
         return self

@@ -32,6 +32,7 @@ from dp.engine import (
     fold,
     may_spend_nothing,
     release,
+    release_all,
     start,
     status,
 )
@@ -273,6 +274,51 @@ def test_several_charges_pending_at_once() -> None:
         lost = fold([*run.ledger, *(ev for d in decisions for ev in d.events)])
         assert sorted(lost.pending) == [1, 2, 3] and lost.fresh == 3
         assert not any(q.key in lost.answers for q in (BAD[8], BAD[6], BAD[7]))
+
+
+def test_release_all_draws_a_group_in_one_call_and_equals_releases_in_turn() -> None:
+    """``release_all``: the group's noise in one draw per scale (a seeded sampler gives the
+    values a seeded draw of the whole group gives, in order), each release's events applied
+    before the next, the same answers and state as ``release`` in turn with those values;
+    a decision whose charge is not applied is refused before any noise is drawn."""
+    cfg = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=8, split="equal", reuse=False)
+    run = Run.begin(cfg)
+    state, decisions = run.state, []
+    for q in (BAD[8], BAD[6], BAD[7]):
+        d = decide(state, q)
+        for ev in d.events:
+            state = apply(state, ev)
+        decisions.append(d)
+    results, after = release_all(state, decisions, X, SeededSampler(3))
+    assert len(after.pending) == 0 and all(r.events for r in results)
+    # the same draw, made once and sliced by hand, through release in turn
+    scales = {d.charge.scale for d in decisions if d.charge is not None}
+    assert len(scales) == 1
+    one = SeededSampler(3).gaussian(scales.pop(), 3)
+    by_hand = state
+    for i, (d, r) in enumerate(zip(decisions, results, strict=True)):
+        expected = release(by_hand, d, X, _Fixed(one[i : i + 1]))
+        assert r.answers == expected.answers and r.events == expected.events
+        for ev in expected.events:
+            by_hand = apply(by_hand, ev)
+    assert dict(by_hand.answers) == dict(after.answers)
+    unapplied = decide(after, BAD[5])
+    with pytest.raises(InternalError):
+        release_all(after, [unapplied], X, SeededSampler(3))
+
+
+@dataclass
+class _Fixed:
+    """A sampler that returns given values (for comparing with a draw made elsewhere)."""
+
+    values: np.ndarray
+
+    def gaussian(self, scale: float, size: int) -> np.ndarray:
+        assert size == len(self.values)
+        return self.values
+
+    def laplace(self, scale: float, size: int) -> np.ndarray:
+        raise AssertionError("no Laplace noise here")
 
 
 def test_may_spend_nothing_is_false_only_for_fresh_or_refused() -> None:

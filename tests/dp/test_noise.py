@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dp.noise import Sampler, SecureSampler, SeededSampler
+from dp.noise import DrawnAhead, Sampler, SecureSampler, SeededSampler
 
 N = 5000
 ACCEPT_P = 1e-4  # false alarm probability per test at the claimed scale
@@ -64,3 +64,52 @@ def test_secure_sampler_draws_differ_and_validate(secure: SecureSampler) -> None
 
 def test_seeded_sampler_is_reproducible() -> None:
     assert np.array_equal(SeededSampler(7).gaussian(2.0, 5), SeededSampler(7).gaussian(2.0, 5))
+
+
+class _Counting:
+    """A sampler that counts its calls and hands out consecutive integers (which value went
+    where is then visible)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, float, int]] = []
+        self._next = 0.0
+
+    def _draw(self, kind: str, scale: float, size: int) -> np.ndarray:
+        self.calls.append((kind, scale, size))
+        out = np.arange(self._next, self._next + size, dtype=np.float64)
+        self._next += size
+        return out
+
+    def gaussian(self, scale: float, size: int) -> np.ndarray:
+        return self._draw("gaussian", scale, size)
+
+    def laplace(self, scale: float, size: int) -> np.ndarray:
+        return self._draw("laplace", scale, size)
+
+
+def test_drawn_ahead_hands_out_each_value_once_in_one_call_per_scale() -> None:
+    base = _Counting()
+    ahead = DrawnAhead(base, [("gaussian", 2.0, 3), ("laplace", 1.0, 2), ("gaussian", 2.0, 4)])
+    assert base.calls == [("gaussian", 2.0, 7), ("laplace", 1.0, 2)]
+    first, second = ahead.gaussian(2.0, 3), ahead.gaussian(2.0, 4)
+    assert first.tolist() == [0, 1, 2] and second.tolist() == [3, 4, 5, 6]
+    assert ahead.laplace(1.0, 2).tolist() == [7, 8]
+    # beyond what was announced: a draw of its own, never a value handed out before
+    extra = ahead.gaussian(2.0, 2)
+    assert base.calls[-1] == ("gaussian", 2.0, 2) and extra.tolist() == [9, 10]
+    assert ahead.gaussian(5.0, 1).tolist() == [11]
+    with pytest.raises(ValueError):
+        DrawnAhead(base, [("uniform", 1.0, 1)])
+
+
+def test_drawn_ahead_from_the_secure_sampler_is_the_claimed_gaussian(
+    secure: SecureSampler,
+) -> None:
+    """Slices of one secure draw, taken by many small requests, are N(0, scale^2) i.i.d."""
+    sizes = [1, 3, 2, 7] * 250
+    ahead = DrawnAhead(secure, [("gaussian", 3.0, k) for k in sizes])
+    x = np.concatenate([ahead.gaussian(3.0, k) for k in sizes])
+    assert x.shape == (sum(sizes),)
+    assert stats.kstest(x, stats.norm(0, 3.0).cdf).pvalue > ACCEPT_P
+    for wrong in (0.75 * 3.0, 1.25 * 3.0):
+        assert stats.kstest(x, stats.norm(0, wrong).cdf).pvalue < REJECT_P

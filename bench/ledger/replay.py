@@ -1,0 +1,128 @@
+"""An epoch's answers map as the epoch grows: answering and replaying a long ledger, with the
+map copied whole at every event (*before*) and as a persistent map (*after*,
+``dp.persistent``), in alternating rounds in one process
+(``python -m bench.ledger --replay [--answers N] [--rounds R] [--write-docs]``).
+
+Each round and variant runs the engine in memory (``dp.engine.answer``, no database: what is
+measured is the engine's own work per event, which the proxy does in its worker thread for
+every answer and at every restart): an epoch over one attribute of 2,000 cells, ``reuse =
+false``, epsilon large enough that nothing is refused, N distinct range counts each answered
+fresh (a ``Charged`` and a ``Released`` event each; seeded noise), timed per quarter of the
+stream, then ``dp.engine.fold`` of the whole ledger (a restart's replay, and what a second
+worker does to catch up). *before* patches ``dp.engine._with_answer`` back to the dict copy
+it replaced (``dict.copy`` of the map, then one entry set) for its rounds only.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from dp import engine
+from dp.domain import Domain, QueryBatch
+from dp.noise import SeededSampler
+
+CELLS = 2000
+BEGIN, END = "<!-- replay:begin -->", "<!-- replay:end -->"
+HEADING = "## Ledger: an epoch's answers map as it grows (`bench/ledger --replay`)"
+
+
+@dataclass
+class Times:
+    quarters: list[list[float]] = field(default_factory=lambda: [[], [], [], []])
+    fold: list[float] = field(default_factory=list)
+
+
+def _copied_answer(state: engine.EngineState, key: str, ans: Any) -> Any:
+    """The map as it was updated before: copied whole, one entry set."""
+    d = engine._copied(state.answers)
+    d[key] = ans
+    return MappingProxyType(d)
+
+
+@contextmanager
+def _variant(name: str) -> Iterator[None]:
+    if name == "after":
+        yield
+        return
+    saved = engine._with_answer
+    engine._with_answer = _copied_answer  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        engine._with_answer = saved
+
+
+def _batches(n: int) -> Iterator[QueryBatch]:
+    dom = Domain.of(("cell", CELLS))
+    k = 0
+    for lo in range(CELLS):
+        for hi in range(lo + 1, CELLS + 1):
+            if k == n:
+                return
+            v = np.zeros(CELLS)
+            v[lo:hi] = 1.0
+            yield QueryBatch.from_dense(dom, [v])
+            k += 1
+
+
+def _round(n: int, batches: list[QueryBatch]) -> tuple[list[float], float]:
+    dom = batches[0].domain
+    x = np.ones(CELLS)
+    cfg = engine.EngineConfig(epsilon=1e6, delta=1e-6, stream_length=10 * n, reuse=False)
+    state, events = engine.start(cfg, dom, None, x, SeededSampler(1))
+    ledger = list(events)
+    sampler = SeededSampler(2)
+    quarters = []
+    for q in range(4):
+        t = time.perf_counter()
+        for b in batches[q * n // 4 : (q + 1) * n // 4]:
+            state, d, r = engine.answer(state, b, x, sampler)
+            ledger += [*d.events, *r.events]
+        quarters.append((time.perf_counter() - t) / (n // 4))
+    t = time.perf_counter()
+    again = engine.fold(ledger)
+    took = time.perf_counter() - t
+    assert dict(again.answers) == dict(state.answers) and len(again.answers) == n
+    return quarters, took
+
+
+def run(n: int, rounds: int) -> str:
+    batches = list(_batches(n))
+    times = {"before": Times(), "after": Times()}
+    began = time.monotonic()
+    for r in range(rounds):
+        for name in ("before", "after") if r % 2 == 0 else ("after", "before"):
+            with _variant(name):
+                quarters, took = _round(n, batches)
+            for i, q in enumerate(quarters):
+                times[name].quarters[i].append(q)
+            times[name].fold.append(took)
+            print(f"round {r + 1}/{rounds} {name}: fold {took:.2f} s", flush=True)
+    elapsed = time.monotonic() - began
+    med = statistics.median
+    head = "| | " + " | ".join(
+        f"ms per answer, answers {q * n // 4:,}-{(q + 1) * n // 4:,}" for q in range(4)
+    )
+    lines = [
+        f"Command: `python -m bench.ledger --replay --answers {n} --rounds {rounds}` "
+        f"({elapsed:.0f} s; one process, the engine in memory: no database; medians over "
+        f"{rounds} rounds alternating before / after; 2 cores shared with other work).",
+        "",
+        head + f" | replay of the ledger ({2 * n + 1:,} events), s |",
+        "|---|" + "---:|" * 5,
+    ]
+    for name, label in (("before", "before (dict copied per event)"), ("after", "after")):
+        t = times[name]
+        cells = [f"{1000 * med(q):.3f}" for q in t.quarters]
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {med(t.fold):.2f} |")
+    ratio = med(times["before"].fold) / med(times["after"].fold)
+    lines += ["", f"Replay, before / after: {ratio:.1f}x."]
+    return "\n".join(lines)
