@@ -93,10 +93,24 @@ class Domain:
         )
 
 
+@functools.lru_cache(maxsize=1024)
+def _described(domain: Domain) -> bytes:
+    """``repr(domain)``, encoded: part of every batch key and row key (a domain's repr costs
+    about 10 us; batches over a few domains are made again and again)."""
+    return repr(domain).encode()
+
+
 def _frozen_csr(matrix: Any) -> sp.csr_array:
-    m = sp.csr_array(matrix, dtype=np.float64)
-    m.sum_duplicates()
-    m.eliminate_zeros()
+    """``matrix`` as a canonical CSR array (no duplicate entries, no explicit zeros, columns
+    sorted within each row), its arrays read-only. A CSR array of floats is taken as it is
+    (its arrays are shared either way); what is already canonical is not redone."""
+    if isinstance(matrix, sp.csr_array) and matrix.dtype == np.float64:
+        m = matrix
+    else:
+        m = sp.csr_array(matrix, dtype=np.float64)
+    m.sum_duplicates()  # (each returns at once when its flag says there is nothing to do)
+    if not np.all(m.data):
+        m.eliminate_zeros()
     m.sort_indices()
     for arr in (m.data, m.indices, m.indptr):
         arr.flags.writeable = False
@@ -121,7 +135,7 @@ class QueryBatch:
             raise ValueError("query matrix must have one column per cell of the domain")
         object.__setattr__(self, "matrix", frozen)
         h = hashlib.sha256()
-        h.update(repr((self.domain, frozen.shape)).encode())
+        h.update(b"(" + _described(self.domain) + b", " + repr(frozen.shape).encode() + b")")
         for arr in (frozen.indptr.astype(np.int64), frozen.indices.astype(np.int64), frozen.data):
             h.update(np.ascontiguousarray(arr).tobytes())
         object.__setattr__(self, "key", h.hexdigest())
@@ -183,7 +197,7 @@ class QueryBatch:
         """One exact key per query row (its domain, cells and weights): equal rows over equal
         domains have equal keys. Sparse: the cost follows the rows' nonzeros."""
         m = self.matrix
-        head = repr(self.domain).encode()
+        head = _described(self.domain)
         data = np.ascontiguousarray(m.data + 0.0)  # -0.0 -> 0.0
         idx = np.ascontiguousarray(m.indices.astype(np.int64))
         out = []

@@ -142,6 +142,16 @@ def coerce(attr: AttributeDecl, value: object) -> object:
 Mask = tuple[BoolArray, BoolArray, BoolArray]  # (true, false, mixed); none of them = unknown
 
 
+#: Comparisons' masks over one attribute's cells, by attribute, operator and value, oldest
+#: first: dashboards compare the same columns with the same values again and again. All
+#: public (the declaration and what the analyst sent); the arrays are read-only. As for
+#: _STATIC below, each use is one call on the OrderedDict, atomic under the interpreter lock.
+_COMPARED: OrderedDict[
+    tuple[int, str, type, object], tuple[AttributeDecl, BoolArray, BoolArray, BoolArray]
+] = OrderedDict()
+_COMPARED_SIZE = 4096
+
+
 class _Masks:
     def __init__(
         self, view: ViewDecl, params: Sequence[object] | None, values: _Values | None = None
@@ -169,37 +179,16 @@ class _Masks:
 
     def cmp(self, attr: AttributeDecl, op: str, raw: Value) -> Mask:
         v = coerce(attr, self.value(raw))
-        n = attr.size
-        t = np.zeros(n, dtype=bool)
-        f = np.zeros(n, dtype=bool)
-        m = np.zeros(n, dtype=bool)
-        if v is None:
-            return (
-                self.shape_for(attr.name, t),
-                self.shape_for(attr.name, f),
-                self.shape_for(attr.name, m),
-            )
-        cells = attr.value_cells
-        if attr.kind in (Kind.CATEGORICAL, Kind.BOOLEAN):
-            if op not in ("=", "<>"):
-                raise UnsupportedError(
-                    f"ordering comparisons on column {attr.name} are not supported",
-                    hint=f"compare {attr.name} with =, <>, IN or NOT IN",
-                )
-            vals = attr.values if attr.kind is Kind.CATEGORICAL else (False, True)
-            eq = np.array([x == v for x in vals], dtype=bool)
-            t[:cells], f[:cells] = (eq, ~eq) if op == "=" else (~eq, eq)
-        elif attr.kind is not Kind.NUMERIC:
-            assert isinstance(v, Fraction)
-            lo_a, hi_a = _int_bounds(attr)
-            a, b = _closed_int_test(op, lo_a, hi_a, v)
-            t[:cells], f[:cells], m[:cells] = a, b, ~(a | b)
-        else:
-            assert isinstance(v, Fraction)
-            half_open = True
-            for i, (lo, hi) in enumerate(attr.bins):
-                all_, none = _bin_test(op, lo, hi, v, half_open, integral=not half_open)
-                t[i], f[i], m[i] = all_, none, not (all_ or none)
+        key = (id(attr), op, type(v), v)
+        hit = _COMPARED.get(key)
+        if hit is None or hit[0] is not attr:
+            t, f, m = _compared(attr, op, v)
+            for arr in (t, f, m):
+                arr.flags.writeable = False
+            _COMPARED[key] = hit = (attr, t, f, m)
+            if len(_COMPARED) > _COMPARED_SIZE:
+                _COMPARED.popitem(last=False)
+        _, t, f, m = hit
         return (
             self.shape_for(attr.name, t),
             self.shape_for(attr.name, f),
@@ -314,6 +303,38 @@ def _int_bounds(attr: AttributeDecl) -> tuple[npt.NDArray[np.int64], npt.NDArray
 
 def _ceil(v: Fraction) -> int:
     return -((-v.numerator) // v.denominator)
+
+
+def _compared(attr: AttributeDecl, op: str, v: object) -> tuple[BoolArray, BoolArray, BoolArray]:
+    """The three-valued mask of ``attr op v`` over the attribute's cells (``v`` coerced)."""
+    n = attr.size
+    t = np.zeros(n, dtype=bool)
+    f = np.zeros(n, dtype=bool)
+    m = np.zeros(n, dtype=bool)
+    if v is None:
+        return t, f, m
+    cells = attr.value_cells
+    if attr.kind in (Kind.CATEGORICAL, Kind.BOOLEAN):
+        if op not in ("=", "<>"):
+            raise UnsupportedError(
+                f"ordering comparisons on column {attr.name} are not supported",
+                hint=f"compare {attr.name} with =, <>, IN or NOT IN",
+            )
+        vals = attr.values if attr.kind is Kind.CATEGORICAL else (False, True)
+        eq = np.array([x == v for x in vals], dtype=bool)
+        t[:cells], f[:cells] = (eq, ~eq) if op == "=" else (~eq, eq)
+    elif attr.kind is not Kind.NUMERIC:
+        assert isinstance(v, Fraction)
+        lo_a, hi_a = _int_bounds(attr)
+        a, b = _closed_int_test(op, lo_a, hi_a, v)
+        t[:cells], f[:cells], m[:cells] = a, b, ~(a | b)
+    else:
+        assert isinstance(v, Fraction)
+        half_open = True
+        for i, (lo, hi) in enumerate(attr.bins):
+            all_, none = _bin_test(op, lo, hi, v, half_open, integral=not half_open)
+            t[i], f[i], m[i] = all_, none, not (all_ or none)
+    return t, f, m
 
 
 def _closed_int_test(
