@@ -74,8 +74,9 @@ Reading the table: a *durable charge* is one round of the ledger's write path (a
 epoch status check, fold of new events, one INSERT, COMMIT with `synchronous_commit = on`); the
 synchronous commit's fsync is most of the difference to the asynchronous one. A FRESH answer
 inside the proxy is two durable commits (the charge, then the release), the noise and the
-engine's work (in the default mode, one GLS update with an eigendecomposition of the
-296 x 296 information matrix: the gap between the two FRESH rows). MATRIX answers commit one
+engine's work (in the default mode, the GLS combination with the marginal's earlier releases:
+one eigendecomposition of the 296 x 296 information matrix per fresh release; the gap
+between the two FRESH rows). MATRIX answers commit one
 event asynchronously; REPEAT answers are served from memory and never reach the ledger (row
 count and write-path entries unchanged). End-to-end rows add the rewriter, the backend's
 Describe of the statement, the query-log insert and the wire.

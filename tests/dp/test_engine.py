@@ -366,6 +366,40 @@ def test_default_mode_reuse_and_exhaustion() -> None:
     assert rel.std_errors[0] < np.sqrt(rel.noise_variance)
 
 
+def test_stored_inference_is_decomposed_once_per_value_and_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Default mode: a fresh release's answer (the GLS over every release of its marginal)
+    and its event's application decompose the marginal's information matrix once between
+    them; replaying the ledger decomposes nothing until a question is asked, and then gives
+    the live state's estimates exactly."""
+    calls = []
+    eigh = np.linalg.eigh
+
+    def counting(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        calls.append(a.shape)
+        return eigh(a)
+
+    cfg = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=8, split="equal", eps_min=0.2)
+    run = Run.begin(cfg, predicted=None)
+    monkeypatch.setattr(np.linalg, "eigh", counting)
+    # the first release of the marginal has nothing to combine with; the second's decision
+    # decomposes the first's value and its answer the combination; from then on, one each
+    for q, expected in ((BAD[8], 0), (BAD[0], 2), (BAD[1], 1)):
+        before = len(calls)
+        d, _ = run.ask(q)
+        assert d.kind is DecisionKind.FRESH
+        assert len(calls) - before == expected
+    calls.clear()
+    again = fold(run.ledger)
+    assert calls == []
+    q = BAD[2].dense()  # (in the span of the three releases)
+    live, replayed = run.state.stored[DOM], again.stored[DOM]
+    assert np.array_equal(replayed.estimate(q)[0], live.estimate(q)[0])
+    assert np.array_equal(replayed.variance(q), live.variance(q))
+    assert len(calls) == 1  # the replayed value, once; the live one was decomposed already
+
+
 def test_default_mode_answers_a_weakly_released_prediction_fresh() -> None:
     """A P measured with 2% of the budget: default mode answers its query online (a fresh
     answer at the pacing is more accurate), paper mode from the release; with the equal split
