@@ -417,29 +417,34 @@ def group_commit(args: argparse.Namespace) -> None:
 OFF_BEGIN = "<!-- dp-off-loop:begin -->"
 OFF_END = "<!-- dp-off-loop:end -->"
 OFF_NOTE = """
-Reading the table: *before* is a7eac52; *after* appends each group's events in one `INSERT`
-(column arrays sent in binary, the statement setting `synchronous_commit` for its own
-transaction) instead of `BEGIN`, `SET LOCAL`, an `executemany` and `COMMIT`, reads the
-epoch's status and its new events in one statement once the lock is held, sends the query
-log's arrays in binary (the text form of a text array escapes every quote of the JSON it holds:
-about 1 ms per 50 ledger payloads, on the event loop), builds OpenDP's input spaces once per
-process instead of once per release (0.5 ms each), and copies the engine's maps by
-`dict.copy` (an epoch's map of answers was copied item by item at every event). The
-passthrough client's latency under load is what another session of the same proxy sees while
-the DP load runs (its own process, paced, so that its own load stays small); the Matrix phase
-opens its 50 connections while it is measured (a SCRAM login costs the loop a few
-milliseconds), which its p99 shows in both columns.
+Reading the table: *before* is 8f760c1; *after* draws the noise of a group's fresh releases in
+one call of the secure sampler per noise scale (`dp.engine.release_all` with
+`dp.noise.DrawnAhead`: OpenDP costs about 0.1 ms of Python per call, beside ~50 µs per value),
+keeps the engine's map of answered statements as a persistent map instead of copying it at
+every event (`dp.persistent`; these epochs are small, so that shows little here: see
+`bench/ledger --replay`), and binds a prepared statement's parameters with less work (a
+comparison's masks kept by attribute, operator and value; a batch's domain repr made once per
+domain; a canonical CSR matrix not rebuilt: `rewriter.bind` of this count alone 243 to
+202 µs). The Matrix Mechanism phase is unchanged (its answers draw no noise). The passthrough
+client's latency under load is what another session of the same proxy sees while the DP load
+runs (its own process, paced, so that its own load stays small); the Matrix phase opens its 50
+connections while it is measured (a SCRAM login costs the loop a few milliseconds), which its
+p99 shows in both columns.
 
-Where the rest goes (py-spy, *after*, 50 clients, one prepared statement): about 2.4 ms of
-interpreter time per fresh answer, shared by three threads under one interpreter lock -- the
-event loop ~1.1 ms (the wire, the rendering, psycopg), the answering worker ~0.65 ms
-(`rewriter.bind`: masks and the CSR matrix of each new binding) and the engine's worker
-~0.7 ms, half of it OpenDP's sampler (per release: 45 µs to make the measurement, ~120 µs of
-Python conversions and ~75 µs per draw in Rust). The issue's 2,000 fresh answers/s per epoch
-need about 0.5 ms per answer. One client waits 7–9 ms per fresh answer: two synchronous
-commits (1.2–1.5 ms each on this disk), five ledger round trips and two thread hops (~0.3 ms
-each under load). With `workers = 2` the two processes take turns on the epoch's lock and
-fold each other's events: fewer answers per second on one epoch, not more.
+Where the rest goes (py-spy `--gil`, *after*, 50 clients, one prepared statement: the samples
+in which a thread holds the interpreter lock): the lock is held about 72% of the time; per
+fresh answer, the event loop holds it about 0.55 ms (the wire, the rendering, the group
+writer's psycopg calls), the answering worker about 0.5 ms (`rewriter.bind`) and the engine's
+worker about 0.2 ms (decisions and releases; OpenDP's draws run without the lock). The issue's
+2,000 fresh answers/s per epoch need about 0.5 ms per answer in all. One client waits 7–9 ms
+per fresh answer: two synchronous commits (1.2–1.5 ms each on this disk), five ledger round
+trips and two thread hops. With `[server] workers = 2` (separate runs of the same load, four
+alternating rounds of each: 845–908 against 676–876 answers/s) the two processes take turns on
+the epoch's lock, each group holding it through both commits: about 1.15x one worker.
+Shortening the interpreter's switch interval to 0.2 ms for the whole process (tried, not kept)
+cut the passthrough client's p99 under the text load from 14–20 ms to 5–6 ms, but halved the
+text load's answers/s (new texts are classified in pure Python, which then yields the lock
+five times as often).
 """
 
 
