@@ -150,6 +150,8 @@ _COMPARED: OrderedDict[
     tuple[int, str, type, object], tuple[AttributeDecl, BoolArray, BoolArray, BoolArray]
 ] = OrderedDict()
 _COMPARED_SIZE = 4096
+#: Only attributes of at most this many cells are kept (at most 12 MB of masks in all).
+_COMPARED_CELLS = 1024
 
 
 class _Masks:
@@ -185,9 +187,11 @@ class _Masks:
             t, f, m = _compared(attr, op, v)
             for arr in (t, f, m):
                 arr.flags.writeable = False
-            _COMPARED[key] = hit = (attr, t, f, m)
-            if len(_COMPARED) > _COMPARED_SIZE:
-                _COMPARED.popitem(last=False)
+            hit = (attr, t, f, m)
+            if attr.size <= _COMPARED_CELLS:
+                _COMPARED[key] = hit
+                if len(_COMPARED) > _COMPARED_SIZE:
+                    _COMPARED.popitem(last=False)
         _, t, f, m = hit
         return (
             self.shape_for(attr.name, t),

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import rewriter
+from rewriter import reduce as reduce_module
 from rewriter.reduce import reduce
 
 ADULT = rewriter.load_schema(__file__.rsplit("/tests/", 1)[0] + "/sql_fixtures/adult/lapras.toml")
@@ -111,3 +112,24 @@ def test_the_matrix_is_canonical_and_its_key_unchanged() -> None:
     [lit] = rewriter.classify(literal.replace("$3", "'Male'").replace("$4", "'>50K'"), ADULT)
     assert isinstance(lit, rewriter.DPStatement) and lit.plan is not None
     assert lit.plan.batch.key == plan.batch.key
+
+
+@pytest.mark.parametrize("sql, values", CASES, ids=[c[0][:60] for c in CASES])
+def test_kept_comparison_masks_give_the_plans_of_an_empty_cache(
+    sql: str, values: list[tuple[Any, ...]]
+) -> None:
+    """The comparisons' masks are kept by attribute, operator and coerced value
+    (``rewriter.reduce._COMPARED``): with the cache warm from every other binding, in
+    another order, each binding is what it is with the cache empty (values equal after
+    coercion, such as 30, '30' and 30.0, share an entry; 30.5 does not)."""
+    [st] = rewriter.classify(sql, ADULT)
+    assert isinstance(st, rewriter.DPStatement)
+    empty = []
+    for params in values:
+        reduce_module._COMPARED.clear()
+        empty.append(_outcome(lambda p=params: reduce(st.prepared, p)))
+    for params in [*values, *values]:
+        _outcome(lambda p=params: rewriter.bind(st, p))  # warm, in order
+    for params, expected in reversed(list(zip(values, empty, strict=True))):
+        assert _outcome(lambda p=params: rewriter.bind(st, p)) == expected, params
+        assert _outcome(lambda p=params: reduce(st.prepared, p)) == expected, params
