@@ -85,7 +85,9 @@ Every option can be set explicitly in either mode.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -342,8 +344,7 @@ class StoredInference:
 
     @staticmethod
     def of(a: FloatArray, y: FloatArray, var: FloatArray) -> StoredInference:
-        n = a.shape[1]
-        return StoredInference(np.zeros((n, n)), np.zeros(n)).add(a, y, var)
+        return _empty_inference(int(a.shape[1])).add(a, y, var)
 
     def add(self, a: FloatArray, y: FloatArray, var: FloatArray) -> StoredInference:
         """This value with the release ``y = a x + noise`` (variances ``var``) added."""
@@ -827,6 +828,13 @@ def start(
 # decide / release
 
 
+@functools.lru_cache(maxsize=64)
+def _empty_inference(n: int) -> StoredInference:
+    """The value with no release over ``n`` cells (one per size, so that the first release
+    of a marginal added here and in an event's application gives one value)."""
+    return StoredInference(np.zeros((n, n)), np.zeros(n))
+
+
 def _tuple(a: FloatArray) -> tuple[float, ...]:
     return tuple(float(v) for v in np.asarray(a, dtype=np.float64).reshape(-1))
 
@@ -1036,13 +1044,26 @@ def release(
     standard deviation ``sigma`` (or Laplace of scale ``b``) calibrated by the accountant to the
     batch's L2 (L1) sensitivity for the admitted charge; add/remove-one-row neighbours; the
     guarantee is the charge's (``(eps_b, delta_i)``-DP by the AGM, Balle & Wang 2018 Thm 8;
-    ``mu_b``-GDP, Dong et al. 2022 Thm 2.7; or ``eps_b``-DP, Laplace). Returns the ``Released``
-    event to persist and apply.
+    ``mu_b``-GDP, Dong et al. 2022 Thm 2.7; or ``eps_b``-DP, Laplace). In the default mode the
+    answers are the GLS over the measurement and the marginal's stored releases (post-
+    processing). Returns the ``Released`` event to persist and apply.
     """
     if decision.kind is not DecisionKind.FRESH:
         if decision.answers is None or decision.std_errors is None:
             raise InternalError("a stored answer is missing")
         return ReleaseResult(answers=decision.answers, std_errors=decision.std_errors)
+    y, var = _measured(state, decision, data, sampler)
+    batch = decision.batch
+    prior = state.stored.get(batch.domain) if state.config.reuse_releases else None
+    comb = None if prior is None else prior.add(batch.dense(), y, np.full(len(y), var))
+    return _released(decision, y, var, comb)
+
+
+def _measured(
+    state: EngineState, decision: Decision, data: Pin | FloatArray, sampler: Sampler
+) -> tuple[FloatArray, float]:
+    """A FRESH decision's measurement ``W x + Z`` and its noise variance (the mechanism of
+    :func:`release`); its charge must be applied to ``state``."""
     c = decision.charge
     if c is None or state.pending.get(c.position) != c:
         raise InternalError("the charge must be applied before the noise is drawn")
@@ -1053,13 +1074,19 @@ def release(
         noise = np.asarray(sampler.gaussian(c.scale, k), dtype=np.float64)
     else:
         noise = np.asarray(sampler.laplace(c.scale, k), dtype=np.float64)
-    y = batch.answer(x) + noise.reshape(-1)
-    var = noise_variance(c.noise, c.scale)
+    return batch.answer(x) + noise.reshape(-1), noise_variance(c.noise, c.scale)
+
+
+def _released(
+    decision: Decision, y: FloatArray, var: float, comb: StoredInference | None
+) -> ReleaseResult:
+    """The ``Released`` event of a FRESH decision's measurement ``y``: its answers are ``y``,
+    or the GLS estimate from ``comb`` (stored releases that include this one)."""
+    c, batch = decision.charge, decision.batch
+    assert c is not None
     answers = _tuple(y)
-    std = tuple(math.sqrt(var) for _ in range(k))
-    prior = state.stored.get(batch.domain) if state.config.reuse_releases else None
-    if prior is not None:
-        comb = prior.add(batch.dense(), y, np.full(k, var))
+    std = tuple(math.sqrt(var) for _ in range(len(y)))
+    if comb is not None:
         ans, v = comb.estimate(batch.dense())
         answers, std = _tuple(ans), _tuple(np.sqrt(np.maximum(v, 0.0)))
     ev = Released(
@@ -1077,28 +1104,46 @@ def release(
 def release_all(
     state: EngineState, decisions: Sequence[Decision], data: Pin | FloatArray, sampler: Sampler
 ) -> tuple[list[ReleaseResult], EngineState]:
-    """:func:`release` for each decision in turn (each one's events applied before the next),
-    for a group whose charges have all been applied; the results and the state after them.
+    """:func:`release` for each decision of a group whose charges have all been applied, in
+    turn (each one's events applied before the next); the results and the state after them.
 
     Each release has the guarantee :func:`release` states. Their noise is drawn from
     ``sampler`` in one call per (distribution, scale) for the whole group
     (:class:`dp.noise.DrawnAhead`: disjoint slices of one i.i.d. draw, each used once), which
     is the same distribution as a draw per release; it is drawn here, after every charge of
-    the group is applied (:func:`release` checks each)."""
+    the group is applied (each is checked first). In the default mode, the answers of the
+    group's releases over one marginal are the GLS over all of them and the marginal's
+    stored releases (post-processing of values released together, before any is sent): one
+    least-squares system per marginal and group, not one per release."""
+    fresh = [d for d in decisions if d.kind is DecisionKind.FRESH]
     requests = []
-    for d in decisions:
+    for d in fresh:  # every charge applied before any noise is drawn
         c = d.charge
-        if d.kind is DecisionKind.FRESH and c is not None:
-            kind = "gaussian" if c.noise is NoiseKind.GAUSSIAN else "laplace"
-            requests.append((kind, c.scale, d.batch.num_queries))
-    for d in decisions:  # every charge applied before any noise is drawn
-        c = d.charge
-        if d.kind is DecisionKind.FRESH and (c is None or state.pending.get(c.position) != c):
+        if c is None or state.pending.get(c.position) != c:
             raise InternalError("the charge must be applied before the noise is drawn")
+        kind = "gaussian" if c.noise is NoiseKind.GAUSSIAN else "laplace"
+        requests.append((kind, c.scale, d.batch.num_queries))
     ahead = DrawnAhead(sampler, requests)
+    measured = {id(d): _measured(state, d, data, ahead) for d in fresh}
+    # default mode: the group's releases over each marginal, added in order to its value
+    combined: dict[Domain, StoredInference] = {}
+    if state.config.reuse_releases:
+        counts = Counter(d.batch.domain for d in fresh if _infers(state, d.batch.domain))
+        for d in fresh:
+            dom = d.batch.domain
+            prior = combined.get(dom, state.stored.get(dom))
+            if counts.get(dom, 0) < 2 and prior is None:
+                continue  # a marginal's first release, alone: answered as measured
+            y, var = measured[id(d)]
+            a, v = d.batch.dense(), np.full(len(y), var)
+            combined[dom] = StoredInference.of(a, y, v) if prior is None else prior.add(a, y, v)
     results = []
     for d in decisions:
-        result = release(state, d, data, ahead)
+        if d.kind is DecisionKind.FRESH:
+            y, var = measured[id(d)]
+            result = _released(d, y, var, combined.get(d.batch.domain))
+        else:
+            result = release(state, d, data, ahead)
         for ev in result.events:
             state = apply(state, ev)
         results.append(result)

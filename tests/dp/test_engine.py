@@ -400,6 +400,57 @@ def test_stored_inference_is_decomposed_once_per_value_and_only_when_asked(
     assert len(calls) == 1  # the replayed value, once; the live one was decomposed already
 
 
+def test_release_all_in_default_mode_solves_one_system_per_marginal_and_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Default mode: a group's fresh releases over one marginal are answered by the GLS over
+    all of them and the marginal's stored releases, one decomposition for the group; the
+    state after them is the fold of the ledger (same stored value, same estimates)."""
+    cfg = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=12, split="equal", eps_min=0.2)
+    run = Run.begin(cfg, predicted=None)
+    run.ask(BAD[8])  # a stored release of the marginal before the group
+    state, decisions = run.state, []
+    for q in (BAD[0], BAD[1], BAD[3]):  # independent of [1,1,1,1] and of each other
+        d = decide(state, q)
+        assert d.kind is DecisionKind.FRESH
+        for ev in d.events:
+            state = apply(state, ev)
+        decisions.append(d)
+    calls = []
+    eigh = np.linalg.eigh
+
+    def counting(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        calls.append(a.shape)
+        return eigh(a)
+
+    monkeypatch.setattr(np.linalg, "eigh", counting)
+    results, after = release_all(state, decisions, X, SeededSampler(4))
+    assert len(calls) == 1
+    # by hand: the prior value plus the three measurements, estimated for each query
+    by_hand = run.state.stored[DOM]
+    for r, d in zip(results, decisions, strict=True):
+        [ev] = r.events
+        assert isinstance(ev, Released)
+        by_hand = by_hand.add(
+            d.batch.dense(), np.asarray(ev.measurement), np.full(1, ev.noise_variance)
+        )
+    for r, d in zip(results, decisions, strict=True):
+        ans, var = by_hand.estimate(d.batch.dense())
+        assert r.answers == pytest.approx(tuple(ans), rel=1e-9)
+        assert r.std_errors == pytest.approx(tuple(np.sqrt(var)), rel=1e-9)
+    again = fold(
+        [
+            *run.ledger,
+            *(ev for d in decisions for ev in d.events),
+            *(ev for r in results for ev in r.events),
+        ]
+    )
+    q = BAD[2].dense()
+    assert np.array_equal(again.stored[DOM].info, after.stored[DOM].info)
+    assert again.stored[DOM].estimate(q)[0] == pytest.approx(after.stored[DOM].estimate(q)[0])
+    assert dict(again.answers) == dict(after.answers)
+
+
 def test_default_mode_answers_a_weakly_released_prediction_fresh() -> None:
     """A P measured with 2% of the budget: default mode answers its query online (a fresh
     answer at the pacing is more accurate), paper mode from the release; with the equal split
