@@ -8,6 +8,9 @@
     python -m bench.ledger --dp-off-loop [--quick] [--rounds N] [--before PATH] [--write-docs]
                                            # DP answers off the event loop: HEAD / working tree
                                            # through lapras serve (bench/ledger/offloop.py)
+    python -m bench.ledger --default-mode [--rounds N] [--before PATH] [--write-docs]
+                                           # fresh answers in the default mode, no P:
+                                           # HEAD / working tree (bench/ledger/defaultmode.py)
     python -m bench.ledger --replay [--answers N] [--rounds N] [--write-docs]
                                            # an epoch's answers map as it grows, in memory:
                                            # before / after (bench/ledger/replay.py)
@@ -448,6 +451,39 @@ five times as often).
 """
 
 
+def default_mode(args: argparse.Namespace) -> None:
+    """``--default-mode``: fresh answers end to end in the default mode with no predicted set,
+    HEAD (a clone) against the working tree (bench/ledger/defaultmode.py)."""
+    from bench.docs import write_block
+    from bench.ledger import defaultmode
+
+    folder = Path(tempfile.mkdtemp(prefix="lapras-bench-default-pg-"))
+    pg = EmbeddedPostgres(folder / "pg").start()
+    try:
+        provision_adult(pg, DATABASE, ("analyst",))
+        body = defaultmode.run(
+            pg,
+            config_text(pg, True),
+            drop_state,
+            state_dsn(pg),
+            args.rounds,
+            Path(args.before) if args.before else None,
+        )
+    finally:
+        pg.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+    print(body)
+    if args.write_docs:
+        write_block(
+            ROOT / "docs" / "benchmarks.md",
+            body,
+            begin=defaultmode.BEGIN,
+            end=defaultmode.END,
+            heading=defaultmode.HEADING,
+            before="## Ledger: an epoch's answers map as it grows (`bench/ledger --replay`)",
+        )
+
+
 def dp_off_loop(args: argparse.Namespace) -> None:
     """``--dp-off-loop``: fresh DP answers/s end to end and another client's passthrough
     latency, HEAD (a clone) against the working tree, in alternating rounds."""
@@ -488,6 +524,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--dp-off-loop", action="store_true")
     parser.add_argument("--before", help="--dp-off-loop: the tree to compare with (default: HEAD)")
+    parser.add_argument("--default-mode", action="store_true")
     parser.add_argument("--replay", action="store_true")
     parser.add_argument("--answers", type=int, default=40_000, help="--replay: answers per round")
     args = parser.parse_args()
@@ -506,6 +543,9 @@ def main() -> None:
                 heading=replay.HEADING,
                 before="## Whole-table epochs (`bench/epochs`)",
             )
+        return
+    if args.default_mode:
+        default_mode(args)
         return
     if args.dp_off_loop:
         dp_off_loop(args)

@@ -1,0 +1,109 @@
+"""Fresh DP answers in the default mode through ``lapras serve``, before and after, side by side
+(``python -m bench.ledger --default-mode [--rounds N] [--before PATH] [--write-docs]``).
+
+As ``bench/ledger --dp-off-loop`` (``offloop.py``: *before* a clone of ``HEAD`` or
+``--before PATH``, *after* the working tree, rounds alternating, a new epoch per round and
+variant, ``lapras serve`` as its own process, asyncpg clients over loopback), but the epoch is
+the default mode's (``reuse = true``) with no predicted set, so that the statements are the
+first ones of their marginal: 50 clients ask :data:`N` distinct counts over ``age x sex x
+income`` (296 cells) as one prepared statement. Each is answered fresh, or from the GLS over
+the marginal's releases so far when that is at least as precise; the ledger's counts of both
+are reported per variant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from bench.ledger import group, offloop
+
+N = 1500
+CLIENTS = 50
+BEGIN, END = "<!-- default-mode:begin -->", "<!-- default-mode:end -->"
+HEADING = "## Ledger: fresh answers in the default mode (`bench/ledger --default-mode`)"
+
+
+async def _ledger_counts(dsn: str, epoch_of: str) -> dict[str, int]:
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(dsn) as conn:
+        cur = await conn.execute(
+            "SELECT kind, count(*) FROM lapras.ledger l JOIN lapras.epochs e ON e.id = l.epoch_id"
+            " WHERE e.table_name = %s GROUP BY kind",
+            (epoch_of,),
+        )
+        return {k: int(n) for k, n in await cur.fetchall()}
+
+
+def run(
+    pg: Any, config_text: str, drop_state: Any, state_dsn: str, rounds: int, before: Path | None
+) -> str:
+    folder = Path(tempfile.mkdtemp(prefix="lapras-bench-default-"))
+    try:
+        if before is None:
+            before = folder / "head"
+            subprocess.run(["git", "clone", "-q", str(offloop.ROOT), str(before)], check=True)
+        head = subprocess.run(
+            ["git", "-C", str(before), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        config = folder / "lapras.toml"
+        config.write_text(config_text.replace("stream_length = 2000", "stream_length = 4000"))
+        database = config_text.split("aggregator_dsn = ", 1)[1].split("\n", 1)[0].strip('"')
+        database = database.rsplit("/", 1)[1]
+        todo = group.fresh_params()[:N]
+        trees = {"before": before, "after": offloop.ROOT}
+        got: dict[str, list[offloop.Sample]] = defaultdict(list)
+        counts: dict[str, list[dict[str, int]]] = defaultdict(list)
+        began = time.monotonic()
+        for r in range(rounds):
+            for variant in ("before", "after") if r % 2 == 0 else ("after", "before"):
+                asyncio.run(drop_state(pg))
+                tree = trees[variant]
+                offloop._cli(tree, "epoch", "start", "--table", "adult", config=config)
+                proc, dsn = offloop._serve(tree, config, database)
+                try:
+                    got[variant].append(asyncio.run(offloop._load(dsn, todo, CLIENTS)))
+                finally:
+                    proc.terminate()
+                    proc.wait(30)
+                counts[variant].append(asyncio.run(_ledger_counts(state_dsn, "adult")))
+                print(f"round {r + 1}/{rounds} {variant}: done", flush=True)
+        took = time.monotonic() - began
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    lines = [
+        f"Command: `python -m bench.ledger --default-mode --rounds {rounds}"
+        + (" --before DIR" if before is not None and before.parent != folder else "")
+        + f" --write-docs` ({took:.0f} s; *before* = a tree at {head}, *after* = the working "
+        "tree; `lapras serve` as its own process; embedded PostgreSQL with "
+        "`synchronous_commit = on`; Adult, epoch over `age_sex_income` in the default mode "
+        f"(`reuse = true`), no predicted set; {CLIENTS} asyncpg clients, {N} distinct counts "
+        "`age BETWEEN $1 AND $2 AND sex = $3 AND income = $4` as one prepared statement; "
+        f"{rounds} rounds alternating; 2 cores shared by PostgreSQL, the proxy and the clients).",
+        "",
+        "| variant | answers/s, median (per round) | p50 / p99 ms | fresh releases / answers "
+        "from stored releases, per round |",
+        "|---|---:|---:|---|",
+    ]
+    for variant in ("before", "after"):
+        rates = [s.answers / s.elapsed for s in got[variant]]
+        lat = [x for s in got[variant] for x in s.latencies]
+        split = ", ".join(
+            f"{c.get('Released', 0)} / {c.get('Answered', 0)}" for c in counts[variant]
+        )
+        lines.append(
+            f"| {variant} | {statistics.median(rates):,.0f} ({', '.join(f'{x:,.0f}' for x in rates)})"
+            f" | {1000 * offloop._pct(lat, 0.5):.1f} / {1000 * offloop._pct(lat, 0.99):.1f}"
+            f" | {split} |"
+        )
+    return "\n".join(lines)
