@@ -48,6 +48,8 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +131,21 @@ view = "age_sex_income"
 reuse = {"true" if reuse else "false"}
 """
     )
+
+
+@contextmanager
+def adult_pg(prefix: str) -> Iterator[tuple[EmbeddedPostgres, Path]]:
+    """The embedded PostgreSQL in a new temporary folder, Adult provisioned in
+    :data:`DATABASE` for the user ``analyst``; stopped and removed afterwards. Yields the
+    server and the folder (free for the benchmark's own files)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    pg = EmbeddedPostgres(folder / "pg").start()
+    try:
+        provision_adult(pg, DATABASE, ("analyst",))
+        yield pg, folder
+    finally:
+        pg.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def state_dsn(pg: EmbeddedPostgres) -> str:
@@ -362,11 +379,8 @@ def group_commit(args: argparse.Namespace) -> None:
     before and after group commit, in alternating rounds (bench/ledger/group.py)."""
     from bench.ledger import group
 
-    folder = Path(tempfile.mkdtemp(prefix="lapras-bench-group-"))
-    pg = EmbeddedPostgres(folder / "pg").start()
-    began = time.monotonic()
-    try:
-        provision_adult(pg, DATABASE, ("analyst",))
+    with adult_pg("lapras-bench-group-") as (pg, folder):
+        began = time.monotonic()
         asyncio.run(drop_state(pg))
         text = config_text(pg, False)
         body, _ = group.run(
@@ -379,9 +393,6 @@ def group_commit(args: argparse.Namespace) -> None:
         )
         asyncio.run(drop_state(pg))
         e2e = group.end_to_end(folder, text, args.quick)
-    finally:
-        pg.stop()
-        shutil.rmtree(folder, ignore_errors=True)
     flags = (" --quick" if args.quick else "") + f" --rounds {args.rounds}"
     body = (
         f"Command: `python -m bench.ledger --group-commit{flags} --write-docs` "
@@ -451,16 +462,30 @@ five times as often).
 """
 
 
+def _publish(args: argparse.Namespace, body: str, bench: Any, *, before: str) -> None:
+    """Print ``body``; with ``--write-docs``, put it in the block of ``bench`` (a module with
+    ``BEGIN``, ``END`` and ``HEADING``) in docs/benchmarks.md, a new section going before the
+    ``before`` heading."""
+    from bench.docs import write_block
+
+    print(body)
+    if args.write_docs:
+        write_block(
+            ROOT / "docs" / "benchmarks.md",
+            body,
+            begin=bench.BEGIN,
+            end=bench.END,
+            heading=bench.HEADING,
+            before=before,
+        )
+
+
 def default_mode(args: argparse.Namespace) -> None:
     """``--default-mode``: fresh answers end to end in the default mode with no predicted set,
     HEAD (a clone) against the working tree (bench/ledger/defaultmode.py)."""
-    from bench.docs import write_block
-    from bench.ledger import defaultmode
+    from bench.ledger import defaultmode, replay
 
-    folder = Path(tempfile.mkdtemp(prefix="lapras-bench-default-pg-"))
-    pg = EmbeddedPostgres(folder / "pg").start()
-    try:
-        provision_adult(pg, DATABASE, ("analyst",))
+    with adult_pg("lapras-bench-default-pg-") as (pg, _):
         body = defaultmode.run(
             pg,
             config_text(pg, True),
@@ -469,19 +494,7 @@ def default_mode(args: argparse.Namespace) -> None:
             args.rounds,
             Path(args.before) if args.before else None,
         )
-    finally:
-        pg.stop()
-        shutil.rmtree(folder, ignore_errors=True)
-    print(body)
-    if args.write_docs:
-        write_block(
-            ROOT / "docs" / "benchmarks.md",
-            body,
-            begin=defaultmode.BEGIN,
-            end=defaultmode.END,
-            heading=defaultmode.HEADING,
-            before="## Ledger: an epoch's answers map as it grows (`bench/ledger --replay`)",
-        )
+    _publish(args, body, defaultmode, before=replay.HEADING)
 
 
 def dp_off_loop(args: argparse.Namespace) -> None:
@@ -489,10 +502,7 @@ def dp_off_loop(args: argparse.Namespace) -> None:
     latency, HEAD (a clone) against the working tree, in alternating rounds."""
     from bench.ledger import offloop
 
-    folder = Path(tempfile.mkdtemp(prefix="lapras-bench-offloop-pg-"))
-    pg = EmbeddedPostgres(folder / "pg").start()
-    try:
-        provision_adult(pg, DATABASE, ("analyst",))
+    with adult_pg("lapras-bench-offloop-pg-") as (pg, _):
         body = offloop.run(
             pg,
             config_text(pg, False),
@@ -501,9 +511,6 @@ def dp_off_loop(args: argparse.Namespace) -> None:
             args.quick,
             Path(args.before) if args.before else None,
         )
-    finally:
-        pg.stop()
-        shutil.rmtree(folder, ignore_errors=True)
     body = body + "\n" + OFF_NOTE
     print(body)
     if args.write_docs:
@@ -529,20 +536,10 @@ def main() -> None:
     parser.add_argument("--answers", type=int, default=40_000, help="--replay: answers per round")
     args = parser.parse_args()
     if args.replay:
-        from bench.docs import write_block
         from bench.ledger import replay
 
         body = replay.run(args.answers, args.rounds)
-        print(body)
-        if args.write_docs:
-            write_block(
-                ROOT / "docs" / "benchmarks.md",
-                body,
-                begin=replay.BEGIN,
-                end=replay.END,
-                heading=replay.HEADING,
-                before="## Whole-table epochs (`bench/epochs`)",
-            )
+        _publish(args, body, replay, before="## Whole-table epochs (`bench/epochs`)")
         return
     if args.default_mode:
         default_mode(args)
@@ -554,17 +551,11 @@ def main() -> None:
         group_commit(args)
         return
     n_fresh, n_repeat, n_raw, n_e2e = (60, 100, 100, 30) if args.quick else (200, 300, 300, 100)
-    folder = Path(tempfile.mkdtemp(prefix="lapras-bench-ledger-"))
-    pg = EmbeddedPostgres(folder / "pg").start()
-    try:
-        provision_adult(pg, DATABASE, ("analyst",))
+    with adult_pg("lapras-bench-ledger-") as (pg, folder):
         raw = asyncio.run(bench_ledger_only(pg, n_raw))
         default, before_d, after_d = asyncio.run(bench_service(pg, True, n_fresh, n_repeat))
         noreuse, before_n, after_n = asyncio.run(bench_service(pg, False, n_fresh, n_repeat))
         e2e = end_to_end(pg, folder, n_e2e)
-    finally:
-        pg.stop()
-        shutil.rmtree(folder, ignore_errors=True)
     rows = [
         ("durable charge: lock + fold + append + commit (sync)", "PgLedger", raw["durable"]),
         ("same, asynchronous commit", "PgLedger", raw["async"]),

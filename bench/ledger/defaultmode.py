@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 from collections import defaultdict
@@ -47,19 +46,9 @@ def run(
     pg: Any, config_text: str, drop_state: Any, state_dsn: str, rounds: int, before: Path | None
 ) -> str:
     folder = Path(tempfile.mkdtemp(prefix="lapras-bench-default-"))
+    given = before is not None
     try:
-        if before is None:
-            before = folder / "head"
-            subprocess.run(["git", "clone", "-q", str(offloop.ROOT), str(before)], check=True)
-        head = subprocess.run(
-            ["git", "-C", str(before), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        config = folder / "lapras.toml"
-        config.write_text(config_text.replace("stream_length = 2000", "stream_length = 4000"))
-        database = config_text.split("aggregator_dsn = ", 1)[1].split("\n", 1)[0].strip('"')
-        database = database.rsplit("/", 1)[1]
+        before, head, config, database = offloop.setup(config_text, before, folder)
         todo = group.fresh_params()[:N]
         trees = {"before": before, "after": offloop.ROOT}
         got: dict[str, list[offloop.Sample]] = defaultdict(list)
@@ -83,7 +72,7 @@ def run(
         shutil.rmtree(folder, ignore_errors=True)
     lines = [
         f"Command: `python -m bench.ledger --default-mode --rounds {rounds}"
-        + (" --before DIR" if before is not None and before.parent != folder else "")
+        + (" --before DIR" if given else "")
         + f" --write-docs` ({took:.0f} s; *before* = a tree at {head}, *after* = the working "
         "tree; `lapras serve` as its own process; embedded PostgreSQL with "
         "`synchronous_commit = on`; Adult, epoch over `age_sex_income` in the default mode "

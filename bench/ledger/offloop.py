@@ -216,6 +216,24 @@ async def _load(dsn: str, todo: list[tuple[str, tuple[Any, ...]]], clients: int)
     return sample
 
 
+def setup(config_text: str, before: Path | None, folder: Path) -> tuple[Path, str, Path, str]:
+    """What a before/after run of ``lapras serve`` needs, in ``folder``: the *before* tree
+    (``before``, or a clone of this repository's ``HEAD``), its short commit, the
+    configuration file (``stream_length`` 4000) and the proxy's database name."""
+    if before is None:
+        before = folder / "head"
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(before)], check=True)
+    head = subprocess.run(
+        ["git", "-C", str(before), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    config = folder / "lapras.toml"
+    config.write_text(config_text.replace("stream_length = 2000", "stream_length = 4000"))
+    database = config_text.split("aggregator_dsn = ", 1)[1].split("\n", 1)[0].strip('"')
+    return before, head, config, database.rsplit("/", 1)[1]
+
+
 def run(
     pg: Any, config_text: str, drop_state: Any, rounds: int, quick: bool, before: Path | None
 ) -> str:
@@ -239,18 +257,7 @@ def _run(
     from bench.ledger import group
 
     given = before is not None
-    if before is None:
-        before = folder / "head"
-        subprocess.run(["git", "clone", "-q", str(ROOT), str(before)], check=True)
-    head = subprocess.run(
-        ["git", "-C", str(before), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    config = folder / "lapras.toml"
-    config.write_text(config_text.replace("stream_length = 2000", "stream_length = 4000"))
-    database = config_text.split("aggregator_dsn = ", 1)[1].split("\n", 1)[0].strip('"')
-    database = database.rsplit("/", 1)[1]
+    before, head, config, database = setup(config_text, before, folder)
     fresh_sql, fresh_params = group.fresh_sql(), group.fresh_params()
     half = len(fresh_sql) // 2
     work: dict[str, list[Any]] = {
