@@ -494,6 +494,8 @@ class EngineState:
     bad: int = 0
     fresh: int = 0
     predicted_rows: frozenset[bytes] = frozenset()
+    #: The predicted set's batches (what the Matrix Mechanism blocks remember answers of).
+    predicted: tuple[QueryBatch, ...] = ()
     mm_pending: bool = False
     matrix_blocks: tuple[BlockRelease, ...] = ()
     #: All blocks as one release over the union of their attributes, when small enough
@@ -575,6 +577,7 @@ def _initial(ev: EpochStarted) -> EngineState:
         pacing=pacing,
         min_charge=cfg.min_fraction * total,
         predicted_rows=rows,
+        predicted=tuple(ev.predicted) if has_p else (),
         mm_pending=has_p,
         answers=PersistentMap(),
         stored=MappingProxyType({}),
@@ -722,6 +725,17 @@ def fold(events: Iterable[Event]) -> EngineState:
     return state
 
 
+def warm(state: EngineState) -> EngineState:
+    """``state``, with what its first decisions would compute once done now: every Matrix
+    Mechanism block remembers the answers of the predicted set's rows
+    (``BlockRelease.remember``). A cache of public values (the releases and the queries);
+    nothing is decided, charged or drawn. For a process loading an epoch before it serves."""
+    joint = () if state.matrix_joint is None else (state.matrix_joint,)
+    for block in (*state.matrix_blocks, *joint):
+        block.remember(state.predicted)
+    return state
+
+
 # ------------------------------------------------------------------------------------------
 # start
 
@@ -848,9 +862,13 @@ def _best(
     Post-processing of released values only."""
     best: tuple[FloatArray, FloatArray] | None = None
     joint = () if state.matrix_joint is None else (state.matrix_joint,)
+    keys: list[bytes] | None = None
     for block in (*state.matrix_blocks, *joint):
         if block.domain.covers(batch.domain):
-            ans, var, ok = block.solve(batch)
+            block.remember(state.predicted)  # once per block: P's rows, solved together
+            if keys is None and block.known:
+                keys = batch.row_keys()
+            ans, var, ok = block.solve(batch, keys)
             if np.all(ok) and (best is None or np.sum(var) < np.sum(best[1])):
                 best = (ans, var)
     if stored:

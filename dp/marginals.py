@@ -34,8 +34,8 @@ Everything it answers is post-processing of the release.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -350,13 +350,35 @@ def release_sensitivity(
     )
 
 
+#: At most this many rows' answers are kept per block by :meth:`BlockRelease.remember`.
+KNOWN_MAX_ROWS = 1 << 16
+#: ... solved in chunks of at most this many dense entries (rows x the release's columns).
+KNOWN_CHUNK_ENTRIES = 1 << 22
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class BlockRelease:
     """One block of a stored Matrix Mechanism release: ``release`` is over the reduction's
-    columns. Answers queries over any marginal the block's marginal covers."""
+    columns. Answers queries over any marginal the block's marginal covers.
+
+    ``known`` is a cache of :meth:`solve`'s own results, filled once by :meth:`remember` with
+    the rows of the predicted set (which is what the block is asked most): by row key
+    (``QueryBatch.row_keys``), the answer and variance of each row in the row space. A row's
+    answer from a release is its own least squares, whatever rows are asked with it, so a
+    batch whose rows are all known is answered from them without solving. Only public values
+    (the release and the queries) are kept; it is post-processing of the release."""
 
     reduction: Reduction
     release: Release
+    #: :meth:`remember`'s memory, once made (a list of one: the value itself is frozen)
+    _memory: list[dict[bytes, tuple[float, float]]] = field(
+        default_factory=list, repr=False, compare=False
+    )
+
+    @property
+    def known(self) -> Mapping[bytes, tuple[float, float]]:
+        """The rows :meth:`remember` solved: answer and variance by row key (empty before)."""
+        return self._memory[0] if self._memory else {}
 
     @property
     def domain(self) -> Domain:
@@ -366,8 +388,51 @@ class BlockRelease:
         """The block's strategy over its marginal's cells (zero on dropped cells)."""
         return self.reduction.expand(self.release.matrix)
 
-    def solve(self, batch: QueryBatch) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
-        """Answers, variances and per-row answerability of ``batch`` (over a covered marginal)."""
+    def remember(self, batches: Iterable[QueryBatch]) -> None:
+        """Solve, once in the block's life, the batches of ``batches`` over marginals it
+        covers (stacked per marginal, in chunks of at most :data:`KNOWN_CHUNK_ENTRIES` dense
+        entries) and keep their answerable rows in :attr:`known` (at most
+        :data:`KNOWN_MAX_ROWS`); later calls do nothing. Two threads calling it at once both
+        compute the same memory, and the first kept is used."""
+        if self._memory:
+            return
+        per_domain: dict[Domain, list[QueryBatch]] = {}
+        for b in batches:
+            if b.num_queries and self.domain.covers(b.domain):
+                per_domain.setdefault(b.domain, []).append(b)
+        rows_per_chunk = max(1, KNOWN_CHUNK_ENTRIES // max(1, self.release.num_cells))
+        known: dict[bytes, tuple[float, float]] = {}
+        for group in per_domain.values():
+            if len(known) >= KNOWN_MAX_ROWS:
+                break
+            chunk: list[QueryBatch] = []
+            size = 0
+            for i, b in enumerate(group):
+                chunk.append(b)
+                size += b.num_queries
+                if size >= rows_per_chunk or i == len(group) - 1:
+                    stacked = QueryBatch.stack(chunk)
+                    ans, var, ok = self._solve(stacked)
+                    for key, a, v, good in zip(stacked.row_keys(), ans, var, ok, strict=True):
+                        if good and len(known) < KNOWN_MAX_ROWS:
+                            known[key] = (float(a), float(v))
+                    chunk, size = [], 0
+        self._memory.append(known)
+
+    def solve(
+        self, batch: QueryBatch, keys: Sequence[bytes] | None = None
+    ) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
+        """Answers, variances and per-row answerability of ``batch`` (over a covered marginal);
+        from :attr:`known` when every row of ``batch`` is there (``keys``: its row keys, if
+        the caller has them)."""
+        if self.known:
+            rows = [self.known.get(k) for k in (batch.row_keys() if keys is None else keys)]
+            if all(r is not None for r in rows):
+                got = np.asarray(rows, dtype=np.float64).reshape(-1, 2)
+                return got[:, 0].copy(), got[:, 1].copy(), np.ones(len(rows), dtype=np.bool_)
+        return self._solve(batch)
+
+    def _solve(self, batch: QueryBatch) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_]]:
         q_r, ok = self.reduction.reduce_queries(lifted_matrix(batch, self.domain))
         var = np.full(batch.num_queries, np.inf)
         ans = np.zeros(batch.num_queries)

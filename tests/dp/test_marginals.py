@@ -29,6 +29,7 @@ from dp.engine import (
     decide,
     fold,
     start,
+    warm,
 )
 from dp.engine_codec import decode_event, encode_event
 from dp.marginals import (
@@ -546,6 +547,42 @@ def test_block_release_answers_covered_marginals_exactly_without_noise() -> None
         blk.solve(batch(dom, ("c",), np.eye(2)))
 
 
+def test_a_block_remembers_the_predicted_rows_answers_as_its_own_solve_gives_them() -> None:
+    """``remember`` keeps each answerable row of P by its row key, with the answer and
+    variance that solving it gives (alone or with other rows); a batch of known rows (in any
+    order or combination) is answered from them, any other batch is solved as before."""
+    rng = np.random.default_rng(10)
+    dom = Domain.of(("a", 3), ("b", 4), ("c", 2))
+    p = [
+        batch(dom, ("a", "b"), np.eye(12)[[0, 1, 2, 4, 5, 6]]),  # a = 2 never asked
+        batch(dom, ("a",), prefix_sums(3)[:2]),
+    ]
+    [plan] = plan_release(p, laplace=False, solver_seconds=SOLVER)
+    x_r = plan.reduction.reduce_data(random_pin(rng, dom, 80).marginal(plan.reduction.domain))
+    k = plan.strategy.shape[0]
+    y = plan.strategy @ x_r + rng.normal(size=k)
+    release = Release(matrix=plan.strategy, y=y, noise_variance=np.full(k, 2.0))
+    fresh, blk = BlockRelease(plan.reduction, release), BlockRelease(plan.reduction, release)
+    outside = batch(dom, ("a", "b"), np.eye(12)[[8]])  # a = 2: not in the row space
+    blk.remember([*p, outside, batch(dom, ("c",), np.eye(2))])  # the last: not covered
+    assert len(blk.known) == 8  # P's rows; neither the refused row nor the uncovered batch
+    blk.remember([batch(dom, ("a", "b"), np.eye(12)[[3]])])  # only the first call fills
+    assert len(blk.known) == 8
+    mixed = batch(dom, ("a", "b"), np.eye(12)[[6, 0]])  # two known rows, another order
+    sub = batch(dom, ("a",), prefix_sums(3)[1:2])
+    for q in (*p, mixed, sub):
+        keys = q.row_keys()
+        assert all(key in blk.known for key in keys)
+        got, want = blk.solve(q, keys), fresh.solve(q)
+        assert got[2].all() and want[2].all()
+        assert np.allclose(got[0], want[0], rtol=1e-12, atol=1e-9)
+        assert np.allclose(got[1], want[1], rtol=1e-12)
+    # a row outside P is solved, not looked up; one outside the row space is still refused
+    other = batch(dom, ("a", "b"), np.eye(12)[[0, 3]])
+    assert np.allclose(blk.solve(other)[0], fresh.solve(other)[0], atol=1e-9)
+    assert blk.solve(outside)[2].tolist() == [False]
+
+
 # ------------------------------------------------------------------------------------------
 # the engine over several marginals
 
@@ -757,6 +794,28 @@ def test_engine_events_round_trip_and_fold(mode: str) -> None:
         assert d1.kind == d2.kind and d1.events == d2.events
     # encoding is stable: the decoded events encode to the same JSON
     assert json.dumps([encode_event(e) for e in decoded]) == text
+
+
+def test_a_warm_fold_decides_as_a_cold_one() -> None:
+    """``warm`` fills the blocks' memory of P's rows before any decision (what a proxy does
+    when it loads an epoch); every decision is then the one a cold fold makes."""
+    for mode in ("default", "paper"):
+        cfg = EngineConfig(**HUGE, mode=mode)  # type: ignore[arg-type]
+        _, events = start(cfg, DOM, P, PIN, SeededSampler(1))
+        text = json.dumps([encode_event(e) for e in events])  # as a proxy reads its ledger
+        cold = fold([decode_event(d) for d in json.loads(text)])
+        hot = warm(fold([decode_event(d) for d in json.loads(text)]))
+        assert not any(b.known for b in cold.matrix_blocks)
+        assert all(b.known for b in hot.matrix_blocks)
+        rows = sum(q.num_queries for q in P)
+        assert len({k for b in hot.matrix_blocks for k in b.known}) == rows
+        for q in (
+            *P,
+            batch(DOM, ("c", "d"), np.eye(8)[[6, 1]]),
+            batch(DOM, ("a", "c"), np.eye(12)),
+        ):
+            d1, d2 = decide(cold, q), decide(hot, q)
+            assert d1.kind == d2.kind and d1.events == d2.events
 
 
 def test_legacy_matrix_release_decodes_and_folds() -> None:
