@@ -431,34 +431,46 @@ def group_commit(args: argparse.Namespace) -> None:
 OFF_BEGIN = "<!-- dp-off-loop:begin -->"
 OFF_END = "<!-- dp-off-loop:end -->"
 OFF_NOTE = """
-Reading the table: *before* is 8f760c1; *after* draws the noise of a group's fresh releases in
-one call of the secure sampler per noise scale (`dp.engine.release_all` with
-`dp.noise.DrawnAhead`: OpenDP costs about 0.1 ms of Python per call, beside ~50 µs per value),
-keeps the engine's map of answered statements as a persistent map instead of copying it at
-every event (`dp.persistent`; these epochs are small, so that shows little here: see
-`bench/ledger --replay`), and binds a prepared statement's parameters with less work (a
-comparison's masks kept by attribute, operator and value; a batch's domain repr made once per
-domain; a canonical CSR matrix not rebuilt: `rewriter.bind` of this count alone 243 to
-202 µs). The Matrix Mechanism phase is unchanged (its answers draw no noise). The passthrough
-client's latency under load is what another session of the same proxy sees while the DP load
-runs (its own process, paced, so that its own load stays small); the Matrix phase opens its 50
-connections while it is measured (a SCRAM login costs the loop a few milliseconds), which its
-p99 shows in both columns.
+Reading the table: *before* is b256771; *after* answers from the Matrix Mechanism release
+without solving the statement's rows: each block of the release remembers the answers and
+variances of the predicted set's rows, solved together once per block (stacked per marginal)
+when a proxy loads the epoch (`dp.engine.warm`, `BlockRelease.remember`), and an answer whose
+rows are all remembered looks them up (a row's least squares is the same whatever rows are
+asked with it; post-processing of the release, decided as before). So the Matrix phase goes
+from about 900 to about 1,230 answers/s (1.36x here, 1.50x in a run of the same command just
+before: 860 to 1,289; 518 predicted statements of 3 prepared statements, each asked once). The first answer from the release after a start costs what it
+cost (7 ms in side runs, before and after): the one-time solve (10-20 ms for these 518
+statements) is part of loading the epoch, before the port is announced. The fresh rows are unchanged (this
+change touches answers from the release only); they are faster than in this block's previous
+run (the same tree, b256771's, gave 748 fresh answers/s with 50 clients there and 1,080 here):
+the machine was quieter, so compare within one run. In the default mode (`reuse = true`, not in
+this table) answers from the release also consult the GLS over the marginal's stored
+releases, which is not remembered (it changes with every fresh release): side runs of the
+same phase there, two rounds of each, 591-648 before against 789-845 answers/s after. The
+passthrough client's latency under load is what another session of the same proxy sees while
+the DP load runs (its own process, paced, so that its own load stays small); the Matrix phase
+opens its 50 connections while it is measured (a SCRAM login costs the loop a few
+milliseconds, and each connection's first Parse of a statement opens a pooled backend to
+describe it), which its p99 shows in both columns.
 
-Where the rest goes (py-spy `--gil`, *after*, 50 clients, one prepared statement: the samples
-in which a thread holds the interpreter lock): the lock is held about 72% of the time; per
-fresh answer, the event loop holds it about 0.55 ms (the wire, the rendering, the group
-writer's psycopg calls), the answering worker about 0.5 ms (`rewriter.bind`) and the engine's
-worker about 0.2 ms (decisions and releases; OpenDP's draws run without the lock). The issue's
-2,000 fresh answers/s per epoch need about 0.5 ms per answer in all. One client waits 7–9 ms
-per fresh answer: two synchronous commits (1.2–1.5 ms each on this disk), five ledger round
-trips and two thread hops. With `[server] workers = 2` (separate runs of the same load, four
-alternating rounds of each: 845–908 against 676–876 answers/s) the two processes take turns on
-the epoch's lock, each group holding it through both commits: about 1.15x one worker.
-Shortening the interpreter's switch interval to 0.2 ms for the whole process (tried, not kept)
-cut the passthrough client's p99 under the text load from 14–20 ms to 5–6 ms, but halved the
-text load's answers/s (new texts are classified in pure Python, which then yields the lock
-five times as often).
+Where the rest goes (py-spy `--gil`, 50 clients, the samples in which a thread holds the
+interpreter lock). Fresh answers (measured on the tree before this change): the lock is held
+about 72% of the time; per fresh answer, the event loop holds it about 0.55 ms (the wire, the
+rendering, the group writer's psycopg calls), the answering worker about 0.5 ms
+(`rewriter.bind`) and the engine's worker about 0.2 ms (decisions and releases; OpenDP's draws
+run without the lock). Answers from the release, after this change: about 0.8 ms of the lock
+per answer, 0.6 ms of it the event loop (the group writer's ledger calls about a fifth of
+that, the wire's Bind/Execute a fifth, the rendering of rows and NOTICE a tenth), the engine's
+worker now about 5% of the samples (it was 30%). The issue's 2,000 fresh answers/s per epoch
+need about 0.5 ms per answer in all, its 10,000 answers/s from releases 0.1 ms. One client
+waits 7–9 ms per fresh answer: two synchronous commits (1.2–1.5 ms each on this disk), five
+ledger round trips and two thread hops. With `[server] workers = 2` (separate runs of the same
+load, four alternating rounds of each, 2026-12-03: 845–908 against 676–876 answers/s) the two
+processes take turns on the epoch's lock, each group holding it through both commits: about
+1.15x one worker. Shortening the interpreter's switch interval to 0.2 ms for the whole process
+(tried, not kept) cut the passthrough client's p99 under the text load from 14–20 ms to 5–6 ms,
+but halved the text load's answers/s (new texts are classified in pure Python, which then
+yields the lock five times as often).
 """
 
 
