@@ -503,6 +503,9 @@ class EngineState:
     matrix_joint: BlockRelease | None = None
     #: Default mode: GLS over every stored release, per marginal of at most REUSE_MAX_CELLS.
     stored: Mapping[Domain, StoredInference] = field(default_factory=dict)
+    #: The marginals of ``stored`` that hold an online release; any other holds only the
+    #: Matrix Mechanism block over that marginal, whose GLS is the block's own least squares.
+    stored_online: frozenset[Domain] = frozenset()
     #: Answered statements by batch key (a persistent map: a version per event, sharing entries).
     answers: Mapping[str, StoredAnswer] = field(default_factory=PersistentMap)
     #: Charges applied and not yet released, by stream position (0: the Matrix Mechanism's).
@@ -685,7 +688,7 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
         p = state.pending.get(event.position)
         if p is None or p.pool is Pool.MATRIX or p.key != event.key:
             raise InternalError("a release must follow its charge")
-        stored = state.stored
+        stored, online = state.stored, state.stored_online
         if event.batch is not None and _infers(state, event.batch.domain):
             stored = _add_stored(
                 stored,
@@ -694,9 +697,11 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
                 np.asarray(event.measurement, dtype=np.float64),
                 np.full(event.batch.num_queries, event.noise_variance),
             )
+            online = online | {event.batch.domain}
         return replace(
             state,
             stored=stored,
+            stored_online=online,
             answers=_with_answer(
                 state, event.key, StoredAnswer(answers=event.answers, std_errors=event.std_errors)
             ),
@@ -872,7 +877,11 @@ def _best(
             if np.all(ok) and (best is None or np.sum(var) < np.sum(best[1])):
                 best = (ans, var)
     if stored:
+        doms = [b.domain for b in state.matrix_blocks]
+        own = {d for d in doms if doms.count(d) == 1}
         for dom, inf in state.stored.items():
+            if dom in own and dom not in state.stored_online:
+                continue  # the block's own release only: answered above, the same estimate
             if dom.covers(batch.domain):
                 q = lifted_matrix(batch, dom).toarray()
                 if np.all(inf.can_answer(q)):

@@ -950,6 +950,34 @@ def test_a_predicted_batch_too_large_for_a_block_is_left_to_online_answers(
     assert d_big.kind is DecisionKind.FRESH
 
 
+def test_a_marginal_that_holds_only_its_block_is_answered_by_the_block() -> None:
+    """Default mode: the GLS over a marginal that holds only the Matrix Mechanism block's own
+    release is that block's least squares (the same answers and variances), so the engine does
+    not compute it; once an online release over the marginal is stored, the GLS over both is
+    consulted again (here it answers what the block alone cannot)."""
+    from dp.engine import _best
+
+    cfg = EngineConfig(**HUGE, mode="default")  # type: ignore[arg-type]
+    p = [batch(DOM, ("a", "b"), np.eye(6)[[0, 1, 2]])]  # cells 3-5 never predicted
+    state, _ = start(cfg, DOM, p, PIN, SeededSampler(3))
+    [block] = state.matrix_blocks
+    assert block.domain in state.stored and not state.stored_online
+    sub = batch(DOM, ("a", "b"), np.eye(6)[[0, 2]])
+    own = block.estimate(sub)
+    assert np.allclose(state.stored[block.domain].estimate(sub.dense()), own, rtol=1e-9)
+    assert np.allclose(_best(state, sub, stored=True), own)
+    # an online release over the same marginal: the GLS over both is consulted again
+    fresh = batch(DOM, ("a", "b"), np.eye(6)[[3]])  # outside the block's row space
+    state, d, _ = answer(state, fresh, PIN, SeededSampler(4))
+    assert d.kind is DecisionKind.FRESH and block.domain in state.stored_online
+    both = batch(DOM, ("a", "b"), np.eye(6)[[0, 3]])
+    assert block.solve(both)[2].tolist() == [True, False]
+    found = _best(state, both, stored=True)
+    assert found is not None
+    assert np.allclose(found, state.stored[block.domain].estimate(both.dense()))
+    assert np.allclose(found[0], exact(both, PIN), atol=TOL)
+
+
 def test_the_joint_release_is_least_squares_over_every_block() -> None:
     """joint_release stacks the blocks over the union of their attributes: a query measured by
     several blocks gets a lower variance than from any one of them, a query made of parts from
