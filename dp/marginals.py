@@ -350,9 +350,14 @@ def release_sensitivity(
     )
 
 
-#: At most this many rows' answers are kept per block by :meth:`BlockRelease.remember`.
+#: At most this many rows' answers are kept per block by :meth:`BlockRelease.remember`, ...
 KNOWN_MAX_ROWS = 1 << 16
-#: ... solved in chunks of at most this many dense entries (rows x the release's columns).
+#: ... and at most this much work spent on them (rows times the square of the release's
+#: columns, about the multiply-adds of their least squares: ~0.1-0.5 s here at the limit), so
+#: that a large reduced domain (whose every answer costs much) does not make loading an epoch
+#: slow: its rows beyond the limit are solved when asked, as without the memory, ...
+KNOWN_MAX_WORK = 1 << 30
+#: ... solved in chunks of at most this many dense entries (rows times the release's columns).
 KNOWN_CHUNK_ENTRIES = 1 << 22
 
 
@@ -390,31 +395,35 @@ class BlockRelease:
 
     def remember(self, batches: Iterable[QueryBatch]) -> None:
         """Solve, once in the block's life, the batches of ``batches`` over marginals it
-        covers (stacked per marginal, in chunks of at most :data:`KNOWN_CHUNK_ENTRIES` dense
-        entries) and keep their answerable rows in :attr:`known` (at most
-        :data:`KNOWN_MAX_ROWS`); later calls do nothing. Two threads calling it at once both
-        compute the same memory, and the first kept is used."""
+        covers, stacked per marginal (in chunks of at most :data:`KNOWN_CHUNK_ENTRIES` dense
+        entries), and keep their answerable rows in :attr:`known`: whole batches, in order,
+        while their rows stay within :data:`KNOWN_MAX_ROWS` and :data:`KNOWN_MAX_WORK`. Later
+        calls do nothing; two threads calling it at once both compute the same memory, and
+        the first kept is used."""
         if self._memory:
             return
+        n = max(1, self.release.num_cells)
+        budget = min(KNOWN_MAX_ROWS, KNOWN_MAX_WORK // (n * n))
         per_domain: dict[Domain, list[QueryBatch]] = {}
         for b in batches:
             if b.num_queries and self.domain.covers(b.domain):
+                if b.num_queries > budget:
+                    break
+                budget -= b.num_queries
                 per_domain.setdefault(b.domain, []).append(b)
-        rows_per_chunk = max(1, KNOWN_CHUNK_ENTRIES // max(1, self.release.num_cells))
+        chunk_rows = max(1, KNOWN_CHUNK_ENTRIES // n)
         known: dict[bytes, tuple[float, float]] = {}
         for group in per_domain.values():
-            if len(known) >= KNOWN_MAX_ROWS:
-                break
             chunk: list[QueryBatch] = []
             size = 0
             for i, b in enumerate(group):
                 chunk.append(b)
                 size += b.num_queries
-                if size >= rows_per_chunk or i == len(group) - 1:
+                if size >= chunk_rows or i == len(group) - 1:
                     stacked = QueryBatch.stack(chunk)
                     ans, var, ok = self._solve(stacked)
                     for key, a, v, good in zip(stacked.row_keys(), ans, var, ok, strict=True):
-                        if good and len(known) < KNOWN_MAX_ROWS:
+                        if good:
                             known[key] = (float(a), float(v))
                     chunk, size = [], 0
         self._memory.append(known)

@@ -796,6 +796,28 @@ def test_engine_events_round_trip_and_fold(mode: str) -> None:
     assert json.dumps([encode_event(e) for e in decoded]) == text
 
 
+def test_a_block_remembers_whole_batches_within_its_work_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rows beyond :data:`dp.marginals.KNOWN_MAX_WORK` are not remembered (whole batches, in
+    order): they are solved when asked, to the same answers."""
+    dom = Domain.of(("a", 3), ("b", 4), ("c", 2))
+    p = [
+        batch(dom, ("a", "b"), np.eye(12)[[0, 1, 2, 4, 5, 6]]),
+        batch(dom, ("a",), prefix_sums(3)[:2]),
+    ]
+    [plan] = plan_release(p, laplace=False, solver_seconds=SOLVER)
+    k = plan.strategy.shape[0]
+    release = Release(matrix=plan.strategy, y=np.arange(k, dtype=float), noise_variance=np.ones(k))
+    n = release.num_cells
+    monkeypatch.setattr(dp.marginals, "KNOWN_MAX_WORK", 7 * n * n)  # room for 7 rows
+    blk, fresh = BlockRelease(plan.reduction, release), BlockRelease(plan.reduction, release)
+    blk.remember(p)
+    assert set(blk.known) == set(p[0].row_keys())  # the second batch (2 rows) did not fit
+    for q in p:
+        assert np.allclose(blk.solve(q)[0], fresh.solve(q)[0], atol=1e-9)
+
+
 def test_a_warm_fold_decides_as_a_cold_one() -> None:
     """``warm`` fills the blocks' memory of P's rows before any decision (what a proxy does
     when it loads an epoch); every decision is then the one a cold fold makes."""
