@@ -353,7 +353,7 @@ def release_sensitivity(
 #: At most this many rows' answers are kept per block by :meth:`BlockRelease.remember`, ...
 KNOWN_MAX_ROWS = 1 << 16
 #: ... and at most this much work spent on them (rows times the square of the release's
-#: columns, about the multiply-adds of their least squares: ~0.1-0.5 s here at the limit), so
+#: columns, about the multiply-adds of their least squares: ~50 ms here at the limit), so
 #: that a large reduced domain (whose every answer costs much) does not make loading an epoch
 #: slow: its rows beyond the limit are solved when asked, as without the memory, ...
 KNOWN_MAX_WORK = 1 << 30
