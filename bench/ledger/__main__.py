@@ -448,9 +448,9 @@ this table) answers from the release also consulted the GLS over the marginal's 
 releases, which is not remembered (it changes with every fresh release); a marginal whose
 stored releases are only its block's own is now answered by the block alone (that GLS is the
 block's least squares: the same estimate), so the GLS is computed only once an online release
-over the marginal is stored. Side runs of the same phase in the default mode (my harness, two
-rounds of each variant, alternating): b256771 591-671 answers/s; with the remembered rows
-789-845; with both changes 1,099-1,143 (1.7x). The
+over the marginal is stored. The same phase in the default mode is the *matrix* phase of
+`bench/ledger --default-mode` (below): 667 to 1,081 answers/s against b256771 (side runs of the
+remembered rows alone gave 789-845 there). The
 passthrough client's latency under load is what another session of the same proxy sees while
 the DP load runs (its own process, paced, so that its own load stays small); the Matrix phase
 opens its 50 connections while it is measured (a SCRAM login costs the loop a few
