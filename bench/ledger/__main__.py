@@ -458,20 +458,22 @@ milliseconds, and each connection's first Parse of a statement opens a pooled ba
 describe it), which its p99 shows in both columns.
 
 Where the rest goes (py-spy `--gil`, 50 clients, the samples in which a thread holds the
-interpreter lock). Fresh answers (measured on the tree before this change): the lock is held
-about 72% of the time; per fresh answer, the event loop holds it about 0.55 ms (the wire, the
-rendering, the group writer's psycopg calls), the answering worker about 0.5 ms
-(`rewriter.bind`) and the engine's worker about 0.2 ms (decisions and releases; OpenDP's draws
-run without the lock). Answers from the release, after this change: about 0.8 ms of the lock
-per answer, 0.6 ms of it the event loop (the group writer's ledger calls about a fifth of
-that, the wire's Bind/Execute a fifth, the rendering of rows and NOTICE a tenth), the engine's
-worker now about 5% of the samples (it was 30%). The issue's 2,000 fresh answers/s per epoch
+interpreter lock; this run's machine, *after*; connection warm-up excluded). Fresh answers,
+one prepared statement: about 0.86 ms of the lock per answer, the event loop 0.59 ms of it
+(the group writer's ledger calls 0.2 ms, a third of that the JSON encoding of the events), the
+engine's worker 0.19 ms (decisions and releases; OpenDP's draws run without the lock) and the
+answering worker 0.07 ms (`rewriter.bind`; the reading before this one, on a busier machine,
+counted 0.55, 0.2 and 0.5 ms). Answers from the release: about 0.8 ms of the lock per answer,
+0.6 ms of it the event loop (the group writer's ledger calls about a fifth of that, the
+wire's Bind/Execute a fifth, the rendering of rows and NOTICE a tenth), the engine's worker
+now about 5% of the samples (it was 30%). The issue's 2,000 fresh answers/s per epoch
 need about 0.5 ms per answer in all, its 10,000 answers/s from releases 0.1 ms. One client
 waits 7–9 ms per fresh answer: two synchronous commits (1.2–1.5 ms each on this disk), five
 ledger round trips and two thread hops. With `[server] workers = 2` (separate runs of the same
 load, four alternating rounds of each, 2026-12-03: 845–908 against 676–876 answers/s) the two
 processes take turns on the epoch's lock, each group holding it through both commits: about
-1.15x one worker. Shortening the interpreter's switch interval to 0.2 ms for the whole process
+1.15x one worker (the Matrix phase, side runs of this tree, two rounds each: 1,337-1,473
+against 1,196-1,291 answers/s, 1.13x). Shortening the interpreter's switch interval to 0.2 ms for the whole process
 (tried, not kept) cut the passthrough client's p99 under the text load from 14–20 ms to 5–6 ms,
 but halved the text load's answers/s (new texts are classified in pure Python, which then
 yields the lock five times as often).
