@@ -503,9 +503,9 @@ class EngineState:
     matrix_joint: BlockRelease | None = None
     #: Default mode: GLS over every stored release, per marginal of at most REUSE_MAX_CELLS.
     stored: Mapping[Domain, StoredInference] = field(default_factory=dict)
-    #: The marginals of ``stored`` that hold an online release; any other holds only the
-    #: Matrix Mechanism block over that marginal, whose GLS is the block's own least squares.
-    stored_online: frozenset[Domain] = frozenset()
+    #: The marginals of ``stored`` that hold one Matrix Mechanism block's release and nothing
+    #: else: their GLS is that block's own least squares, so the block answers for them.
+    stored_by_block: frozenset[Domain] = frozenset()
     #: Answered statements by batch key (a persistent map: a version per event, sharing entries).
     answers: Mapping[str, StoredAnswer] = field(default_factory=PersistentMap)
     #: Charges applied and not yet released, by stream position (0: the Matrix Mechanism's).
@@ -669,6 +669,7 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
         blocks = event.blocks
         if event.legacy is not None:
             blocks = (BlockRelease(Reduction.identity(state.domain), event.legacy),)
+        added: list[Domain] = []
         for block in blocks:
             if not state.domain.covers(block.domain):
                 raise InternalError("a released block is outside the epoch's domain")
@@ -676,11 +677,13 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
             if _infers(state, block.domain):
                 full = block.full_strategy()
                 stored = _add_stored(stored, block.domain, full, rel.y, rel.noise_variance)
+                added.append(block.domain)
         return replace(
             state,
             matrix_blocks=blocks,
             matrix_joint=joint_release(blocks),
             stored=stored,
+            stored_by_block=frozenset(d for d in added if added.count(d) == 1),
             mm_pending=False,
             pending=_with_pending(state, 0, None),
         )
@@ -688,7 +691,7 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
         p = state.pending.get(event.position)
         if p is None or p.pool is Pool.MATRIX or p.key != event.key:
             raise InternalError("a release must follow its charge")
-        stored, online = state.stored, state.stored_online
+        stored, by_block = state.stored, state.stored_by_block
         if event.batch is not None and _infers(state, event.batch.domain):
             stored = _add_stored(
                 stored,
@@ -697,11 +700,11 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
                 np.asarray(event.measurement, dtype=np.float64),
                 np.full(event.batch.num_queries, event.noise_variance),
             )
-            online = online | {event.batch.domain}
+            by_block = by_block - {event.batch.domain}
         return replace(
             state,
             stored=stored,
-            stored_online=online,
+            stored_by_block=by_block,
             answers=_with_answer(
                 state, event.key, StoredAnswer(answers=event.answers, std_errors=event.std_errors)
             ),
@@ -735,10 +738,15 @@ def warm(state: EngineState) -> EngineState:
     Mechanism block remembers the answers of the predicted set's rows
     (``BlockRelease.remember``). A cache of public values (the releases and the queries);
     nothing is decided, charged or drawn. For a process loading an epoch before it serves."""
-    joint = () if state.matrix_joint is None else (state.matrix_joint,)
-    for block in (*state.matrix_blocks, *joint):
+    for block in _matrix_sources(state):
         block.remember(state.predicted)
     return state
+
+
+def _matrix_sources(state: EngineState) -> tuple[BlockRelease, ...]:
+    """The Matrix Mechanism release's blocks, and their joint release if there is one."""
+    joint = () if state.matrix_joint is None else (state.matrix_joint,)
+    return (*state.matrix_blocks, *joint)
 
 
 # ------------------------------------------------------------------------------------------
@@ -866,9 +874,8 @@ def _best(
     small marginal -- as ``(answers, variances)``; None when no source answers all rows.
     Post-processing of released values only."""
     best: tuple[FloatArray, FloatArray] | None = None
-    joint = () if state.matrix_joint is None else (state.matrix_joint,)
     keys: list[bytes] | None = None
-    for block in (*state.matrix_blocks, *joint):
+    for block in _matrix_sources(state):
         if block.domain.covers(batch.domain):
             block.remember(state.predicted)  # once per block: P's rows, solved together
             if keys is None and block.known:
@@ -877,10 +884,8 @@ def _best(
             if np.all(ok) and (best is None or np.sum(var) < np.sum(best[1])):
                 best = (ans, var)
     if stored:
-        doms = [b.domain for b in state.matrix_blocks]
-        own = {d for d in doms if doms.count(d) == 1}
         for dom, inf in state.stored.items():
-            if dom in own and dom not in state.stored_online:
+            if dom in state.stored_by_block:
                 continue  # the block's own release only: answered above, the same estimate
             if dom.covers(batch.domain):
                 q = lifted_matrix(batch, dom).toarray()

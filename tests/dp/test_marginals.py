@@ -983,7 +983,7 @@ def test_a_marginal_that_holds_only_its_block_is_answered_by_the_block() -> None
     p = [batch(DOM, ("a", "b"), np.eye(6)[[0, 1, 2]])]  # cells 3-5 never predicted
     state, _ = start(cfg, DOM, p, PIN, SeededSampler(3))
     [block] = state.matrix_blocks
-    assert block.domain in state.stored and not state.stored_online
+    assert block.domain in state.stored and block.domain in state.stored_by_block
     sub = batch(DOM, ("a", "b"), np.eye(6)[[0, 2]])
     own = block.estimate(sub)
     assert np.allclose(state.stored[block.domain].estimate(sub.dense()), own, rtol=1e-9)
@@ -991,7 +991,7 @@ def test_a_marginal_that_holds_only_its_block_is_answered_by_the_block() -> None
     # an online release over the same marginal: the GLS over both is consulted again
     fresh = batch(DOM, ("a", "b"), np.eye(6)[[3]])  # outside the block's row space
     state, d, _ = answer(state, fresh, PIN, SeededSampler(4))
-    assert d.kind is DecisionKind.FRESH and block.domain in state.stored_online
+    assert d.kind is DecisionKind.FRESH and block.domain not in state.stored_by_block
     both = batch(DOM, ("a", "b"), np.eye(6)[[0, 3]])
     assert block.solve(both)[2].tolist() == [True, False]
     found = _best(state, both, stored=True)
