@@ -1147,11 +1147,13 @@ def predict(
         kept = []
         for table, qs in sorted(by_table.items()):
             s_len = cfg.stream_length or stream.get(table, len(qs))
+            seen = _distinct_batches(res, table)
             cap = choose_cap(
                 qs,
                 cfg,
                 s_len,
-                mean_rows=_mean_rows(res, table),
+                mean_rows=_mean_rows(seen),
+                sensitivity=mean_sensitivity(seen, cfg.accounting),
                 expected_repeats=learned.expected_repeats(table),
                 low_coverage=learned.low_coverage(table),
             )
@@ -1223,12 +1225,35 @@ def stream_estimate(res: Sequence[Resolved], cfg: PredictConfig) -> dict[str, in
     }
 
 
-def _mean_rows(res: Sequence[Resolved], table: str) -> float:
-    """Mean number of linear queries (rows) of the table's distinct statements."""
-    rows = {
-        r.key: r.plan.batch.num_queries for r in res if r.plan is not None and r.plan.table == table
-    }
-    return float(np.mean(list(rows.values()))) if rows else 1.0
+def _distinct_batches(res: Sequence[Resolved], table: str) -> list[QueryBatch]:
+    """The batches of the table's distinct statements."""
+    return list(
+        {r.key: r.plan.batch for r in res if r.plan is not None and r.plan.table == table}.values()
+    )
+
+
+def _mean_rows(batches: Sequence[QueryBatch]) -> float:
+    """Mean number of linear queries (rows) of ``batches``."""
+    return float(np.mean([b.num_queries for b in batches])) if batches else 1.0
+
+
+def noise_sensitivity(batch: QueryBatch, accounting: str) -> float:
+    """The sensitivity an online answer of ``batch`` is calibrated to, as the engine
+    calibrates it (``dp.engine``, one row per privacy unit): its L1 sensitivity under the
+    ``pure`` accountant (Laplace), its L2 sensitivity otherwise (Gaussian). A count's is 1; a
+    batch whose rows share cells (a ``ROLLUP``, overlapping ranges, several measures of one
+    row) has more, and each of its rows gets that much more noise."""
+    return batch.sensitivity_l1 if accounting == "pure" else batch.sensitivity_l2
+
+
+def mean_sensitivity(batches: Iterable[QueryBatch], accounting: str) -> float:
+    """The row-weighted mean of :func:`noise_sensitivity` over ``batches`` (1 with none): the
+    factor by which the online answers' mean absolute error exceeds that of counts."""
+    rows = sens = 0.0
+    for b in batches:
+        rows += b.num_queries
+        sens += b.num_queries * noise_sensitivity(b, accounting)
+    return sens / rows if rows else 1.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -1308,6 +1333,8 @@ def expected_epoch_error(
     delta: float,
     split: str | tuple[float, float, float, float] = "matrix-heavy",
     accounting: str = "gdp",
+    good_sensitivity: float = 1.0,
+    bad_sensitivity: float = 1.0,
 ) -> ErrorModel:
     """Expected error of an epoch with ``good`` statements answered from P and ``bad`` online.
 
@@ -1320,7 +1347,8 @@ def expected_epoch_error(
       per-row variance of the predicted rows is ``sigma_MM^2 * E / m``;
     * online: the first T = ceil(log2 S) bad statements share ``init``, the others ``bad``
       (static pacing in expectation, the reserve kept), ``sigma_on`` the RMS sd at sensitivity
-      1 (:func:`_online_sigma`);
+      1 (:func:`_online_sigma`), times the rows' mean sensitivity (``good_sensitivity``,
+      ``bad_sensitivity``: :func:`mean_sensitivity` of the good and the bad statements);
     * with P empty the MM share joins the bad pool, as in the engine;
     * MAE of a Gaussian answer is ``sqrt(2 / pi) * sd``; the stream's expected MAE is the
       row-weighted mean ``(g_rows * sqrt(2/pi) * sqrt(mm_var) + b_rows * sqrt(2/pi) *
@@ -1329,7 +1357,11 @@ def expected_epoch_error(
     """
     f_mm, f_init, f_bad, _ = SPLITS[split] if isinstance(split, str) else split
     s = max(round(good + bad), 1)
-    only = _online_sigma(f_init, f_mm + f_bad, s, epsilon, delta, s, accounting)
+    all_rows = good_rows + bad_rows
+    sens = (
+        (good_rows * good_sensitivity + bad_rows * bad_sensitivity) / all_rows if all_rows else 1.0
+    )
+    only = sens * _online_sigma(f_init, f_mm + f_bad, s, epsilon, delta, s, accounting)
     online_only_var = only * only
     if release is None or release[1] == 0 or good <= 0:
         mm_var = math.inf
@@ -1341,7 +1373,7 @@ def expected_epoch_error(
     else:
         sig_mm = _pool_sigma(f_mm, 1.0, epsilon, delta, s, accounting)
         mm_var = sig_mm * sig_mm * release[0] / release[1]
-        on = _online_sigma(f_init, f_bad, bad, epsilon, delta, s, accounting)
+        on = bad_sensitivity * _online_sigma(f_init, f_bad, bad, epsilon, delta, s, accounting)
         g, b = float(good), float(bad)
         g_rows, b_rows_eff = good_rows, bad_rows
     total_rows = g_rows + b_rows_eff
@@ -1393,6 +1425,7 @@ def choose_cap(
     stream_length: int,
     *,
     mean_rows: float | None = None,
+    sensitivity: float | None = None,
     expected_repeats: float | None = None,
     low_coverage: float | None = None,
 ) -> Cap:
@@ -1413,8 +1446,11 @@ def choose_cap(
     than the log ever showed), ``good_rows`` their rows (each weighted by its probability,
     scaled alike), ``bad = S - good`` statements of ``mean_rows`` rows answered online
     (:func:`_online_sigma`: the warm-up pool over the first T, the bad pool over the rest);
-    ``sigma`` is the noise at sensitivity 1
-    for the epoch's accounting (Gaussian, or Laplace for ``pure``). Each prefix costs a release
+    ``sigma_online`` is the noise at sensitivity 1 for the epoch's accounting (Gaussian, or
+    Laplace for ``pure``) times ``sensitivity``, the row-weighted mean sensitivity of the
+    table's statements (:func:`mean_sensitivity`; by default the candidates'): an online
+    answer is calibrated to its batch's sensitivity, while ``E`` already holds the weights of
+    P's rows. Each prefix costs a release
     plan, so once the best total has risen at two prefixes in a row the larger ones are not
     tried (the error is taken to be unimodal in k). The best of these is kept unless answering
     everything online (P empty: the MM share joins the online pool; the reserve kept) is at
@@ -1432,9 +1468,9 @@ def choose_cap(
     assert cfg.epsilon is not None and cfg.delta is not None
     eps, delta = cfg.epsilon, cfg.delta
     s = max(stream_length, 1)
-    rows_per = mean_rows or (
-        float(np.mean([q.batch.num_queries for q in ranked])) if ranked else 1.0
-    )
+    rows_per = mean_rows or _mean_rows([q.batch for q in ranked])
+    if sensitivity is None:
+        sensitivity = mean_sensitivity((q.batch for q in ranked), cfg.accounting)
     if isinstance(cfg.split, str):
         splits = [SPLITS[cfg.split]]
     elif cfg.split is not None:
@@ -1446,7 +1482,11 @@ def choose_cap(
     def sd(fraction: float, releases: float) -> float:
         return _pool_sigma(fraction, releases, eps, delta, s, cfg.accounting)
 
-    only = _online_sigma(standard[1], standard[0] + standard[2], s, eps, delta, s, cfg.accounting)
+    def online(fr: tuple[float, float, float, float], bad: float) -> float:
+        """The sd of the online answers' rows: the pools' at sensitivity 1, times theirs."""
+        return sensitivity * _online_sigma(fr[1], fr[2], bad, eps, delta, s, cfg.accounting)
+
+    only = online((0.0, standard[1], standard[0] + standard[2], 0.0), s)
     only_mae = _SQRT_2_OVER_PI * only
     best = Cap(k=0, split=standard, mae=only_mae, online_only_mae=only_mae, mm_var=None)
     best_total = online_total = s * rows_per * only * only
@@ -1481,10 +1521,10 @@ def choose_cap(
         this = math.inf
         for fr in splits:
             mm_var = sd(fr[0], 1.0) ** 2 * e_total / m
-            on = _online_sigma(fr[1], fr[2], bad, eps, delta, s, cfg.accounting)
+            on = online(fr, bad)
             total = g_rows * mm_var + b_rows * on * on
             this = min(this, total)
-            on_low = _online_sigma(fr[1], fr[2], bad_low, eps, delta, s, cfg.accounting)
+            on_low = online(fr, bad_low)
             total_low = g_rows * low * mm_var + bad_low * rows_per * on_low * on_low
             if total < best_total and total_low < online_total * LOW_TOLERANCE:
                 mae = (
@@ -1609,10 +1649,11 @@ def evaluate(
     if epsilon is not None and delta is not None:
         tables = sorted({tv[0] for tv in per_view})
         for table in tables:
-            rows_of: dict[tuple[str, str, str], int] = {}
+            batch_of: dict[tuple[str, str, str], QueryBatch] = {}
             for r in later:
                 if r.plan is not None and r.plan.table == table and r.ident is not None:
-                    rows_of.setdefault(r.ident, r.plan.batch.num_queries)
+                    batch_of.setdefault(r.ident, r.plan.batch)
+            rows_of = {k: b.num_queries for k, b in batch_of.items()}
             good = [k for k in rows_of if k in p_keys]
             bad = [k for k in rows_of if k not in p_keys]
             mine = [q.batch for q in prediction.queries if q.table == table]
@@ -1632,6 +1673,8 @@ def evaluate(
                 delta=delta,
                 split=split,
                 accounting=accounting,
+                good_sensitivity=mean_sensitivity((batch_of[k] for k in good), accounting),
+                bad_sensitivity=mean_sensitivity((batch_of[k] for k in bad), accounting),
             )
             errors[table] = err
             rows = float(sum(rows_of.values()))
@@ -1895,6 +1938,8 @@ __all__ = [
     "choose_cap",
     "evaluate",
     "expected_epoch_error",
+    "mean_sensitivity",
+    "noise_sensitivity",
     "parametrise",
     "parse_csvlog",
     "parse_pg_stat_statements",

@@ -274,6 +274,31 @@ def test_a_log_whose_repeats_grow_with_its_history_has_no_bad_window() -> None:
     assert expected is not None and mean < expected < 24
 
 
+def test_the_error_model_prices_online_answers_at_their_statements_sensitivity() -> None:
+    """An online answer is calibrated to its batch's sensitivity: a ``ROLLUP`` counts each row
+    twice (L2 sensitivity sqrt 2, L1 2), so each of its rows gets sqrt 2 (Laplace: 2) times a
+    count's noise. The model follows: the expected MAE of answering everything online, in the
+    cap and in the backtest, is the counts' times the row-weighted mean sensitivity."""
+    counts = [f"SELECT count(*) FROM flights WHERE origin = 'SFO' AND hour = {h}" for h in range(24)]
+    rollups = [
+        f"SELECT origin, count(*) FROM flights WHERE hour = {h} GROUP BY ROLLUP (origin)"
+        for h in range(24)
+    ]
+    for accounting, factor in (("gdp", 2**0.5), ("basic", 2**0.5), ("pure", 2.0)):
+        cfg = PredictConfig(epsilon=1.0, delta=0.0 if accounting == "pure" else 1e-6,
+                            accounting=accounting, stream_length=24)  # fmt: skip
+        only = []
+        for stmts in (counts, rollups):
+            log = [rec(d, q) for d in range(3) for q in stmts]
+            p = predict(log, SCHEMA, now=T0 + 3 * DAY, config=cfg)
+            r = backtest(log + [rec(3.5, q) for q in stmts], T0 + 3 * DAY, SCHEMA,
+                         epsilon=cfg.epsilon, delta=cfg.delta, config=cfg)  # fmt: skip
+            assert p.online_only_mae is not None and r.online_only_mae is not None
+            only.append((p.online_only_mae, r.online_only_mae))
+        assert only[1][0] == pytest.approx(factor * only[0][0])
+        assert only[1][1] == pytest.approx(factor * only[0][1])
+
+
 def test_backtest_arithmetic() -> None:
     a = "SELECT count(*) FROM flights WHERE hour = 1"
     b = "SELECT count(*) FROM flights WHERE hour = 2"
