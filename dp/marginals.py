@@ -239,12 +239,31 @@ def planned_error(
     ``(sum_g sqrt(e_g))^2``; under Laplace noise the strategies are built (their L1
     sensitivity is needed). For comparing candidate sets of P only; the epoch's release is
     always :func:`plan_release`'s."""
+    blocks = planned_blocks(predicted, laplace=laplace, solver_seconds=solver_seconds)
+    return sum(e for _, e, _ in blocks), tuple(b for *_, batches in blocks for b in batches)
+
+
+def planned_blocks(
+    predicted: Sequence[QueryBatch], *, laplace: bool, solver_seconds: float = SOLVER_SECONDS
+) -> tuple[tuple[float, float, tuple[QueryBatch, ...]], ...]:
+    """The blocks of the release :func:`plan_release` would plan, priced as
+    :func:`planned_error` prices them: for each, the share of the release's privacy cost it
+    gets (``c_g^2`` of the Gaussian release's, whose blocks share one noise scale: the
+    accountants add ``mu^2`` or its equivalent; ``c_g`` of the Laplace release's epsilon), its
+    expected error at that share and the batches of P it answers."""
     if laplace:
         plans = plan_release(predicted, laplace=True, solver_seconds=solver_seconds)
-        return sum(pl.expected_error for pl in plans), tuple(b for pl in plans for b in pl.batches)
+        # c_g = e_g^(1/3) / sum_h e_h^(1/3) (plan_release), so e_g / c_g^2 = e_g^(1/3) sum^2
+        # is proportional to c_g
+        total = sum(pl.expected_error for pl in plans)
+        return tuple((pl.expected_error / total, pl.expected_error, pl.batches) for pl in plans)
     blocks = _fitted_blocks(predicted, solver_seconds)
     roots = [math.sqrt(strategy_error(w, time_limit=seconds)) for _, w, seconds, _ in blocks]
-    return sum(roots) ** 2, tuple(b for *_, batches in blocks for b in batches)
+    # c_g^2 = sqrt(e_g) / sum sqrt(e) (plan_release), and e_g / c_g^2 = sqrt(e_g) * sum
+    return tuple(
+        (r / sum(roots), r * sum(roots), batches)
+        for r, (*_, batches) in zip(roots, blocks, strict=True)
+    )
 
 
 def _fitted_blocks(

@@ -615,16 +615,7 @@ def _predict(args: argparse.Namespace) -> int:
         print(
             f"  view {v.view}: {len(v.queries)} statement(s), {v.batch.num_queries} linear queries"
         )
-    templates: dict[str, list[Any]] = {}
-    for q in p.queries:
-        templates.setdefault(q.template, []).append(q)
-    by_weight = sorted(templates.items(), key=lambda kv: -sum(q.probability for q in kv[1]))
-    for tmpl, qs in by_weight[:10]:
-        inst = sum(q.reason == "instance" for q in qs)
-        print(
-            f"  template {tmpl}: {len(qs) - inst} statement(s) asked and {inst} likely "
-            f"instance(s) in P, expected {sum(q.probability for q in qs):.2f} of them next window"
-        )
+    _print_templates(p)
     for q in sorted(p.queries, key=lambda q: -q.probability)[:20]:
         seen = (
             "a likely instance of a template, never asked as such"
@@ -648,6 +639,34 @@ def _predict(args: argparse.Namespace) -> int:
             f"lapras epoch start --table {args.table} --from-prediction {result.prediction_id}"
         )
     return 0
+
+
+def _print_templates(p: Any) -> None:
+    """P's templates, most expected first: what each is worth to the next epoch when the
+    error-aware cap priced P (rewriter.predict.template_values), else what it holds."""
+    from rewriter.predict import template_values
+
+    values = template_values(p)
+    for v in values:
+        print(
+            f"  template {v.template}: {v.asked} statement(s) asked and {v.instances} likely "
+            f"instance(s) in P; asked in up to {v.windows} window(s) by up to {v.analysts} "
+            f"analyst(s); {v.expected:.2f} of them expected next window; "
+            f"{v.budget_share:.1%} of the budget; expected MAE {v.mae_with:.3g} with it, "
+            f"{v.mae_without:.3g} without"
+        )
+    if values:
+        return
+    templates: dict[str, list[Any]] = {}
+    for q in p.queries:
+        templates.setdefault(q.template, []).append(q)
+    by_weight = sorted(templates.items(), key=lambda kv: -sum(q.probability for q in kv[1]))
+    for tmpl, qs in by_weight[:10]:
+        inst = sum(q.reason == "instance" for q in qs)
+        print(
+            f"  template {tmpl}: {len(qs) - inst} statement(s) asked and {inst} likely "
+            f"instance(s) in P, expected {sum(q.probability for q in qs):.2f} of them next window"
+        )
 
 
 def _processes(n: int) -> str:

@@ -73,7 +73,7 @@ import scipy.sparse as sp
 
 from dp.calibration import agm_sigma, gdp_mu
 from dp.domain import Domain, QueryBatch
-from dp.marginals import planned_error
+from dp.marginals import planned_blocks, planned_error
 from dp.pacing import warmup_length
 
 from .classify import DPStatement, Refused, bind, classify
@@ -579,6 +579,8 @@ class Prediction:
     #: every candidate's ``(table, view, key)`` in rank order, before the error-aware cap (the
     #: predictor's ranking, of which the cap keeps a prefix per table)
     ranked: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
+    #: what the error-aware cap chose for each table, and what it priced it with
+    caps: Mapping[str, Cap] = field(default_factory=dict, repr=False)
 
     @property
     def expected_overlap(self) -> float | None:
@@ -1140,6 +1142,7 @@ def predict(
     split: tuple[float, float, float, float] | None = None
     s_len: int | None = None
     mae = only_mae = None
+    caps: dict[str, Cap] = {}
     if cfg.epsilon is not None and cfg.delta is not None:
         by_table: dict[str, list[PredictedQuery]] = {}
         for q in kept:
@@ -1159,6 +1162,7 @@ def predict(
             )
             kept += qs[: cap.k]
             split, mae, only_mae = cap.split, cap.mae, cap.online_only_mae
+            caps[table] = cap
     per_view: dict[tuple[str, str], list[PredictedQuery]] = {}
     for q in kept:
         per_view.setdefault((q.table, q.view), []).append(q)
@@ -1194,6 +1198,7 @@ def predict(
         online_only_mae=only_mae,
         recurrence=learned,
         ranked=order,
+        caps=caps,
     )
 
 
@@ -1408,15 +1413,71 @@ def _split_for(mm: float) -> tuple[float, float, float, float]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Pricing:
+    """What the next window of one table is priced with (:func:`choose_cap`): S statements
+    of ``rows_per`` rows, each answered online at ``sensitivity`` times the noise of a count,
+    at most ``expected_repeats`` of them from P; the epoch's (epsilon, delta) and accounting."""
+
+    stream_length: int
+    rows_per: float
+    sensitivity: float
+    expected_repeats: float | None
+    epsilon: float
+    delta: float
+    accounting: str
+
+    def online(self, split: tuple[float, float, float, float], bad: float) -> float:
+        """The sd of a row of ``bad`` online statements (:func:`_online_sigma`, times the
+        statements' sensitivity)."""
+        s, eps, delta, acct = self.stream_length, self.epsilon, self.delta, self.accounting
+        return self.sensitivity * _online_sigma(split[1], split[2], bad, eps, delta, s, acct)
+
+    def window(
+        self,
+        inside: Sequence[PredictedQuery],
+        release: tuple[float, int],
+        split: tuple[float, float, float, float],
+        coverage: float = 1.0,
+    ) -> tuple[float, float, float]:
+        """``(total squared error, MAE, mm_var)`` of the next window with ``inside`` answered
+        from a release of ``(E, m)`` at this ``split``, and ``coverage`` times the expected
+        hits (``good``: the sum of their probabilities, at most S and ``expected_repeats``;
+        their rows weighted alike; the others online)."""
+        s = self.stream_length
+        p_sum = sum(q.probability for q in inside)
+        repeats = math.inf if self.expected_repeats is None else self.expected_repeats
+        good = min(p_sum, float(s), repeats) if p_sum > 0 else 0.0
+        g_rows = (
+            sum(q.probability * q.batch.num_queries for q in inside) * good / p_sum if good else 0.0
+        )
+        g_rows = min(g_rows, s * self.rows_per) * coverage
+        bad = max(s - good * coverage, 0.0)
+        b_rows = bad * self.rows_per
+        sd = _pool_sigma(split[0], 1.0, self.epsilon, self.delta, s, self.accounting)
+        mm_var = sd * sd * release[0] / release[1] if release[1] else math.inf
+        on = self.online(split, bad)
+        total = (g_rows * mm_var if g_rows else 0.0) + b_rows * on * on
+        rows = g_rows + b_rows
+        mae = (
+            _SQRT_2_OVER_PI * ((g_rows * math.sqrt(mm_var) if g_rows else 0.0) + b_rows * on) / rows
+            if rows
+            else 0.0
+        )
+        return total, mae, mm_var
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Cap:
     """What :func:`choose_cap` chose for one table: keep the first ``k`` candidates, with this
-    ``split``; the expected MAE of the epoch with them and with everything online."""
+    ``split``; the expected MAE of the epoch with them and with everything online; and what
+    it priced them with."""
 
     k: int
     split: tuple[float, float, float, float]
     mae: float
     online_only_mae: float
     mm_var: float | None
+    pricing: Pricing | None = None
 
 
 def choose_cap(
@@ -1479,16 +1540,20 @@ def choose_cap(
         splits = [_split_for(m) for m in MM_SHARES]
     standard = splits[0] if cfg.split is not None else SPLITS["matrix-heavy"]
 
-    def sd(fraction: float, releases: float) -> float:
-        return _pool_sigma(fraction, releases, eps, delta, s, cfg.accounting)
-
-    def online(fr: tuple[float, float, float, float], bad: float) -> float:
-        """The sd of the online answers' rows: the pools' at sensitivity 1, times theirs."""
-        return sensitivity * _online_sigma(fr[1], fr[2], bad, eps, delta, s, cfg.accounting)
-
-    only = online((0.0, standard[1], standard[0] + standard[2], 0.0), s)
+    pricing = Pricing(
+        stream_length=s,
+        rows_per=rows_per,
+        sensitivity=sensitivity,
+        expected_repeats=expected_repeats,
+        epsilon=eps,
+        delta=delta,
+        accounting=cfg.accounting,
+    )
+    only = pricing.online((0.0, standard[1], standard[0] + standard[2], 0.0), s)
     only_mae = _SQRT_2_OVER_PI * only
-    best = Cap(k=0, split=standard, mae=only_mae, online_only_mae=only_mae, mm_var=None)
+    best = Cap(
+        k=0, split=standard, mae=only_mae, online_only_mae=only_mae, mm_var=None, pricing=pricing
+    )
     best_total = online_total = s * rows_per * only * only
     low = 1.0 if low_coverage is None else min(low_coverage, 1.0)  # the bad window's share
     if not ranked:
@@ -1511,30 +1576,110 @@ def choose_cap(
         inside = [q for q in prefix if id(q.batch) in released]
         if not inside or m == 0:
             continue
-        p_sum = sum(q.probability for q in inside)
-        good = min(p_sum, float(s), math.inf if expected_repeats is None else expected_repeats)
-        g_rows = sum(q.probability * q.batch.num_queries for q in inside) * good / p_sum
-        g_rows = min(g_rows, s * rows_per)
-        bad = max(s - good, 0.0)
-        b_rows = bad * rows_per
-        bad_low = max(s - good * low, 0.0)
         this = math.inf
         for fr in splits:
-            mm_var = sd(fr[0], 1.0) ** 2 * e_total / m
-            on = online(fr, bad)
-            total = g_rows * mm_var + b_rows * on * on
+            total, mae, mm_var = pricing.window(inside, (e_total, m), fr)
             this = min(this, total)
-            on_low = online(fr, bad_low)
-            total_low = g_rows * low * mm_var + bad_low * rows_per * on_low * on_low
+            total_low, _, _ = pricing.window(inside, (e_total, m), fr, coverage=low)
             if total < best_total and total_low < online_total * LOW_TOLERANCE:
-                mae = (
-                    _SQRT_2_OVER_PI * (g_rows * math.sqrt(mm_var) + b_rows * on) / (g_rows + b_rows)
-                )
                 best_total = total
-                best = Cap(k=k, split=fr, mae=mae, online_only_mae=only_mae, mm_var=mm_var)
+                best = Cap(
+                    k=k,
+                    split=fr,
+                    mae=mae,
+                    online_only_mae=only_mae,
+                    mm_var=mm_var,
+                    pricing=pricing,
+                )
         rising = rising + 1 if this > previous else 0
         previous = this
     return best
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TemplateValue:
+    """What one template of P is worth to the next epoch of its table (``lapras predict``).
+
+    ``asked``/``instances``: its statements in P that the log asked, and its likely unseen
+    instances; ``expected``: how many of them the next window is expected to ask (the sum of
+    their probabilities); ``windows``/``analysts``: its recurrence, the most windows and
+    analysts one of its statements was asked in and by; ``budget_share``: the share of the
+    epoch's budget its part of the release costs (the Matrix Mechanism's share times the
+    share of each block it is answered from, split among a block's statements by their rows);
+    ``mae_with``/``mae_without``: the epoch's expected MAE with P, and with P less this
+    template (its statements then answered online, the split unchanged)."""
+
+    table: str
+    template: str
+    asked: int
+    instances: int
+    expected: float
+    windows: int
+    analysts: int
+    budget_share: float
+    mae_with: float
+    mae_without: float
+
+
+def template_values(prediction: Prediction, *, limit: int = 8) -> tuple[TemplateValue, ...]:
+    """The ``limit`` templates of each table's P that are expected to be asked most, each
+    with what it is worth (:class:`TemplateValue`), priced as the cap priced P (its
+    :class:`Pricing` and split; each template's absence costs a release plan, so only the
+    first ``limit`` are priced). Empty without the error-aware cap."""
+    out: list[TemplateValue] = []
+    solver = prediction.config.strategy_time_limit
+    for table, cap in sorted(prediction.caps.items()):
+        pricing = cap.pricing
+        qs = [q for q in prediction.queries if q.table == table]
+        if pricing is None or not qs:
+            continue
+        blocks = planned_blocks(
+            [q.batch for q in qs], laplace=pricing.accounting == "pure", solver_seconds=solver
+        )
+        share_of: dict[int, float] = {}
+        for share, _, batches in blocks:
+            rows = sum(b.num_queries for b in batches)
+            for b in batches:
+                share_of[id(b)] = cap.split[0] * share * b.num_queries / rows
+        release = (
+            sum(e for _, e, _ in blocks),
+            sum(q.batch.num_queries for q in qs if id(q.batch) in share_of),
+        )
+        _, mae_with, _ = pricing.window(
+            [q for q in qs if id(q.batch) in share_of], release, cap.split
+        )
+        groups: dict[str, list[PredictedQuery]] = {}
+        for q in qs:
+            groups.setdefault(q.template, []).append(q)
+        ranked = sorted(groups.items(), key=lambda kv: -sum(q.probability for q in kv[1]))
+        for template, members in ranked[:limit]:
+            rest = [q for q in qs if q.template != template]
+            e_rest, m_rest, kept = release_error(
+                [q.batch for q in rest], accounting=pricing.accounting, time_limit=solver
+            )
+            inside = [q for q in rest if id(q.batch) in kept]
+            if inside and m_rest:
+                _, without, _ = pricing.window(inside, (e_rest, m_rest), cap.split)
+            else:  # P empty: the release's share joins the online answers, as in the engine
+                fr = cap.split
+                online = pricing.online((0.0, fr[1], fr[0] + fr[2], 0.0), pricing.stream_length)
+                without = _SQRT_2_OVER_PI * online
+            inst = sum(q.reason == "instance" for q in members)
+            out.append(
+                TemplateValue(
+                    table=table,
+                    template=template,
+                    asked=len(members) - inst,
+                    instances=inst,
+                    expected=sum(q.probability for q in members),
+                    windows=max(q.windows for q in members),
+                    analysts=max(q.analysts for q in members),
+                    budget_share=sum(share_of.get(id(q.batch), 0.0) for q in members),
+                    mae_with=mae_with,
+                    mae_without=without,
+                )
+            )
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1927,9 +2072,11 @@ __all__ = [
     "PredictConfig",
     "PredictedQuery",
     "Prediction",
+    "Pricing",
     "Recurrence",
     "Resolved",
     "Resolver",
+    "TemplateValue",
     "UnboundTemplate",
     "ViewPrediction",
     "ViewReport",
@@ -1954,4 +2101,5 @@ __all__ = [
     "seconds",
     "sql_literal",
     "stream_estimate",
+    "template_values",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -192,6 +193,14 @@ def test_predict_from_a_csvlog_written_by_postgresql(
         "--file", str(week), "--out", str(out),
     )  # fmt: skip
     assert "split" in text and "expected MAE" in text, text
+    # each template of P with what it is worth: its recurrence, its share of the budget and
+    # the epoch's expected MAE with and without it
+    worth = re.compile(
+        r"template SELECT .*: \d+ statement\(s\) asked and \d+ likely instance\(s\) in P; "
+        r"asked in up to 5 window\(s\) by up to \d+ analyst\(s\); [\d.]+ of them expected "
+        r"next window; [\d.]+% of the budget; expected MAE [\d.e+-]+ with it, [\d.e+-]+ without"
+    )
+    assert worth.search(text), text
     # each later day repeated the whole dashboard: no window repeats less than those before it
     n = f"{len(DASHBOARD):.1f}"
     assert f"public.adult: a window asked {n} statement(s) asked before, on average," in text

@@ -38,6 +38,7 @@ from dp.marginals import (
     assign,
     block_domains,
     plan_release,
+    planned_blocks,
     planned_error,
     release_sensitivity,
 )
@@ -496,6 +497,16 @@ def test_the_planned_error_is_the_plans_without_building_them(laplace: bool) -> 
         assert error == pytest.approx(sum(pl.expected_error for pl in plans), rel=1e-6)
         assert kept == tuple(b for pl in plans for b in pl.batches)
         assert empty not in kept
+        # each block's share of the release's privacy cost: its strategy's sensitivity (c_g)
+        # squared under Gaussian noise (the blocks add mu^2), itself under Laplace (epsilon)
+        blocks = planned_blocks(p, laplace=laplace, solver_seconds=SOLVER)
+        assert [bs for *_, bs in blocks] == [pl.batches for pl in plans]
+        for (share, e, _), pl in zip(blocks, plans, strict=True):
+            a = np.abs(pl.strategy)
+            c = a.sum(axis=0).max() if laplace else np.sqrt((a * a).sum(axis=0).max())
+            assert share == pytest.approx(c if laplace else c * c, rel=1e-6)
+            assert e == pytest.approx(pl.expected_error, rel=1e-6)
+        assert sum(share for share, *_ in blocks) == pytest.approx(1.0)
     assert planned_error([empty], laplace=laplace) == (0.0, ())
 
 

@@ -21,6 +21,7 @@ from rewriter.predict import (
     render,
     resolve,
     round_binding,
+    template_values,
 )
 
 SCHEMA = parse_schema(
@@ -279,7 +280,9 @@ def test_the_error_model_prices_online_answers_at_their_statements_sensitivity()
     twice (L2 sensitivity sqrt 2, L1 2), so each of its rows gets sqrt 2 (Laplace: 2) times a
     count's noise. The model follows: the expected MAE of answering everything online, in the
     cap and in the backtest, is the counts' times the row-weighted mean sensitivity."""
-    counts = [f"SELECT count(*) FROM flights WHERE origin = 'SFO' AND hour = {h}" for h in range(24)]
+    counts = [
+        f"SELECT count(*) FROM flights WHERE origin = 'SFO' AND hour = {h}" for h in range(24)
+    ]
     rollups = [
         f"SELECT origin, count(*) FROM flights WHERE hour = {h} GROUP BY ROLLUP (origin)"
         for h in range(24)
@@ -297,6 +300,42 @@ def test_the_error_model_prices_online_answers_at_their_statements_sensitivity()
             only.append((p.online_only_mae, r.online_only_mae))
         assert only[1][0] == pytest.approx(factor * only[0][0])
         assert only[1][1] == pytest.approx(factor * only[0][1])
+
+
+def test_each_template_of_p_is_priced_with_and_without_it() -> None:
+    """What ``lapras predict`` prints per template: its recurrence, its share of the budget
+    and the epoch's expected MAE with and without it, priced as the cap priced P. A daily
+    dashboard (12 hours and a GROUP BY) among 20 new questions a day: the hours are worth most
+    (the epoch is much worse without them), and the templates' shares add up to the release's
+    share of the budget."""
+    hours = [f"SELECT count(*) FROM flights WHERE hour = {h}" for h in range(12)]
+    origins = "SELECT origin, count(*) FROM flights GROUP BY origin"
+    new = [
+        f"SELECT count(*) FROM flights WHERE origin = '{o}' AND hour = {h} AND delay >= {e}"
+        for o in ("SFO", "LAX", "JFK")
+        for h in range(24)
+        for e in (-20, 0, 20, 60)
+    ]
+    log = [
+        rec(d, q, who=f"user{d % 3}")
+        for d in range(7)
+        for q in [*hours, origins, *new[20 * d : 20 * d + 20]]
+    ]
+    cfg = PredictConfig(epsilon=1.0, delta=1e-6, instances=False)
+    p = predict(log, SCHEMA, now=T0 + 7 * DAY, config=cfg)
+    assert p.split is not None and p.expected_mae is not None and p.queries
+    values = template_values(p)
+    assert sorted(v.template for v in values) == sorted({q.template for q in p.queries})
+    assert [v.expected for v in values] == sorted((v.expected for v in values), reverse=True)
+    dash = values[0]
+    assert dash.template == "SELECT count(*) FROM public.flights WHERE hour = $1"
+    assert (dash.asked, dash.instances, dash.windows, dash.analysts) == (12, 0, 7, 3)
+    assert sum(v.budget_share for v in values) == pytest.approx(p.split[0])
+    for v in values:
+        assert v.mae_with == pytest.approx(p.expected_mae, rel=0.02)
+        assert v.mae_without > v.mae_with if v is dash else v.mae_without < dash.mae_without
+    # without the error-aware cap nothing is priced
+    assert template_values(predict(log, SCHEMA, now=T0 + 7 * DAY)) == ()
 
 
 def test_backtest_arithmetic() -> None:
