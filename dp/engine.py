@@ -771,13 +771,19 @@ def start(
     sampler: Sampler,
     *,
     strategy: Strategy | None = None,
+    weights: Sequence[float] | None = None,
 ) -> tuple[EngineState, tuple[Event, ...]]:
     """Start an epoch: charge the Matrix Mechanism's share, then measure P's blocks.
 
     ``predicted``: batches over marginals of ``domain``. The release is planned by
     ``dp.marginals.plan_release`` (one block per maximal predicted marginal, a certified-gap
     strategy per block, the budget split between blocks to minimise P's total expected error),
-    unless ``strategy`` is given (one block only: that strategy over the block's cells).
+    unless ``strategy`` is given (one block only: that strategy over the block's cells). In
+    the default mode, ``weights`` (one per batch of ``predicted``: the probability that each
+    is asked, public) weigh that error (``dp.marginals.normalised_weights``), so that the
+    likely statements get the more accurate answers; paper mode optimises P's rows alike, as
+    Algorithm 1 does. Weights change which strategy measures the data, never what is
+    answered from it nor the guarantee below.
     Guarantee of the measurement: every block ``g`` is measured as ``y_g = A_g x_g + Z_g``
     with i.i.d. noise of one scale, calibrated to the sensitivity of the *whole* release,
     recomputed from the block matrices (``dp.marginals.release_sensitivity``; add/remove-one-row
@@ -793,6 +799,11 @@ def start(
         batches = (predicted,)
     else:
         batches = tuple(predicted)
+    if weights is not None and len(weights) != len(batches):
+        raise ValueError("one weight per predicted batch")
+    if weights is None or config.mode == "paper":
+        weights = [1.0] * len(batches)
+    kept_weights = [w for b, w in zip(batches, weights, strict=True) if b.num_queries > 0]
     batches = tuple(b for b in batches if b.num_queries > 0)
     if not all(domain.covers(b.domain) for b in batches):
         raise ValueError("the predicted set must be over marginals of the epoch's domain")
@@ -805,7 +816,7 @@ def start(
             plans = [(Reduction.identity(next(iter(blocks))), strategy.matrix)]
         else:
             laplace = config.accountant_kind is AccountantKind.PURE
-            planned = plan_release(batches, laplace=laplace)
+            planned = plan_release(batches, laplace=laplace, weights=kept_weights)
             # P is what the release answers: a batch left out of every block (too large for
             # one, dp.marginals.MAX_BLOCK_ENTRIES) is answered online like any other
             kept = {b.key for plan in planned for b in plan.batches}

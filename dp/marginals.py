@@ -60,6 +60,24 @@ SOLVER_SECONDS = 4.0
 #: hold it dense. Predicted statements that would make a block larger are left out of the
 #: release (answered online, like unpredicted ones).
 MAX_BLOCK_ENTRIES = 1 << 22
+#: The least weight a predicted statement has in the workload, relative to the heaviest
+#: (:func:`normalised_weights`), so that each keeps a usable part of the release however
+#: unlikely it is.
+MIN_WEIGHT = 1e-2
+
+
+def normalised_weights(weights: Sequence[float]) -> FloatArray:
+    """Weights of predicted statements as the release uses them: divided by the largest, at
+    least :data:`MIN_WEIGHT`. A statement of weight ``w`` has its rows scaled by ``sqrt(w)``
+    in the workload the strategies are optimised for, so the release minimises the
+    ``w``-weighted sum of its rows' variances (with ``w`` the probability that the statement
+    is asked: the expected squared error of the statements that come). The weights are
+    public (they come from the query log, never from the data); the rows P answers, and how
+    each answer is computed from the release, do not depend on them."""
+    w = np.asarray(weights, dtype=np.float64).reshape(-1)
+    if w.size and not (np.all(np.isfinite(w)) and np.all(w > 0)):
+        raise ValueError("the weights of predicted statements must be positive numbers")
+    return np.maximum(w / w.max(), MIN_WEIGHT) if w.size else w
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -193,14 +211,20 @@ class BlockPlan:
 
 
 def plan_release(
-    predicted: Sequence[QueryBatch], *, laplace: bool, solver_seconds: float = SOLVER_SECONDS
+    predicted: Sequence[QueryBatch],
+    *,
+    laplace: bool,
+    solver_seconds: float = SOLVER_SECONDS,
+    weights: Sequence[float] | None = None,
 ) -> tuple[BlockPlan, ...]:
     """Blocks, reductions, strategies and the budget split for P (see the module doc). A
     block whose reduced workload would exceed :data:`MAX_BLOCK_ENTRIES` keeps, in P's order,
     the batches that fit; the others are left out of the release. A batch that reads no cell
     (an empty range: its answer is 0 whatever the data, which the engine gives exactly) is
-    left out too: a block of such batches alone would have no column to measure."""
-    blocks = _fitted_blocks(predicted, solver_seconds)
+    left out too: a block of such batches alone would have no column to measure. With
+    ``weights`` (one per batch, :func:`normalised_weights`), the strategies and the split
+    minimise the weighted error; without, every row weighs alike."""
+    blocks = _fitted_blocks(predicted, solver_seconds, weights)
     plans: list[tuple[Reduction, Strategy]] = []
     kept: list[tuple[QueryBatch, ...]] = []
     for red, w, seconds, batches in blocks:
@@ -229,7 +253,11 @@ def plan_release(
 
 
 def planned_error(
-    predicted: Sequence[QueryBatch], *, laplace: bool, solver_seconds: float = SOLVER_SECONDS
+    predicted: Sequence[QueryBatch],
+    *,
+    laplace: bool,
+    solver_seconds: float = SOLVER_SECONDS,
+    weights: Sequence[float] | None = None,
 ) -> tuple[float, tuple[QueryBatch, ...]]:
     """The release :func:`plan_release` would plan, priced without building it: the total
     expected error ``sum_g expected_error_g`` of its blocks (each over its share ``c_g``) and
@@ -238,13 +266,19 @@ def planned_error(
     recomputes, up to rounding) and, with ``sum c_g^2 = 1``, the total is
     ``(sum_g sqrt(e_g))^2``; under Laplace noise the strategies are built (their L1
     sensitivity is needed). For comparing candidate sets of P only; the epoch's release is
-    always :func:`plan_release`'s."""
-    blocks = planned_blocks(predicted, laplace=laplace, solver_seconds=solver_seconds)
+    always :func:`plan_release`'s. With ``weights``, the error is the weighted one."""
+    blocks = planned_blocks(
+        predicted, laplace=laplace, solver_seconds=solver_seconds, weights=weights
+    )
     return sum(e for _, e, _ in blocks), tuple(b for *_, batches in blocks for b in batches)
 
 
 def planned_blocks(
-    predicted: Sequence[QueryBatch], *, laplace: bool, solver_seconds: float = SOLVER_SECONDS
+    predicted: Sequence[QueryBatch],
+    *,
+    laplace: bool,
+    solver_seconds: float = SOLVER_SECONDS,
+    weights: Sequence[float] | None = None,
 ) -> tuple[tuple[float, float, tuple[QueryBatch, ...]], ...]:
     """The blocks of the release :func:`plan_release` would plan, priced as
     :func:`planned_error` prices them: for each, the share of the release's privacy cost it
@@ -252,12 +286,14 @@ def planned_blocks(
     accountants add ``mu^2`` or its equivalent; ``c_g`` of the Laplace release's epsilon), its
     expected error at that share and the batches of P it answers."""
     if laplace:
-        plans = plan_release(predicted, laplace=True, solver_seconds=solver_seconds)
+        plans = plan_release(
+            predicted, laplace=True, solver_seconds=solver_seconds, weights=weights
+        )
         # c_g = e_g^(1/3) / sum_h e_h^(1/3) (plan_release), so e_g / c_g^2 = e_g^(1/3) sum^2
         # is proportional to c_g
         total = sum(pl.expected_error for pl in plans)
         return tuple((pl.expected_error / total, pl.expected_error, pl.batches) for pl in plans)
-    blocks = _fitted_blocks(predicted, solver_seconds)
+    blocks = _fitted_blocks(predicted, solver_seconds, weights)
     roots = [math.sqrt(strategy_error(w, time_limit=seconds)) for _, w, seconds, _ in blocks]
     # c_g^2 = sqrt(e_g) / sum sqrt(e) (plan_release), and e_g / c_g^2 = sqrt(e_g) * sum
     return tuple(
@@ -267,18 +303,25 @@ def planned_blocks(
 
 
 def _fitted_blocks(
-    predicted: Sequence[QueryBatch], solver_seconds: float
+    predicted: Sequence[QueryBatch], solver_seconds: float, weights: Sequence[float] | None
 ) -> list[tuple[Reduction, FloatArray, float, tuple[QueryBatch, ...]]]:
     """The blocks of a release (:func:`plan_release`): for each, its reduction, its reduced
-    workload (dense), the solver's seconds (``solver_seconds`` shared by workload size) and
+    workload (dense; with ``weights``, each batch's rows scaled by the square root of its
+    normalised weight), the solver's seconds (``solver_seconds`` shared by workload size) and
     the batches of P it answers."""
-    predicted = [b for b in predicted if b.matrix.nnz > 0]
+    if weights is not None and len(weights) != len(predicted):
+        raise ValueError("one weight per predicted batch")
+    scales = np.sqrt(normalised_weights(weights if weights is not None else [1.0] * len(predicted)))
+    keep = [i for i, b in enumerate(predicted) if b.matrix.nnz > 0]
+    predicted = [predicted[i] for i in keep]
+    scales = scales[keep]
     if not predicted:
         return []
     blocks = block_domains(predicted)
     fitted_blocks: list[tuple[Reduction, FloatArray, tuple[QueryBatch, ...]]] = []
     for dom, members in zip(blocks, _homes(predicted, blocks), strict=True):
-        fitted = _fit(dom, [lift(predicted[j], dom) for j in members])
+        lifted = [lift(predicted[j], dom) for j in members]
+        fitted = _fit(dom, lifted, [float(scales[j]) for j in members])
         if fitted is not None:
             red, w, chosen = fitted
             fitted_blocks.append(
@@ -296,14 +339,17 @@ def _fitted_blocks(
 
 
 def _fit(
-    dom: Domain, batches: Sequence[QueryBatch]
+    dom: Domain, batches: Sequence[QueryBatch], scales: Sequence[float]
 ) -> tuple[Reduction, sp.csc_array, tuple[int, ...]] | None:
-    """The reduction of a block's batches, or, when that exceeds MAX_BLOCK_ENTRIES, of those
-    that fit taken in order (a batch that would make it too large is left out); with the
-    indices of the batches kept. None when not one fits."""
+    """The reduction of a block's batches (their rows scaled by ``scales``), or, when that
+    exceeds MAX_BLOCK_ENTRIES, of those that fit taken in order (a batch that would make it
+    too large is left out); with the indices of the batches kept. None when not one fits."""
 
     def reduce(items: Sequence[int]) -> tuple[Reduction, sp.csc_array]:
-        return reduction(dom, sp.vstack([batches[i].matrix for i in items], format="csr"))
+        rows = [
+            batches[i].matrix * scales[i] if scales[i] != 1.0 else batches[i].matrix for i in items
+        ]
+        return reduction(dom, sp.vstack(rows, format="csr"))
 
     every = tuple(range(len(batches)))
     red, w = reduce(every)

@@ -213,6 +213,7 @@ async def _demo_async(args: argparse.Namespace, config: Any) -> None:
                     table="adult",
                     config=cfg,
                     predicted=predicted,
+                    probabilities=[q.probability for q in pred.queries],
                     actor="lapras demo",
                     reason=f"demo, from prediction {result.prediction_id}",
                 ),
@@ -475,11 +476,12 @@ def _epoch_start(args: argparse.Namespace) -> int:
     view = args.view or config.privacy.get("view")
     over = f"view {view}" if view else "the whole table"
     predicted = _statements(Path(args.predicted)) if args.predicted else []
+    probabilities = None  # a file of statements weighs them alike
     if args.from_prediction:
         if args.predicted:
             raise SystemExit("lapras: give either --predicted or --from-prediction, not both")
         stored = _stored_prediction(config, args.table, args.from_prediction)
-        predicted = stored.statements
+        predicted, probabilities = stored.statements, stored.probabilities
         args.reason = args.reason or f"from prediction {stored.id}"
         # what the prediction's cap chose, unless set on the command line or in [privacy]
         if args.split is None and "split" not in config.privacy and stored.split is not None:
@@ -507,6 +509,7 @@ def _epoch_start(args: argparse.Namespace) -> int:
                     view=view,
                     config=cfg,
                     predicted=predicted,
+                    probabilities=probabilities,
                     actor=args.actor,
                     reason=args.reason,
                 ),
@@ -563,6 +566,7 @@ def _predict(args: argparse.Namespace) -> int:
             delta=cfg.delta,
             accounting=accounting,
             split=tuple(split) if isinstance(split, list) else split,
+            weighted=cfg.mode != "paper",  # the release the epoch will make
             stream_length=args.stream_length,  # None: S from the log
             error_cap=not args.no_error_cap,
             horizon_days=args.horizon_days,

@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import secrets
 from collections.abc import Callable, Sequence
@@ -261,12 +262,20 @@ class EpochService:
         return pin
 
     def predicted_batches(
-        self, table: str, domain: Domain, statements: Sequence[str]
-    ) -> tuple[QueryBatch, ...]:
-        """The predicted set P from SQL statements: one batch each, over its marginal."""
+        self,
+        table: str,
+        domain: Domain,
+        statements: Sequence[str],
+        probabilities: Sequence[float] | None = None,
+    ) -> tuple[tuple[QueryBatch, ...], tuple[float, ...]]:
+        """The predicted set P from SQL statements: one batch each, over its marginal; and
+        the probability of each (its statement's, 1 when none is given)."""
         decl = self.table(table)
+        if probabilities is not None and len(probabilities) != len(statements):
+            raise ValueError("one probability per predicted statement")
         batches = []
-        for sql in statements:
+        weights = []
+        for i, sql in enumerate(statements):
             for st in rewriter.classify(sql, self.schema):
                 if (
                     isinstance(st, rewriter.DPStatement)
@@ -275,11 +284,12 @@ class EpochService:
                 ):
                     if domain.covers(st.plan.batch.domain):
                         batches.append(st.plan.batch)
+                        weights.append(1.0 if probabilities is None else probabilities[i])
                     else:
                         log.warning(
                             "a predicted statement is outside the epoch's view and was skipped"
                         )
-        return tuple(batches)
+        return tuple(batches), tuple(weights)
 
     async def start_epoch(
         self,
@@ -288,11 +298,13 @@ class EpochService:
         view: str | None = None,
         config: engine.EngineConfig,
         predicted: Sequence[str] = (),
+        probabilities: Sequence[float] | None = None,
         actor: str,
         reason: str = "",
     ) -> int:
         """Start an epoch over the whole table (or one declared view): pin the data, release
-        P through the Matrix Mechanism, persist. The epoch's neighbours are the table's
+        P through the Matrix Mechanism (in the default mode, its statements weighted by their
+        ``probabilities`` when given: ``dp.engine.start``), persist. The epoch's neighbours are the table's
         (its privacy unit's bound replaces whatever ``config`` says); it is refused when it
         would take the table's budget group past its lifetime cap (checked first here, and
         again atomically when the epoch is created), or when the table is a view of a
@@ -309,10 +321,15 @@ class EpochService:
                 raise known.refusal(config)
         await self._check_bases(decl)
         domain = rewriter.pin_domain(self.schema, decl.name, attributes)
-        batches = self.predicted_batches(decl.name, domain, predicted)
+        batches, weights = self.predicted_batches(decl.name, domain, predicted, probabilities)
         pin = await self.pin(decl.name, attributes)
         _, events = await asyncio.to_thread(
-            engine.start, config, domain, batches, pin, self._sampler()
+            functools.partial(engine.start, weights=weights),
+            config,
+            domain,
+            batches,
+            pin,
+            self._sampler(),
         )
         return await self.ledger.create_epoch(
             table=decl.name,

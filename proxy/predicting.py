@@ -125,6 +125,8 @@ async def save(
         "expected_mae": prediction.expected_mae,
         "expected_overlap": prediction.expected_overlap,
         "online_only_mae": prediction.online_only_mae,
+        # each statement's probability: the default mode's release weighs them so
+        "probabilities": [q.probability for q in prediction.queries],
     }
     async with await psycopg.AsyncConnection.connect(dsn) as conn:
         cur = await conn.execute(
@@ -143,6 +145,8 @@ class Stored:
 
     id: int
     statements: list[str]
+    #: the probability of each statement (None for a prediction stored before they were)
+    probabilities: list[float] | None
     split: tuple[float, float, float, float] | None
     stream_length: int | None
     expected_overlap: float | None
@@ -173,6 +177,7 @@ async def load(dsn: str, table: str, which: str) -> Stored:
     return Stored(
         id=int(row[0]),
         statements=list(json.loads(row[1])),
+        probabilities=report.get("probabilities"),
         split=(split[0], split[1], split[2], split[3]) if split else None,
         stream_length=report.get("stream_length"),
         expected_overlap=report.get("expected_overlap"),
@@ -192,6 +197,7 @@ async def run(
     delta: float,
     accounting: Literal["basic", "gdp", "pure"] = "gdp",
     split: str | tuple[float, float, float, float] | None = None,
+    weighted: bool = True,
     horizon_days: float = 1.0,
     stream_length: int | None = None,
     error_cap: bool = True,
@@ -203,6 +209,7 @@ async def run(
     database, where pg_stat_statements counts the statements (default ``dsn``).
     ``accounting``/``split``: the next epoch's, so that the cap prices P as the epoch will
     spend (``split`` None: the cap chooses it, and the stored prediction carries it);
+    ``weighted``: the epoch weighs P's statements by their probability (the default mode);
     ``stream_length``: S, None to take it from the log.
     ``error_cap``: keep only the prefix of candidates that lowers the expected error of the
     next epoch (rewriter.predict.choose_cap); without it P is every candidate.
@@ -225,6 +232,7 @@ async def run(
         stream_length=stream_length,
         accounting=accounting,
         split=split,
+        weighted=weighted,
     )
     prediction = predict(records, schema, now=now.timestamp(), config=config)
     prediction = _only_table(prediction, table)

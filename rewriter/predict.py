@@ -73,7 +73,7 @@ import scipy.sparse as sp
 
 from dp.calibration import agm_sigma, gdp_mu
 from dp.domain import Domain, QueryBatch
-from dp.marginals import planned_blocks, planned_error
+from dp.marginals import normalised_weights, planned_blocks, planned_error
 from dp.pacing import warmup_length
 
 from .classify import DPStatement, Refused, bind, classify
@@ -517,6 +517,9 @@ class PredictConfig:
     split: str | tuple[float, float, float, float] | None = None
     accounting: Literal["basic", "gdp", "pure"] = "gdp"
     strategy_time_limit: float = 2.0
+    #: the epoch's release weighs P's statements by their probability (the default mode's;
+    #: paper mode optimises them alike), and the cap prices it so
+    weighted: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1314,22 +1317,31 @@ def _online_sigma(
 
 
 def release_error(
-    batches: Sequence[QueryBatch], *, accounting: str = "gdp", time_limit: float = 2.0
-) -> tuple[float, int, frozenset[int]]:
+    batches: Sequence[QueryBatch],
+    *,
+    accounting: str = "gdp",
+    time_limit: float = 2.0,
+    weights: Sequence[float] | None = None,
+) -> tuple[float, float, frozenset[int]]:
     """The Matrix Mechanism release of ``batches`` as the engine plans it
     (``dp.marginals.plan_release``, priced by ``dp.marginals.planned_error``): its total
     expected squared error per unit noise ``E``, the number of rows it answers, and the ``id``
     of each batch it keeps (a batch too large for a block is left out, to be answered
-    online)."""
-    error, planned = planned_error(batches, laplace=accounting == "pure", solver_seconds=time_limit)
+    online). With ``weights`` (the batches' probabilities, as the default mode's epoch weighs
+    them), ``E`` and the rows are weighted alike (``dp.marginals.normalised_weights``), so
+    that ``E / rows`` is the weighted mean variance of a row."""
+    error, planned = planned_error(
+        batches, laplace=accounting == "pure", solver_seconds=time_limit, weights=weights
+    )
     kept = frozenset(id(b) for b in planned)
-    rows = sum(b.num_queries for b in batches if id(b) in kept)
+    w = normalised_weights(weights if weights is not None else [1.0] * len(batches))
+    rows = float(sum(wi * b.num_queries for wi, b in zip(w, batches, strict=True) if id(b) in kept))
     return error, rows, kept
 
 
 def expected_epoch_error(
     *,
-    release: tuple[float, int] | None,
+    release: tuple[float, float] | None,
     good: float,
     bad: float,
     good_rows: float,
@@ -1435,12 +1447,13 @@ class Pricing:
     def window(
         self,
         inside: Sequence[PredictedQuery],
-        release: tuple[float, int],
+        release: tuple[float, float],
         split: tuple[float, float, float, float],
         coverage: float = 1.0,
     ) -> tuple[float, float, float]:
         """``(total squared error, MAE, mm_var)`` of the next window with ``inside`` answered
-        from a release of ``(E, m)`` at this ``split``, and ``coverage`` times the expected
+        from a release of ``(E, m)`` (:func:`release_error`: ``E / m`` is the mean variance
+        of a row, weighted as the release weighs them) at this ``split``, and ``coverage`` times the expected
         hits (``good``: the sum of their probabilities, at most S and ``expected_repeats``;
         their rows weighted alike; the others online)."""
         s = self.stream_length
@@ -1572,6 +1585,7 @@ def choose_cap(
             [q.batch for q in prefix],
             accounting=cfg.accounting,
             time_limit=cfg.strategy_time_limit,
+            weights=[q.probability for q in prefix] if cfg.weighted else None,
         )
         inside = [q for q in prefix if id(q.batch) in released]
         if not inside or m == 0:
@@ -1633,18 +1647,27 @@ def template_values(prediction: Prediction, *, limit: int = 8) -> tuple[Template
         qs = [q for q in prediction.queries if q.table == table]
         if pricing is None or not qs:
             continue
+        weights = [q.probability for q in qs] if prediction.config.weighted else None
         blocks = planned_blocks(
-            [q.batch for q in qs], laplace=pricing.accounting == "pure", solver_seconds=solver
+            [q.batch for q in qs],
+            laplace=pricing.accounting == "pure",
+            solver_seconds=solver,
+            weights=weights,
+        )
+        # a row's part of its block: its weight in the workload the block was optimised for
+        mass = dict(
+            zip(
+                (id(q.batch) for q in qs),
+                normalised_weights(weights or [1.0] * len(qs)) * [q.batch.num_queries for q in qs],
+                strict=True,
+            )
         )
         share_of: dict[int, float] = {}
         for share, _, batches in blocks:
-            rows = sum(b.num_queries for b in batches)
+            block = sum(mass[id(b)] for b in batches)
             for b in batches:
-                share_of[id(b)] = cap.split[0] * share * b.num_queries / rows
-        release = (
-            sum(e for _, e, _ in blocks),
-            sum(q.batch.num_queries for q in qs if id(q.batch) in share_of),
-        )
+                share_of[id(b)] = cap.split[0] * share * mass[id(b)] / block
+        release = (sum(e for _, e, _ in blocks), float(sum(mass[k] for k in share_of)))
         _, mae_with, _ = pricing.window(
             [q for q in qs if id(q.batch) in share_of], release, cap.split
         )
@@ -1655,7 +1678,10 @@ def template_values(prediction: Prediction, *, limit: int = 8) -> tuple[Template
         for template, members in ranked[:limit]:
             rest = [q for q in qs if q.template != template]
             e_rest, m_rest, kept = release_error(
-                [q.batch for q in rest], accounting=pricing.accounting, time_limit=solver
+                [q.batch for q in rest],
+                accounting=pricing.accounting,
+                time_limit=solver,
+                weights=[q.probability for q in rest] if weights is not None else None,
             )
             inside = [q for q in rest if id(q.batch) in kept]
             if inside and m_rest:
@@ -1801,11 +1827,14 @@ def evaluate(
             rows_of = {k: b.num_queries for k, b in batch_of.items()}
             good = [k for k in rows_of if k in p_keys]
             bad = [k for k in rows_of if k not in p_keys]
-            mine = [q.batch for q in prediction.queries if q.table == table]
+            mine = [q for q in prediction.queries if q.table == table]
             rel = None
             if good and mine:
                 e_total, m, _ = release_error(
-                    mine, accounting=accounting, time_limit=strategy_time_limit
+                    [q.batch for q in mine],
+                    accounting=accounting,
+                    time_limit=strategy_time_limit,
+                    weights=[q.probability for q in mine] if prediction.config.weighted else None,
                 )
                 rel = (e_total, m)
             err = expected_epoch_error(

@@ -8,6 +8,7 @@ contrib modules): that source is tested when the backend has the extension, skip
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import datetime as dt
 import io
@@ -22,6 +23,7 @@ import pytest
 from epoch_helpers import Proxy, client, config_text, reset_ledger, start_epoch
 from test_end_to_end import make_config
 
+from proxy import predicting
 from proxy.embedded import EmbeddedPostgres
 
 # a dashboard: three panels of one histogram (the release answers them from one strategy) and
@@ -106,6 +108,12 @@ def test_predict_from_the_proxy_log_then_start_an_epoch_from_it(
     one_off = [q for q in p if "61" in q]
     assert len(one_off) == 1 and p[one_off[0]] == 0.25
     assert {v for q, v in p.items() if q not in one_off} == {0.5}
+    # the stored prediction keeps each statement's probability, which the default mode's
+    # release weighs P's statements by (`lapras epoch start --from-prediction`, below)
+    stored = asyncio.run(predicting.load(pg.state_dsn, "adult", "latest"))
+    assert stored.probabilities is not None
+    asked = dict(zip(stored.statements, stored.probabilities, strict=True))
+    assert all(asked[q] == pytest.approx(v, abs=0.005) for q, v in p.items())
 
     lapras("epoch", "close", "--config", str(config_file), "--table", "adult")
     text = lapras(

@@ -432,7 +432,7 @@ def start_in_process(config: Any, rounds: int) -> dict[str, Any]:
             for r in range(rounds):
                 t0 = time.perf_counter()
                 domain = rewriter.pin_domain(config.schema, workload.TABLE)
-                batches = service.predicted_batches(workload.TABLE, domain, workload.predicted())
+                batches, _ = service.predicted_batches(workload.TABLE, domain, workload.predicted())
                 t1 = time.perf_counter()
                 pin = await service.pin(workload.TABLE, None)
                 t2 = time.perf_counter()

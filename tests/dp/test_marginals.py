@@ -476,6 +476,75 @@ def test_laplace_budget_split_beats_the_equal_split() -> None:
     assert l1 == pytest.approx(1.0, abs=1e-9)
 
 
+def row_variances(plans: tuple[dp.marginals.BlockPlan, ...]) -> dict[int, np.ndarray]:
+    """Each planned batch's row variances at unit noise (keyed by ``id`` of the batch)."""
+    out = {}
+    for plan in plans:
+        k = plan.strategy.shape[0]
+        release = Release(matrix=plan.strategy, y=np.zeros(k), noise_variance=np.ones(k))
+        blk = BlockRelease(plan.reduction, release)
+        for b in plan.batches:
+            out[id(b)] = blk.estimate(b)[1]
+    return out
+
+
+def test_a_weighted_release_gives_the_likely_statements_more_accuracy() -> None:
+    """P's statements weighted by the probability that each is asked: the strategies and the
+    split between blocks minimise the weighted error, so the likely statements (here the
+    block over {a, b}) get lower variances and the unlikely ones higher than with P's rows
+    weighing alike, the weighted error is no higher than the unweighted plan's, and
+    planned_error prices exactly that. Equal weights are the unweighted plan, bit for bit."""
+    dom = Domain.of(("a", 3), ("b", 2), ("c", 4), ("d", 2))
+    p = p_disjoint(dom)
+    alike = plan_release(p, laplace=False, solver_seconds=SOLVER)
+    same = plan_release(p, laplace=False, solver_seconds=SOLVER, weights=[0.3] * 4)
+    assert [pl.strategy.tobytes() for pl in same] == [pl.strategy.tobytes() for pl in alike]
+    weights = [1.0, 0.5, 0.02, 0.05]
+    weighted = plan_release(p, laplace=False, solver_seconds=SOLVER, weights=weights)
+    v_alike, v_weighted = row_variances(alike), row_variances(weighted)
+    for b, w in zip(p, weights, strict=True):
+        likely = w >= 0.5
+        assert np.all(v_weighted[id(b)] < v_alike[id(b)]) == likely
+        assert np.all(v_weighted[id(b)] > v_alike[id(b)]) != likely
+    norm = dp.marginals.normalised_weights(weights)
+    assert norm.tolist() == [1.0, 0.5, 0.02, 0.05]
+
+    def weighted_error(v: dict[int, np.ndarray]) -> float:
+        return float(sum(w * v[id(b)].sum() for b, w in zip(p, norm, strict=True)))
+
+    assert weighted_error(v_weighted) <= weighted_error(v_alike) * (1 + 1e-6)
+    error, _ = planned_error(p, laplace=False, solver_seconds=SOLVER, weights=weights)
+    assert error == pytest.approx(weighted_error(v_weighted), rel=1e-4)
+    # weights relative to the heaviest, each at least MIN_WEIGHT; positive numbers only
+    floor = dp.marginals.MIN_WEIGHT
+    assert dp.marginals.normalised_weights([4.0, 2.0, 1e-9]).tolist() == [1.0, 0.5, floor]
+    for bad in ([1.0, 0.0], [1.0, -1.0], [1.0, math.nan], [math.inf]):
+        with pytest.raises(ValueError):
+            dp.marginals.normalised_weights(bad)
+    with pytest.raises(ValueError):
+        plan_release(p, laplace=False, weights=[1.0])
+
+
+@pytest.mark.parametrize("mode", ["default", "paper"])
+def test_an_epoch_measures_p_with_the_weighted_plan_in_the_default_mode(mode: str) -> None:
+    """dp.engine.start measures P's blocks with the strategies plan_release makes for P
+    weighted by the statements' probabilities in the default mode, and with P's rows weighing
+    alike in paper mode (Algorithm 1 optimises P as a set); the release's sensitivity is
+    recomputed from what is measured either way."""
+    rng = np.random.default_rng(5)
+    dom = Domain.of(("a", 3), ("b", 2), ("c", 4), ("d", 2))
+    p, weights = p_disjoint(dom), [1.0, 0.5, 0.02, 0.05]
+    cfg = EngineConfig(epsilon=1.0, delta=1e-6, stream_length=8, mode=mode)  # type: ignore[arg-type]
+    _, events = start(cfg, dom, p, random_pin(rng, dom, 50), SeededSampler(1), weights=weights)
+    [mm] = [e for e in events if isinstance(e, MatrixReleased)]
+    expected = plan_release(p, laplace=False, weights=weights if mode == "default" else None)
+    assert len(mm.blocks) == len(expected)
+    for blk, plan in zip(mm.blocks, expected, strict=True):
+        assert np.allclose(blk.release.matrix, plan.strategy, atol=1e-6)
+    with pytest.raises(ValueError):
+        start(cfg, dom, p, random_pin(rng, dom, 50), SeededSampler(1), weights=[1.0])
+
+
 @pytest.mark.parametrize("laplace", [False, True])
 def test_the_planned_error_is_the_plans_without_building_them(laplace: bool) -> None:
     """What the predictor's cap compares: the total expected error of the release
