@@ -367,10 +367,13 @@ def engine_run(
     split: str | tuple[float, float, float, float] = DEFAULT_SPLIT,
     *,
     stream_length: int | None = None,
+    weights: Sequence[float] | None = None,
 ) -> Run:
     """Answer ``stream`` in an epoch started with ``predicted`` (default mode; S =
-    ``stream_length``, default the stream's length). A statement the engine refuses for
-    budget (``BudgetExhaustedError``) is counted in ``refused`` and left out of the MAE."""
+    ``stream_length``, default the stream's length; ``weights``: the predicted batches'
+    probabilities, as ``lapras epoch start --from-prediction`` passes them). A statement the
+    engine refuses for budget (``BudgetExhaustedError``) is counted in ``refused`` and left
+    out of the MAE."""
     t0 = time.perf_counter()
     s_len = max(1, len(stream) if stream_length is None else stream_length)
     cfg = EngineConfig(epsilon=EPS, delta=DELTA, stream_length=s_len, split=split)
@@ -378,7 +381,7 @@ def engine_run(
     err = 0.0
     rows = refused = answered = matrix = 0
     try:
-        state, _ = start(cfg, pin.domain, list(predicted) or None, pin, sampler)
+        state, _ = start(cfg, pin.domain, list(predicted) or None, pin, sampler, weights=weights)
         for batch in stream:
             try:
                 state, decision, result = answer(state, batch, pin, sampler)
@@ -583,11 +586,15 @@ def run_unit(unit: Unit, seed: int) -> Row:
     sd = session_seed(seed, test)
     pred = w.prediction
     split = pred.split if pred.split is not None else DEFAULT_SPLIT
-    p_batches = [v.batch for v in pred.views]
+    # P as the epoch takes it: one batch per statement, weighted by its probability
+    p_batches = [q.batch for q in pred.queries]
+    weights = [q.probability for q in pred.queries] if pred.config.weighted else None
     # every run plans the S the deployment would configure from the log (the prediction's)
     s_len = pred.stream_length or len(w.stream.batches)
     stream = w.stream.batches
-    product = engine_run(data.pin, stream, p_batches, sd, split, stream_length=s_len)
+    product = engine_run(
+        data.pin, stream, p_batches, sd, split, stream_length=s_len, weights=weights
+    )
     lit = [r.plan.batch for r in w.literal if r.plan]
     literal = cached_run(data, stream, lit, sd, stream_length=s_len)
     online = cached_run(data, stream, [], sd, stream_length=s_len)
