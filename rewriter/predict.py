@@ -1453,9 +1453,9 @@ class Pricing:
     ) -> tuple[float, float, float]:
         """``(total squared error, MAE, mm_var)`` of the next window with ``inside`` answered
         from a release of ``(E, m)`` (:func:`release_error`: ``E / m`` is the mean variance
-        of a row, weighted as the release weighs them) at this ``split``, and ``coverage`` times the expected
-        hits (``good``: the sum of their probabilities, at most S and ``expected_repeats``;
-        their rows weighted alike; the others online)."""
+        of a row, weighted as the release weighs them) at this ``split``, and ``coverage``
+        times the expected hits (``good``: the sum of their probabilities, at most S and
+        ``expected_repeats``; their rows weighted alike; the others online)."""
         s = self.stream_length
         p_sum = sum(q.probability for q in inside)
         repeats = math.inf if self.expected_repeats is None else self.expected_repeats
@@ -1619,7 +1619,8 @@ class TemplateValue:
     their probabilities); ``windows``/``analysts``: its recurrence, the most windows and
     analysts one of its statements was asked in and by; ``budget_share``: the share of the
     epoch's budget its part of the release costs (the Matrix Mechanism's share times the
-    share of each block it is answered from, split among a block's statements by their rows);
+    share of each block it is answered from, split among a block's statements by their weight
+    in the block's workload: rows, times probability when the release is weighted);
     ``mae_with``/``mae_without``: the epoch's expected MAE with P, and with P less this
     template (its statements then answered online, the split unchanged)."""
 
