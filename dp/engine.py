@@ -114,6 +114,7 @@ from dp.marginals import (
     BlockRelease,
     Reduction,
     joint_release,
+    normalised_weights,
     plan_release,
     release_sensitivity,
 )
@@ -816,7 +817,9 @@ def start(
             plans = [(Reduction.identity(next(iter(blocks))), strategy.matrix)]
         else:
             laplace = config.accountant_kind is AccountantKind.PURE
-            planned = plan_release(batches, laplace=laplace, weights=kept_weights)
+            planned = plan_release(
+                batches, laplace=laplace, weights=normalised_weights(kept_weights).tolist()
+            )
             # P is what the release answers: a batch left out of every block (too large for
             # one, dp.marginals.MAX_BLOCK_ENTRIES) is answered online like any other
             kept = {b.key for plan in planned for b in plan.batches}

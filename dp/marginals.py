@@ -222,34 +222,66 @@ def plan_release(
     the batches that fit; the others are left out of the release. A batch that reads no cell
     (an empty range: its answer is 0 whatever the data, which the engine gives exactly) is
     left out too: a block of such batches alone would have no column to measure. With
-    ``weights`` (one per batch, :func:`normalised_weights`), the strategies and the split
-    minimise the weighted error; without, every row weighs alike."""
-    blocks = _fitted_blocks(predicted, solver_seconds, weights)
-    plans: list[tuple[Reduction, Strategy]] = []
-    kept: list[tuple[QueryBatch, ...]] = []
-    for red, w, seconds, batches in blocks:
-        s = (
+    ``weights`` (one positive weight per batch, as :func:`normalised_weights` makes them from
+    probabilities), the strategies and the split minimise the weighted error; without, every
+    row weighs alike."""
+    plans = _strategies(predicted, laplace, solver_seconds, weights)
+    errors = [_error(s, laplace) for _, s, _ in plans]
+    shares, _ = block_shares(errors, laplace=laplace)
+    return tuple(
+        BlockPlan(
+            red,
+            s.matrix * (c / (s.sensitivity_l1 if laplace else s.sensitivity_l2)),
+            e / c**2,
+            bs,
+        )
+        for (red, s, bs), c, e in zip(plans, shares, errors, strict=True)
+    )
+
+
+def _strategies(
+    predicted: Sequence[QueryBatch],
+    laplace: bool,
+    solver_seconds: float,
+    weights: Sequence[float] | None,
+) -> list[tuple[Reduction, Strategy, tuple[QueryBatch, ...]]]:
+    """Each block's reduction, strategy (unit sensitivity, before the split) and batches."""
+    return [
+        (
+            red,
             l1_strategy(w, time_limit=seconds)
             if laplace
-            else optimize_strategy(w, time_limit=seconds)
+            else optimize_strategy(w, time_limit=seconds),
+            batches,
         )
-        plans.append((red, s))
-        kept.append(batches)
+        for red, w, seconds, batches in _fitted_blocks(predicted, solver_seconds, weights)
+    ]
+
+
+def _error(s: Strategy, laplace: bool) -> float:
+    return s.expected_error_l1 if laplace else s.expected_error
+
+
+def block_shares(errors: Sequence[float], *, laplace: bool) -> tuple[tuple[float, ...], float]:
+    """The split of one release between blocks whose strategies have expected errors
+    ``errors`` (``e_g``, at unit sensitivity), and the release's total expected error
+    ``sum_g e_g / c_g^2``: under Gaussian noise ``sum c_g^2 = 1`` and ``c_g^2 = sqrt(e_g) /
+    sum_h sqrt(e_h)`` (each block's share of the release's privacy cost is ``c_g^2``: the
+    accountants add ``mu^2`` or its equivalent), total ``(sum_g sqrt(e_g))^2``; under Laplace
+    noise ``sum c_g = 1`` and ``c_g`` proportional to ``e_g^(1/3)`` (its share of epsilon is
+    ``c_g``), total ``(sum_g e_g^(1/3))^3``."""
+    if not errors:
+        return (), 0.0
     if laplace:
-        errors = [s.expected_error_l1 for _, s in plans]
-        weights = [e ** (1 / 3) for e in errors]
-        shares = [wt / sum(weights) for wt in weights]  # c_g, sum c_g = 1
-        return tuple(
-            BlockPlan(red, s.matrix * (c / s.sensitivity_l1), e / c**2, bs)
-            for (red, s), c, e, bs in zip(plans, shares, errors, kept, strict=True)
-        )
-    errors = [s.expected_error for _, s in plans]
+        roots = [e ** (1 / 3) for e in errors]
+        return tuple(r / sum(roots) for r in roots), sum(roots) ** 3
     roots = [math.sqrt(e) for e in errors]
-    shares = [math.sqrt(r / sum(roots)) for r in roots]  # c_g, sum c_g^2 = 1
-    return tuple(
-        BlockPlan(red, s.matrix * (c / s.sensitivity_l2), e / c**2, bs)
-        for (red, s), c, e, bs in zip(plans, shares, errors, kept, strict=True)
-    )
+    return tuple(math.sqrt(r / sum(roots)) for r in roots), sum(roots) ** 2
+
+
+def budget_shares(shares: Sequence[float], *, laplace: bool) -> tuple[float, ...]:
+    """Each block's share of the release's privacy cost, from :func:`block_shares`' ``c_g``."""
+    return tuple(shares) if laplace else tuple(c * c for c in shares)
 
 
 def planned_error(
@@ -263,14 +295,14 @@ def planned_error(
     expected error ``sum_g expected_error_g`` of its blocks (each over its share ``c_g``) and
     the batches it keeps. Under Gaussian noise each block's error is the solver's certified
     error at its best iterate (:func:`dp.strategy.strategy_error`: what the strategy's own
-    recomputes, up to rounding) and, with ``sum c_g^2 = 1``, the total is
-    ``(sum_g sqrt(e_g))^2``; under Laplace noise the strategies are built (their L1
+    recomputes, up to rounding); under Laplace noise the strategies are built (their L1
     sensitivity is needed). For comparing candidate sets of P only; the epoch's release is
     always :func:`plan_release`'s. With ``weights``, the error is the weighted one."""
     blocks = planned_blocks(
         predicted, laplace=laplace, solver_seconds=solver_seconds, weights=weights
     )
-    return sum(e for _, e, _ in blocks), tuple(b for *_, batches in blocks for b in batches)
+    _, total = block_shares([e for e, _ in blocks], laplace=laplace)
+    return total, tuple(b for _, batches in blocks for b in batches)
 
 
 def planned_blocks(
@@ -279,26 +311,20 @@ def planned_blocks(
     laplace: bool,
     solver_seconds: float = SOLVER_SECONDS,
     weights: Sequence[float] | None = None,
-) -> tuple[tuple[float, float, tuple[QueryBatch, ...]], ...]:
-    """The blocks of the release :func:`plan_release` would plan, priced as
-    :func:`planned_error` prices them: for each, the share of the release's privacy cost it
-    gets (``c_g^2`` of the Gaussian release's, whose blocks share one noise scale: the
-    accountants add ``mu^2`` or its equivalent; ``c_g`` of the Laplace release's epsilon), its
-    expected error at that share and the batches of P it answers."""
-    if laplace:
-        plans = plan_release(
-            predicted, laplace=True, solver_seconds=solver_seconds, weights=weights
+) -> tuple[tuple[float, tuple[QueryBatch, ...]], ...]:
+    """The blocks of the release :func:`plan_release` would plan, each with its strategy's
+    expected error ``e_g`` at unit sensitivity (:func:`block_shares` splits the release
+    between them and prices the whole) and the batches of P it answers; built as
+    :func:`planned_error` prices them. A block's ``e_g`` depends only on its own batches, so
+    that a change of P can be priced by planning the blocks it touches again."""
+    if laplace:  # the strategies are built: the split needs their L1 sensitivity
+        return tuple(
+            (_error(s, True), batches)
+            for _, s, batches in _strategies(predicted, True, solver_seconds, weights)
         )
-        # c_g = e_g^(1/3) / sum_h e_h^(1/3) (plan_release), so e_g / c_g^2 = e_g^(1/3) sum^2
-        # is proportional to c_g
-        total = sum(pl.expected_error for pl in plans)
-        return tuple((pl.expected_error / total, pl.expected_error, pl.batches) for pl in plans)
     blocks = _fitted_blocks(predicted, solver_seconds, weights)
-    roots = [math.sqrt(strategy_error(w, time_limit=seconds)) for _, w, seconds, _ in blocks]
-    # c_g^2 = sqrt(e_g) / sum sqrt(e) (plan_release), and e_g / c_g^2 = sqrt(e_g) * sum
     return tuple(
-        (r / sum(roots), r * sum(roots), batches)
-        for r, (*_, batches) in zip(roots, blocks, strict=True)
+        (strategy_error(w, time_limit=seconds), batches) for _, w, seconds, batches in blocks
     )
 
 
@@ -311,7 +337,10 @@ def _fitted_blocks(
     the batches of P it answers."""
     if weights is not None and len(weights) != len(predicted):
         raise ValueError("one weight per predicted batch")
-    scales = np.sqrt(normalised_weights(weights if weights is not None else [1.0] * len(predicted)))
+    w = np.ones(len(predicted)) if weights is None else np.asarray(weights, dtype=np.float64)
+    if not (np.all(np.isfinite(w)) and np.all(w > 0)):
+        raise ValueError("the weights of predicted statements must be positive numbers")
+    scales = np.sqrt(w)
     keep = [i for i, b in enumerate(predicted) if b.matrix.nnz > 0]
     predicted = [predicted[i] for i in keep]
     scales = scales[keep]

@@ -73,7 +73,12 @@ import scipy.sparse as sp
 
 from dp.calibration import agm_sigma, gdp_mu
 from dp.domain import Domain, QueryBatch
-from dp.marginals import normalised_weights, planned_blocks, planned_error
+from dp.marginals import (
+    block_shares,
+    budget_shares,
+    normalised_weights,
+    planned_blocks,
+)
 from dp.pacing import warmup_length
 
 from .classify import DPStatement, Refused, bind, classify
@@ -1316,6 +1321,11 @@ def _online_sigma(
     return math.sqrt(var / bad)
 
 
+#: A planned release, block by block: each block's expected error at unit sensitivity and the
+#: batches it answers (``dp.marginals.planned_blocks``).
+Blocks = tuple[tuple[float, tuple[QueryBatch, ...]], ...]
+
+
 def release_error(
     batches: Sequence[QueryBatch],
     *,
@@ -1330,13 +1340,24 @@ def release_error(
     online). With ``weights`` (the batches' probabilities, as the default mode's epoch weighs
     them), ``E`` and the rows are weighted alike (``dp.marginals.normalised_weights``), so
     that ``E / rows`` is the weighted mean variance of a row."""
-    error, planned = planned_error(
-        batches, laplace=accounting == "pure", solver_seconds=time_limit, weights=weights
-    )
-    kept = frozenset(id(b) for b in planned)
-    w = normalised_weights(weights if weights is not None else [1.0] * len(batches))
-    rows = float(sum(wi * b.num_queries for wi, b in zip(w, batches, strict=True) if id(b) in kept))
+    _, error, rows, kept = _planned(batches, accounting, time_limit, weights)
     return error, rows, kept
+
+
+def _planned(
+    batches: Sequence[QueryBatch],
+    accounting: str,
+    time_limit: float,
+    weights: Sequence[float] | None,
+) -> tuple[Blocks, float, float, frozenset[int]]:
+    """:func:`release_error`, with the release's blocks."""
+    laplace = accounting == "pure"
+    w = normalised_weights(weights if weights is not None else [1.0] * len(batches)).tolist()
+    blocks = planned_blocks(batches, laplace=laplace, solver_seconds=time_limit, weights=w)
+    _, error = block_shares([e for e, _ in blocks], laplace=laplace)
+    kept = frozenset(id(b) for _, bs in blocks for b in bs)
+    rows = float(sum(wi * b.num_queries for wi, b in zip(w, batches, strict=True) if id(b) in kept))
+    return blocks, error, rows, kept
 
 
 def expected_epoch_error(
@@ -1491,6 +1512,9 @@ class Cap:
     online_only_mae: float
     mm_var: float | None
     pricing: Pricing | None = None
+    #: the release of the ``k`` candidates kept, as it was priced (:func:`template_values`
+    #: prices changes of it block by block)
+    blocks: Blocks = field(default=(), repr=False, compare=False)
 
 
 def choose_cap(
@@ -1581,11 +1605,11 @@ def choose_cap(
         if rising >= 2:
             break  # the error has risen twice in a row: larger prefixes are not tried
         prefix = list(ranked[:k])
-        e_total, m, released = release_error(
+        blocks, e_total, m, released = _planned(
             [q.batch for q in prefix],
-            accounting=cfg.accounting,
-            time_limit=cfg.strategy_time_limit,
-            weights=[q.probability for q in prefix] if cfg.weighted else None,
+            cfg.accounting,
+            cfg.strategy_time_limit,
+            [q.probability for q in prefix] if cfg.weighted else None,
         )
         inside = [q for q in prefix if id(q.batch) in released]
         if not inside or m == 0:
@@ -1604,6 +1628,7 @@ def choose_cap(
                     online_only_mae=only_mae,
                     mm_var=mm_var,
                     pricing=pricing,
+                    blocks=blocks,
                 )
         rising = rising + 1 if this > previous else 0
         previous = this
@@ -1639,74 +1664,94 @@ class TemplateValue:
 def template_values(prediction: Prediction, *, limit: int = 8) -> tuple[TemplateValue, ...]:
     """The ``limit`` templates of each table's P that are expected to be asked most, each
     with what it is worth (:class:`TemplateValue`), priced as the cap priced P (its
-    :class:`Pricing` and split; each template's absence costs a release plan, so only the
-    first ``limit`` are priced). Empty without the error-aware cap."""
+    :class:`Pricing` and split). P's release is planned once, block by block
+    (``dp.marginals.planned_blocks``); a template's absence is priced by planning again only
+    the blocks its statements are in (a block's error depends on its own statements only).
+    Empty without the error-aware cap."""
     out: list[TemplateValue] = []
-    solver = prediction.config.strategy_time_limit
     for table, cap in sorted(prediction.caps.items()):
-        pricing = cap.pricing
         qs = [q for q in prediction.queries if q.table == table]
-        if pricing is None or not qs:
-            continue
-        weights = [q.probability for q in qs] if prediction.config.weighted else None
-        blocks = planned_blocks(
-            [q.batch for q in qs],
-            laplace=pricing.accounting == "pure",
-            solver_seconds=solver,
-            weights=weights,
-        )
-        # a row's part of its block: its weight in the workload the block was optimised for
-        mass = dict(
-            zip(
-                (id(q.batch) for q in qs),
-                normalised_weights(weights or [1.0] * len(qs)) * [q.batch.num_queries for q in qs],
-                strict=True,
-            )
-        )
-        share_of: dict[int, float] = {}
-        for share, _, batches in blocks:
-            block = sum(mass[id(b)] for b in batches)
-            for b in batches:
-                share_of[id(b)] = cap.split[0] * share * mass[id(b)] / block
-        release = (sum(e for _, e, _ in blocks), float(sum(mass[k] for k in share_of)))
-        _, mae_with, _ = pricing.window(
-            [q for q in qs if id(q.batch) in share_of], release, cap.split
-        )
-        groups: dict[str, list[PredictedQuery]] = {}
-        for q in qs:
-            groups.setdefault(q.template, []).append(q)
-        ranked = sorted(groups.items(), key=lambda kv: -sum(q.probability for q in kv[1]))
-        for template, members in ranked[:limit]:
-            rest = [q for q in qs if q.template != template]
-            e_rest, m_rest, kept = release_error(
-                [q.batch for q in rest],
-                accounting=pricing.accounting,
-                time_limit=solver,
-                weights=[q.probability for q in rest] if weights is not None else None,
-            )
-            inside = [q for q in rest if id(q.batch) in kept]
-            if inside and m_rest:
-                _, without, _ = pricing.window(inside, (e_rest, m_rest), cap.split)
-            else:  # P empty: the release's share joins the online answers, as in the engine
-                fr = cap.split
-                online = pricing.online((0.0, fr[1], fr[0] + fr[2], 0.0), pricing.stream_length)
-                without = _SQRT_2_OVER_PI * online
-            inst = sum(q.reason == "instance" for q in members)
-            out.append(
-                TemplateValue(
-                    table=table,
-                    template=template,
-                    asked=len(members) - inst,
-                    instances=inst,
-                    expected=sum(q.probability for q in members),
-                    windows=max(q.windows for q in members),
-                    analysts=max(q.analysts for q in members),
-                    budget_share=sum(share_of.get(id(q.batch), 0.0) for q in members),
-                    mae_with=mae_with,
-                    mae_without=without,
-                )
-            )
+        if cap.pricing is not None and qs:
+            out += _table_values(table, cap, cap.pricing, qs, prediction.config, limit)
     return tuple(out)
+
+
+def _table_values(
+    table: str,
+    cap: Cap,
+    pricing: Pricing,
+    qs: Sequence[PredictedQuery],
+    cfg: PredictConfig,
+    limit: int,
+) -> list[TemplateValue]:
+    laplace = pricing.accounting == "pure"
+    probabilities = [q.probability if cfg.weighted else 1.0 for q in qs]
+    weight = dict(
+        zip((id(q.batch) for q in qs), normalised_weights(probabilities).tolist(), strict=True)
+    )
+
+    def plan(batches: Sequence[QueryBatch]) -> list[tuple[float, tuple[QueryBatch, ...]]]:
+        # the solver's budget is shared by the blocks planned here only, so each gets a little
+        # more than in P's plan (the small ones converge before it)
+        return list(
+            planned_blocks(
+                batches,
+                laplace=laplace,
+                solver_seconds=cfg.strategy_time_limit,
+                weights=[weight[id(b)] for b in batches],
+            )
+        )
+
+    def mae(blocks: Sequence[tuple[float, tuple[QueryBatch, ...]]]) -> float:
+        """The epoch's expected MAE with the statements of ``blocks`` from the release."""
+        inside = {id(b) for _, bs in blocks for b in bs}
+        members = [q for q in qs if id(q.batch) in inside]
+        fr = cap.split
+        if not members:  # P empty: the release's share joins the online answers
+            online = pricing.online((0.0, fr[1], fr[0] + fr[2], 0.0), pricing.stream_length)
+            return _SQRT_2_OVER_PI * online
+        _, total = block_shares([e for e, _ in blocks], laplace=laplace)
+        rows = sum(weight[id(q.batch)] * q.batch.num_queries for q in members)
+        return pricing.window(members, (total, rows), fr)[1]
+
+    blocks = list(cap.blocks) or plan([q.batch for q in qs])
+    # each block's share of the release's privacy cost, split among its statements by their
+    # weight in its workload
+    shares = budget_shares(
+        block_shares([e for e, _ in blocks], laplace=laplace)[0], laplace=laplace
+    )
+    share_of: dict[int, float] = {}
+    for share, (_, batches) in zip(shares, blocks, strict=True):
+        mass = sum(weight[id(b)] * b.num_queries for b in batches)
+        for b in batches:
+            share_of[id(b)] = cap.split[0] * share * weight[id(b)] * b.num_queries / mass
+    mae_with = mae(blocks)
+    groups: dict[str, list[PredictedQuery]] = {}
+    for q in qs:
+        groups.setdefault(q.template, []).append(q)
+    ranked = sorted(groups.items(), key=lambda kv: -sum(q.probability for q in kv[1]))
+    out = []
+    for template, members in ranked[:limit]:
+        mine = {id(q.batch) for q in members}
+        touched = [i for i, (_, bs) in enumerate(blocks) if any(id(b) in mine for b in bs)]
+        rest = [b for i in touched for b in blocks[i][1] if id(b) not in mine]
+        untouched = [blk for i, blk in enumerate(blocks) if i not in touched]
+        inst = sum(q.reason == "instance" for q in members)
+        out.append(
+            TemplateValue(
+                table=table,
+                template=template,
+                asked=len(members) - inst,
+                instances=inst,
+                expected=sum(q.probability for q in members),
+                windows=max(q.windows for q in members),
+                analysts=max(q.analysts for q in members),
+                budget_share=sum(share_of.get(id(q.batch), 0.0) for q in members),
+                mae_with=mae_with,
+                mae_without=mae(untouched + plan(rest)),
+            )
+        )
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -497,7 +497,8 @@ def test_a_weighted_release_gives_the_likely_statements_more_accuracy() -> None:
     dom = Domain.of(("a", 3), ("b", 2), ("c", 4), ("d", 2))
     p = p_disjoint(dom)
     alike = plan_release(p, laplace=False, solver_seconds=SOLVER)
-    same = plan_release(p, laplace=False, solver_seconds=SOLVER, weights=[0.3] * 4)
+    alike_weights = dp.marginals.normalised_weights([0.3] * 4).tolist()
+    same = plan_release(p, laplace=False, solver_seconds=SOLVER, weights=alike_weights)
     assert [pl.strategy.tobytes() for pl in same] == [pl.strategy.tobytes() for pl in alike]
     weights = [1.0, 0.5, 0.02, 0.05]
     weighted = plan_release(p, laplace=False, solver_seconds=SOLVER, weights=weights)
@@ -566,16 +567,21 @@ def test_the_planned_error_is_the_plans_without_building_them(laplace: bool) -> 
         assert error == pytest.approx(sum(pl.expected_error for pl in plans), rel=1e-6)
         assert kept == tuple(b for pl in plans for b in pl.batches)
         assert empty not in kept
-        # each block's share of the release's privacy cost: its strategy's sensitivity (c_g)
-        # squared under Gaussian noise (the blocks add mu^2), itself under Laplace (epsilon)
+        # each block's error at unit sensitivity, and its share of the release's privacy cost:
+        # its strategy's sensitivity (c_g) squared under Gaussian noise (the blocks add mu^2),
+        # itself under Laplace (epsilon)
         blocks = planned_blocks(p, laplace=laplace, solver_seconds=SOLVER)
-        assert [bs for *_, bs in blocks] == [pl.batches for pl in plans]
-        for (share, e, _), pl in zip(blocks, plans, strict=True):
+        assert [bs for _, bs in blocks] == [pl.batches for pl in plans]
+        c_g, total = dp.marginals.block_shares([e for e, _ in blocks], laplace=laplace)
+        assert total == pytest.approx(error, rel=1e-9)
+        shares = dp.marginals.budget_shares(c_g, laplace=laplace)
+        for (e, _), c, share, pl in zip(blocks, c_g, shares, plans, strict=True):
             a = np.abs(pl.strategy)
-            c = a.sum(axis=0).max() if laplace else np.sqrt((a * a).sum(axis=0).max())
-            assert share == pytest.approx(c if laplace else c * c, rel=1e-6)
-            assert e == pytest.approx(pl.expected_error, rel=1e-6)
-        assert sum(share for share, *_ in blocks) == pytest.approx(1.0)
+            sens = a.sum(axis=0).max() if laplace else np.sqrt((a * a).sum(axis=0).max())
+            assert c == pytest.approx(sens, rel=1e-6)
+            assert share == pytest.approx(c if laplace else c * c)
+            assert e / c**2 == pytest.approx(pl.expected_error, rel=1e-6)
+        assert sum(shares) == pytest.approx(1.0)
     assert planned_error([empty], laplace=laplace) == (0.0, ())
 
 
