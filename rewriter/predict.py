@@ -1465,6 +1465,11 @@ class Pricing:
         s, eps, delta, acct = self.stream_length, self.epsilon, self.delta, self.accounting
         return self.sensitivity * _online_sigma(split[1], split[2], bad, eps, delta, s, acct)
 
+    def online_only(self, split: tuple[float, float, float, float]) -> float:
+        """The sd of a row with P empty: the release's share joins the online answers' pool,
+        as in the engine, and all S statements are answered online."""
+        return self.online((0.0, split[1], split[0] + split[2], 0.0), self.stream_length)
+
     def window(
         self,
         inside: Sequence[PredictedQuery],
@@ -1586,7 +1591,7 @@ def choose_cap(
         delta=delta,
         accounting=cfg.accounting,
     )
-    only = pricing.online((0.0, standard[1], standard[0] + standard[2], 0.0), s)
+    only = pricing.online_only(standard)
     only_mae = _SQRT_2_OVER_PI * only
     best = Cap(
         k=0, split=standard, mae=only_mae, online_only_mae=only_mae, mm_var=None, pricing=pricing
@@ -1706,13 +1711,11 @@ def _table_values(
         """The epoch's expected MAE with the statements of ``blocks`` from the release."""
         inside = {id(b) for _, bs in blocks for b in bs}
         members = [q for q in qs if id(q.batch) in inside]
-        fr = cap.split
-        if not members:  # P empty: the release's share joins the online answers
-            online = pricing.online((0.0, fr[1], fr[0] + fr[2], 0.0), pricing.stream_length)
-            return _SQRT_2_OVER_PI * online
+        if not members:
+            return _SQRT_2_OVER_PI * pricing.online_only(cap.split)
         _, total = block_shares([e for e, _ in blocks], laplace=laplace)
         rows = sum(weight[id(q.batch)] * q.batch.num_queries for q in members)
-        return pricing.window(members, (total, rows), fr)[1]
+        return pricing.window(members, (total, rows), cap.split)[1]
 
     blocks = list(cap.blocks) or plan([q.batch for q in qs])
     # each block's share of the release's privacy cost, split among its statements by their
