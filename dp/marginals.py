@@ -14,6 +14,10 @@ in blocks (docs/mm.md §6):
 3. **Strategies.** Each block gets the certified-gap solver's strategy (``optimize_strategy``;
    ``l1_strategy`` for Laplace noise), normalised to unit sensitivity, with expected error
    ``e_g`` (total squared error of the block's queries per unit noise).
+   With weights (the default mode's epoch: each statement's probability of being asked,
+   public), a batch's rows are scaled by the square root of its weight in ``W_g``, so the
+   strategies and the split below minimise the expected error of the statements that come
+   (:func:`normalised_weights`); what is answered from the release does not depend on them.
 4. **The budget split.** Block ``g`` is measured as ``c_g A_g x_g + Z`` with one noise scale for
    the whole release. Under Gaussian noise the total expected error ``sum_g e_g / c_g^2`` subject
    to ``sum_g c_g^2 = 1`` is minimised by ``c_g^2 = sqrt(e_g) / sum_h sqrt(e_h)``; under Laplace
@@ -74,10 +78,15 @@ def normalised_weights(weights: Sequence[float]) -> FloatArray:
     is asked: the expected squared error of the statements that come). The weights are
     public (they come from the query log, never from the data); the rows P answers, and how
     each answer is computed from the release, do not depend on them."""
-    w = np.asarray(weights, dtype=np.float64).reshape(-1)
-    if w.size and not (np.all(np.isfinite(w)) and np.all(w > 0)):
-        raise ValueError("the weights of predicted statements must be positive numbers")
+    w = _positive(weights)
     return np.maximum(w / w.max(), MIN_WEIGHT) if w.size else w
+
+
+def _positive(weights: Sequence[float]) -> FloatArray:
+    w = np.asarray(weights, dtype=np.float64).reshape(-1)
+    if not (np.all(np.isfinite(w)) and np.all(w > 0)):
+        raise ValueError("the weights of predicted statements must be positive numbers")
+    return w
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -333,14 +342,11 @@ def _fitted_blocks(
 ) -> list[tuple[Reduction, FloatArray, float, tuple[QueryBatch, ...]]]:
     """The blocks of a release (:func:`plan_release`): for each, its reduction, its reduced
     workload (dense; with ``weights``, each batch's rows scaled by the square root of its
-    normalised weight), the solver's seconds (``solver_seconds`` shared by workload size) and
+    weight), the solver's seconds (``solver_seconds`` shared by workload size) and
     the batches of P it answers."""
     if weights is not None and len(weights) != len(predicted):
         raise ValueError("one weight per predicted batch")
-    w = np.ones(len(predicted)) if weights is None else np.asarray(weights, dtype=np.float64)
-    if not (np.all(np.isfinite(w)) and np.all(w > 0)):
-        raise ValueError("the weights of predicted statements must be positive numbers")
-    scales = np.sqrt(w)
+    scales = np.sqrt(np.ones(len(predicted)) if weights is None else _positive(weights))
     keep = [i for i, b in enumerate(predicted) if b.matrix.nnz > 0]
     predicted = [predicted[i] for i in keep]
     scales = scales[keep]
