@@ -304,11 +304,11 @@ class EpochService:
     ) -> int:
         """Start an epoch over the whole table (or one declared view): pin the data, release
         P through the Matrix Mechanism (in the default mode, its statements weighted by their
-        ``probabilities`` when given: ``dp.engine.start``), persist. The epoch's neighbours are the table's
-        (its privacy unit's bound replaces whatever ``config`` says); it is refused when it
-        would take the table's budget group past its lifetime cap (checked first here, and
-        again atomically when the epoch is created), or when the table is a view of a
-        protected table of another budget group."""
+        ``probabilities`` when given: ``dp.engine.start``), persist. The epoch's neighbours
+        are the table's (its privacy unit's bound replaces whatever ``config`` says); it is
+        refused when it would take the table's budget group past its lifetime cap (checked
+        first here, and again atomically when the epoch is created), or when the table is a
+        view of a protected table of another budget group."""
         decl = self.table(table)
         attributes = self.attributes(decl.name, view)
         config = dataclasses.replace(config, contribution=decl.contribution)
