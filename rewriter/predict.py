@@ -1354,10 +1354,22 @@ def _planned(
     laplace = accounting == "pure"
     w = normalised_weights(weights if weights is not None else [1.0] * len(batches)).tolist()
     blocks = planned_blocks(batches, laplace=laplace, solver_seconds=time_limit, weights=w)
+    weight = {id(b): wi for b, wi in zip(batches, w, strict=True)}
+    return (blocks, *_priced_blocks(blocks, weight, laplace))
+
+
+def _priced_blocks(
+    blocks: Sequence[tuple[float, tuple[QueryBatch, ...]]],
+    weight: Mapping[int, float],
+    laplace: bool,
+) -> tuple[float, float, frozenset[int]]:
+    """``(E, m, kept)`` of a release planned block by block: its total expected error
+    (``dp.marginals.block_shares``), its rows weighted as the release weighs them (``weight``
+    by ``id`` of batch) and the ``id`` of each batch it answers."""
     _, error = block_shares([e for e, _ in blocks], laplace=laplace)
-    kept = frozenset(id(b) for _, bs in blocks for b in bs)
-    rows = float(sum(wi * b.num_queries for wi, b in zip(w, batches, strict=True) if id(b) in kept))
-    return blocks, error, rows, kept
+    kept = [b for _, bs in blocks for b in bs]
+    rows = float(sum(weight[id(b)] * b.num_queries for b in kept))
+    return error, rows, frozenset(id(b) for b in kept)
 
 
 def expected_epoch_error(
@@ -1709,15 +1721,13 @@ def _table_values(
 
     def mae(blocks: Sequence[tuple[float, tuple[QueryBatch, ...]]]) -> float:
         """The epoch's expected MAE with the statements of ``blocks`` from the release."""
-        inside = {id(b) for _, bs in blocks for b in bs}
+        total, rows, inside = _priced_blocks(blocks, weight, laplace)
         members = [q for q in qs if id(q.batch) in inside]
         if not members:
             return _SQRT_2_OVER_PI * pricing.online_only(cap.split)
-        _, total = block_shares([e for e, _ in blocks], laplace=laplace)
-        rows = sum(weight[id(q.batch)] * q.batch.num_queries for q in members)
         return pricing.window(members, (total, rows), cap.split)[1]
 
-    blocks = list(cap.blocks) or plan([q.batch for q in qs])
+    blocks = list(cap.blocks)  # the cap's own plan of P
     # each block's share of the release's privacy cost, split among its statements by their
     # weight in its workload
     shares = budget_shares(
