@@ -1452,7 +1452,9 @@ def expected_epoch_error(
 MM_SHARES = (0.0625, 0.125, 0.25, 0.5, 0.75)
 
 
-def _split_for(mm: float) -> tuple[float, float, float, float]:
+def split_for(mm: float) -> tuple[float, float, float, float]:
+    """The split (MM, warm-up, paced online, reserve) with a Matrix Mechanism share ``mm``
+    (:data:`MM_SHARES`)."""
     side = min(1.0 / 6.0, (1.0 - mm) / 3.0)
     return (mm, side, 1.0 - mm - 2.0 * side, side)
 
@@ -1591,7 +1593,7 @@ def choose_cap(
     elif cfg.split is not None:
         splits = [cfg.split]
     else:
-        splits = [_split_for(m) for m in MM_SHARES]
+        splits = [split_for(m) for m in MM_SHARES]
     standard = splits[0] if cfg.split is not None else SPLITS["matrix-heavy"]
 
     pricing = Pricing(

@@ -21,7 +21,7 @@ from bench.predict import datasets as D
 from bench.predict import replay as R
 from bench.predict import run
 from rewriter import Refused, classify
-from rewriter.predict import DAY, PredictConfig, evaluate
+from rewriter.predict import DAY, PredictConfig, evaluate, split_for
 
 #: The engine runs answer the window's first STREAM statements of at most ROWS rows (enough
 #: for the structure; IDEBench's GROUP BYs of hundreds of rows make slow releases).
@@ -142,3 +142,23 @@ def test_engine_runs_count_refusals_and_the_oracle_is_answered_from_the_release(
     literal = literal[: 2 * s]
     lit = run.engine_run(data.pin, stream, literal, seed)
     assert not lit.error and lit.answered + lit.refused == s
+
+
+def test_the_oracle_bound_keeps_the_best_run_that_refuses_no_more_than_online(
+    data: run.Data,
+) -> None:
+    """``Row.oracle_best`` (``run.best_fitting``): the oracle P at several MM shares; the bound
+    is the least MAE among the runs refusing no more than online, and a run that refused more
+    (here: a planned S shorter than the stream) never counts."""
+    w = _window(data)
+    stream = [b for b in w.stream.batches if b.num_queries <= ROWS][:STREAM]
+    seed = run.session_seed(1, data.sessions[1])
+    online = run.engine_run(data.pin, stream, [], seed)
+    short = run.engine_run(data.pin, stream, [], seed, stream_length=max(1, len(stream) // 3))
+    runs = [(run.engine_run(data.pin, stream, stream, seed, split_for(m)), m) for m in (0.125, 0.9)]
+    assert online.refused == 0 and short.refused >= 1
+    assert all(not r.error and r.refused == 0 for r, _ in runs)
+    got = run.best_fitting([*runs, (short, 0.5)], online)
+    assert got is not None and got[1] in (0.125, 0.9)
+    assert got[0].mae == min(r.mae for r, _ in runs)
+    assert run.best_fitting([(short, 0.5)], online) is None
