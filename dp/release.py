@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from dp.domain import FloatArray
 from dp.errors import InternalError
 from dp.noise import Sampler
-from dp.strategy import Strategy, thin_svd, unique_columns
+from dp.strategy import Strategy, svd, thin_svd, unique_columns
 
 # A query is in the row space when its residual after projection is at most this fraction of
 # its norm (both in the group-constant part and in the reduced coordinates).
@@ -311,7 +311,7 @@ def _factorise(a: FloatArray, y: FloatArray, v: FloatArray) -> _Factor:
     # The complement of the row space costs n_r - r columns, the row space itself 2r (project
     # and subtract): keep whichever is smaller.
     complement = n_r - min(aw.shape) < 2 * min(aw.shape)
-    u, sv, vt = np.linalg.svd(aw, full_matrices=complement)
+    u, sv, vt = svd(aw, full_matrices=complement)
     if sv.size == 0 or sv[0] == 0.0:
         r = 0
     else:
@@ -358,7 +358,7 @@ def _factorise_large(
         r = int(np.sum(sv > sv[0] * max(aw.shape) * np.finfo(np.float64).eps))
         basis = vt[:r].T
         b = aw @ basis
-    ub, sb, zbt = np.linalg.svd(b, full_matrices=False)
+    ub, sb, zbt = svd(b)
     var_map = zbt.T / sb
     beta = var_map @ (ub.T @ yw)
     n = groups.shape[0]

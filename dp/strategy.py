@@ -265,11 +265,10 @@ def thin_svd(a: FloatArray, *, exact: bool = False) -> tuple[FloatArray, FloatAr
     """
     p, n = a.shape
     if n <= 2 * p or p == 0:
-        u, sv, vt = np.linalg.svd(a, full_matrices=False)
-        return u, sv, vt
+        return svd(a)
     if exact:
         q, r = sla.qr(a.T, mode="economic", check_finite=False)
-        ur, sv, zt = np.linalg.svd(r, full_matrices=False)
+        ur, sv, zt = svd(r)
         return zt.T, sv, (q @ ur).T
     # The p x p Gram matrix is much cheaper; it is accurate enough when its spectrum splits
     # cleanly into "kept" eigenvalues (>= _GRAM_KEEP * max, so that V = U^T a / sigma is
@@ -302,6 +301,27 @@ def _row_factor(w: FloatArray) -> FloatArray:
     k = int(np.sum(sv > tol))
     factor: FloatArray = sv[:k, None] * vt[:k]
     return factor
+
+
+def svd(a: FloatArray, *, full_matrices: bool = False) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """``a = u diag(sv) vt`` (``sv`` descending), as ``np.linalg.svd``.
+
+    LAPACK's divide and conquer (dgesdd) can fail to converge: NumPy's build did on a
+    690 x 690 whitened strategy of a real log's release (values from 1e-28 to 0.05), where
+    SciPy's build of the same routine did not. So NumPy's first, then SciPy's dgesdd, then
+    the QR iteration (dgesvd), slower but the most robust; the factors agree to rounding."""
+    try:
+        u, sv, vt = np.linalg.svd(a, full_matrices=full_matrices)
+        return u, sv, vt
+    except np.linalg.LinAlgError:
+        pass
+    for driver in ("gesdd", "gesvd"):
+        try:
+            u, sv, vt = sla.svd(a, full_matrices=full_matrices, lapack_driver=driver)
+            return u, sv, vt
+        except (np.linalg.LinAlgError, ValueError):
+            continue
+    raise np.linalg.LinAlgError("no SVD routine converged")
 
 
 def _eigh(k_mat: FloatArray, *, lower: bool = True) -> tuple[FloatArray, FloatArray]:

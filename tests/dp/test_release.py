@@ -261,3 +261,30 @@ def test_large_view_with_few_patterns_detects_split_groups_exactly() -> None:
     q = w[[0, 5, 9]]
     var = measure(s, x, sigma, SeededSampler(0)).variance(q)
     assert np.allclose(var, sigma**2 * np.sum((q @ np.linalg.pinv(s.matrix)) ** 2, axis=1))
+
+
+def test_an_svd_failure_falls_back_and_answers_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NumPy's dgesdd raised "SVD did not converge" on a well-conditioned 690 x 690 whitened
+    strategy of a real log's release (``lapras epoch start`` then failed); the factorisation
+    then takes SciPy's routines (dp.strategy.svd) and answers as before, to rounding."""
+    import dp.strategy as strategy
+
+    w = np.vstack([np.tril(np.ones((8, 8))), np.eye(8)])
+    a = optimize_strategy(w).matrix
+    x = np.arange(8, dtype=np.float64)
+    noise = SeededSampler(3).gaussian(float(np.sqrt(2.0)), a.shape[0])
+    want = Release(matrix=a, y=a @ x + noise, noise_variance=np.full(a.shape[0], 2.0)).solve(w)
+    real = np.linalg.svd
+    calls = {"numpy": 0}
+
+    def flaky(m: np.ndarray, *args: object, **kw: object) -> object:
+        calls["numpy"] += 1
+        raise np.linalg.LinAlgError("SVD did not converge")
+
+    monkeypatch.setattr(strategy.np.linalg, "svd", flaky)
+    got = Release(matrix=a, y=a @ x + noise, noise_variance=np.full(a.shape[0], 2.0)).solve(w)
+    monkeypatch.setattr(strategy.np.linalg, "svd", real)
+    assert calls["numpy"] >= 1
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-9)
+    assert got[2].all() and want[2].all()
