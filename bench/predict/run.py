@@ -45,10 +45,10 @@ estimate it from the same log), else the window's own:
 (The last three use the default split, matrix-heavy.) Where the literal overlap is at least
 :data:`HIGH_OVERLAP` (the windows of the issue's 2x target), the oracle P is also run at each
 MM share of :data:`ORACLE_SHARES` (``rewriter.predict.split_for``), and the best of them whose
-refusals are at most online-only's is kept (``oracle_best``): what a perfect prediction reaches
-with this engine and S at any split, so a bound on what any predictor can reach there. Reported per run: MAE = mean |noisy -
-exact| over the rows (linear queries) of the answered statements, and the statements refused
-for budget. Overlap rho = the share of the window's distinct statements (by the predictor's
+refusals are at most online-only's is kept (``oracle_best``): what a perfect prediction
+reaches with this engine and S at any split, so a bound on what any predictor can reach
+there. Reported per run: MAE = mean |noisy - exact| over the rows (linear queries) of the
+answered statements, and the statements refused for budget. Overlap rho = the share of the window's distinct statements (by the predictor's
 identity, ``Resolved.ident``) that are in P.
 
 Time. The online, oracle and literal runs do not depend on the predictor: they are cached on
