@@ -484,7 +484,11 @@ def _limit_zero(select: exp.Select) -> bool:
     node = select.args.get("limit")
     if node is None:
         return False
-    e = node.args.get("expression") or node.this
+    e = (
+        node.args.get("count")
+        if isinstance(node, exp.Fetch)
+        else node.args.get("expression") or node.this
+    )
     return isinstance(e, exp.Literal) and not e.is_string and str(e.this).strip() in ("0", "0.0")
 
 

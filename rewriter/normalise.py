@@ -38,6 +38,7 @@ from .plan import (
     Compare,
     Const,
     Func,
+    GroupingRef,
     KeyRef,
     Logic,
     Measure,
@@ -54,6 +55,7 @@ from .plan import (
     PostExpr,
     Pred,
     Window,
+    evaluate_with,
     nodes,
 )
 
@@ -784,16 +786,25 @@ class _Builder:
             filt = self.pred(where.this if isinstance(where, exp.Where) else where)
             node = node.this
         within: exp.Expression | None = None
+        within_desc = False
         if isinstance(node, exp.WithinGroup):
             order = node.expression
             items = order.expressions if isinstance(order, exp.Order) else []
             if len(items) != 1:
                 raise _unsupported("WITHIN GROUP with several ORDER BY items", self.table)
-            if items[0].args.get("desc"):
+            within_desc = bool(items[0].args.get("desc"))
+            if within_desc and not isinstance(node.this, exp.Mode):
                 raise _unsupported("WITHIN GROUP (ORDER BY ... DESC)", self.table,
                                    hint="write WITHIN GROUP (ORDER BY x) with the fraction 1 - f")  # fmt: skip
             within = items[0].this
             node = node.this
+        if isinstance(node, exp.Mode):
+            if within is None:
+                raise _unsupported("mode() without WITHIN GROUP", self.table,
+                                   hint="write mode() WITHIN GROUP (ORDER BY x)")  # fmt: skip
+            e = self.cell(within)
+            h = self.measure(Measure(kind=MeasureKind.HIST, expr=e, filter=filt))
+            return AggRef(func="mode", value=h, pg_type=typeof(e), desc=within_desc)
         if isinstance(node, exp.PercentileCont | exp.PercentileDisc):
             if within is None:
                 raise _unsupported("a percentile without WITHIN GROUP", self.table)
@@ -991,7 +1002,10 @@ _NAMES: dict[type[exp.Expression], str] = {
     exp.Substring: "substring", exp.WidthBucket: "width_bucket", exp.Extract: "extract",
     exp.TimestampTrunc: "date_trunc", exp.DateTrunc: "date_trunc", exp.Trim: "btrim",
     exp.Concat: "concat", exp.Case: "case", exp.RowNumber: "row_number", exp.Rank: "rank",
-    exp.DenseRank: "dense_rank",
+    exp.DenseRank: "dense_rank", exp.PercentRank: "percent_rank", exp.CumeDist: "cume_dist",
+    exp.Ntile: "ntile", exp.Lag: "lag", exp.Lead: "lead", exp.FirstValue: "first_value",
+    exp.LastValue: "last_value", exp.NthValue: "nth_value", exp.Mode: "mode",
+    exp.Grouping: "grouping",
 }  # fmt: skip
 
 
@@ -1037,7 +1051,194 @@ def _int_literal(node: exp.Expression) -> int | None:
 _WINDOW_FUNCS: dict[type[exp.Expression], str] = {
     exp.Sum: "sum", exp.Count: "count", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
     exp.RowNumber: "row_number", exp.Rank: "rank", exp.DenseRank: "dense_rank",
+    exp.PercentRank: "percent_rank", exp.CumeDist: "cume_dist", exp.Ntile: "ntile",
+    exp.Lag: "lag", exp.Lead: "lead", exp.FirstValue: "first_value",
+    exp.LastValue: "last_value", exp.NthValue: "nth_value",
 }  # fmt: skip
+#: The window functions of the grouped result, in SQL words (for refusals' hints).
+WINDOW_FUNCTIONS = (
+    "sum, count, avg, min, max, row_number, rank, dense_rank, percent_rank, cume_dist, ntile, "
+    "lag, lead, first_value, last_value, nth_value"
+)
+
+
+def _no_column(node: exp.Expression) -> PostExpr | None:
+    if isinstance(node, exp.Column | exp.AggFunc | exp.Window):
+        raise _NotAValue()
+    return None
+
+
+def row_count(b: _Builder, select: exp.Query, key: str) -> Value | None:
+    """The value of ``LIMIT`` (``FETCH FIRST|NEXT n ROWS ONLY``, PostgreSQL's standard
+    spelling) or ``OFFSET`` (``key``): a parameter, or a constant expression evaluated with
+    PostgreSQL's semantics as a bigint (``LIMIT 2 + 3``, ``LIMIT '10'``, ``LIMIT 2.6`` rounds
+    to 3); None for no limit (``LIMIT ALL``, ``LIMIT NULL``)."""
+    table = b.table
+    node = select.args.get(key)
+    if node is None:
+        return None
+    what = key.upper()
+    if isinstance(node, exp.Fetch):
+        what = f"FETCH {str(node.args.get('direction') or 'FIRST').upper()}"
+        opts = node.args.get("limit_options")
+        if opts is not None and (opts.args.get("percent") or opts.args.get("with_ties")):
+            raise _unsupported(
+                f"{what} ... {'PERCENT' if opts.args.get('percent') else 'WITH TIES'}", table,
+                hint=f"write {what} n ROWS ONLY, or LIMIT n",
+            )  # fmt: skip
+        e = node.args.get("count")
+        if e is None:
+            return 1  # FETCH FIRST ROW ONLY
+    else:
+        e = node.args.get("expression") or node.this
+    if isinstance(e, exp.Var) and e.name.upper() == "ALL":
+        return None
+    try:
+        v = b.value(e, None)
+    except _NotAValue:
+        v = _constant_count(b, e, what)
+    if isinstance(v, Param):
+        b.params[v.index] = 20
+        return v
+    if v is None:
+        return None
+    if isinstance(v, str):
+        try:
+            v = Fraction(int(v.strip()))
+        except ValueError:
+            raise InvalidValueError("invalid input syntax for type bigint") from None
+    if not isinstance(v, Fraction):
+        raise InvalidValueError(f"{what} takes a number")
+    rounded: object = pgeval.cast(Decimal(v.numerator) / Decimal(v.denominator), "numeric", "int8")
+    assert isinstance(rounded, int)
+    n = rounded
+    if n < 0:
+        neg = InvalidValueError(f"{'OFFSET' if key == 'offset' else 'LIMIT'} must not be negative")
+        neg.sqlstate = "2201X" if key == "offset" else "2201W"  # type: ignore[misc]
+        raise neg
+    return n
+
+
+def _constant_count(b: _Builder, e: exp.Expression, what: str) -> Fraction | None:
+    """A constant expression of LIMIT/OFFSET, evaluated as PostgreSQL casts it to bigint."""
+    table = b.table
+    try:
+        c = b.convert(e, _no_column)
+    except _NotAValue:
+        raise _unsupported(
+            f"a column or an aggregate in {what}", table,
+            hint=f"{what} takes a constant: write {what} <number> or {what} $n",
+        ) from None  # fmt: skip
+    if any(isinstance(n, Const) and isinstance(n.value, Param) for n in nodes(c)):
+        raise _unsupported(
+            f"a parameter inside an expression in {what}", table, hint=f"write {what} $n"
+        )
+    t = typeof(c)
+    if t not in ("int2", "int4", "int8", "numeric", "float4", "float8", "unknown"):
+        raise UnsupportedError(
+            f"argument of {what.split()[0]} must be type bigint, not type {pgeval.sql_type(t)}"
+        )
+    try:
+        got = evaluate_with(Cast(arg=c, pg_type="int8", source=t), _no_leaf)
+    except pgeval.EvalError as err:
+        raise InvalidValueError(err.message) from None
+    return None if got is None else Fraction(int(got))  # type: ignore[call-overload]
+
+
+def _no_leaf(e: PostExpr) -> object:
+    raise pgeval.EvalError("0A000", "a value that is not a constant")
+
+
+def window_function(b: _Builder, node: exp.Window, leaf: Leaf) -> Window:
+    """The IR of a window function over the grouped result (``leaf`` resolves its
+    arguments: group keys and aggregates), with PostgreSQL's result types: int8 for the
+    numbering functions, float8 for ``percent_rank``/``cume_dist``, int4 for ``ntile``, the
+    argument's for ``lag``/``lead`` (with its default: their common type) and the value
+    functions."""
+    table = b.table
+    if node.args.get("spec") is not None or node.args.get("alias") is not None:
+        raise _unsupported(
+            "a window frame (ROWS/RANGE/GROUPS) or a named window", table,
+            hint="write the window with PARTITION BY and ORDER BY only: the default frame is "
+            "answered",
+        )  # fmt: skip
+    fn = node.this
+    if isinstance(fn, exp.IgnoreNulls | exp.RespectNulls):
+        raise _unsupported(f"{sql_words(fn.this)} with IGNORE/RESPECT NULLS", table)
+    func = _WINDOW_FUNCS.get(type(fn))
+    if func is None:
+        raise _unsupported(
+            f"window function {sql_words(fn).removeprefix('function ')}", table,
+            hint=f"the window functions answered over the grouped result are {WINDOW_FUNCTIONS}",
+        )  # fmt: skip
+    if func in ("sum", "avg", "min", "max", "count") and (
+        isinstance(fn.this, exp.Distinct) or fn.args.get("expressions")
+    ):
+        raise _unsupported(f"{func}(DISTINCT ...) or several arguments in a window", table)
+
+    def conv(n: exp.Expression) -> PostExpr:
+        return b.convert(n, leaf)
+
+    arg: PostExpr | None = None
+    extra: list[PostExpr] = []
+    inner = fn.this
+    if func in ("sum", "avg", "min", "max", "lag", "lead", "first_value", "last_value",
+                "nth_value") or (
+        func == "count" and inner is not None and not isinstance(inner, exp.Star)
+    ):  # fmt: skip
+        arg = conv(inner)
+    elif func == "ntile":
+        if inner is None:
+            raise _unsupported("ntile() without a number of buckets", table)
+        arg = conv(inner)
+        if typeof(arg) not in ("int2", "int4", "unknown"):
+            raise UnsupportedError(
+                f"function ntile({pgeval.sql_type(typeof(arg))}) does not exist",
+                hint="ntile takes an integer number of buckets",
+            )
+        arg = b._as(arg, "int4")
+    at = typeof(arg) if arg is not None else "int8"
+    if func in ("lag", "lead"):
+        offset = fn.args.get("offset")
+        default = fn.args.get("default")
+        if offset is not None:
+            extra.append(b._as(conv(offset), "int4"))
+            if typeof(extra[0]) not in ("int2", "int4"):
+                raise UnsupportedError(
+                    f"the offset of {func} must be an integer", hint=f"write {func}(x, 1)"
+                )
+        if default is not None:
+            d = conv(default)
+            at = pgeval.common_type([at, typeof(d)], func)
+            arg = b._as(arg, at) if arg is not None else arg
+            extra.append(b._as(d, at))
+    if func == "nth_value":
+        extra.append(b._as(conv(fn.args["offset"]), "int4"))
+    partition = tuple(conv(p) for p in node.args.get("partition_by") or [])
+    onode = node.args.get("order")
+    order = tuple(
+        OrderItem(
+            expr=conv(o.this),
+            desc=bool(o.args.get("desc")),
+            nulls_first=o.args.get("nulls_first"),
+        )
+        for o in (onode.expressions if onode is not None else [])
+    )
+    if func in ("count", "row_number", "rank", "dense_rank"):
+        t = "int8"
+    elif func in ("percent_rank", "cume_dist"):
+        t = "float8"
+    elif func == "ntile":
+        t = "int4"
+    elif func == "sum":
+        t = "int8" if at in ("int2", "int4") else ("float8" if at in FLOAT_TYPES else "numeric")
+    elif func == "avg":
+        t = "float8" if at in FLOAT_TYPES else "numeric"
+    else:
+        t = at
+    return Window(
+        func=func, arg=arg, partition=partition, order=order, pg_type=t, args=tuple(extra)
+    )
 
 
 def _grouping_sets(gnode: exp.Group) -> tuple[list[exp.Expression], list[list[int]]]:
@@ -1183,6 +1384,8 @@ def normalise(
             )
         if isinstance(node, exp.Window):
             return window(node)
+        if isinstance(node, exp.Grouping):
+            return grouping(node)
         agg = b.aggregate(node)
         if agg is not None:
             return agg
@@ -1190,38 +1393,25 @@ def normalise(
             raise _unsupported("a subquery", table)
         return grouped(node)
 
+    def grouping(node: exp.Grouping) -> PostExpr:
+        keys: list[int] = []
+        for arg in node.expressions:
+            key = grouped(arg)
+            if not isinstance(key, KeyRef):
+                err = GroupingError(
+                    "arguments to GROUPING must be grouping expressions of the associated "
+                    "query level",
+                    hint="write GROUPING(col) of a column of the GROUP BY (ROLLUP, CUBE, "
+                    "GROUPING SETS)",
+                )
+                raise err
+            keys.append(key.index)
+        if len(keys) > 31:
+            raise _unsupported("GROUPING with more than 31 arguments", table)
+        return GroupingRef(keys=tuple(keys))
+
     def window(node: exp.Window) -> PostExpr:
-        if node.args.get("spec") is not None or node.args.get("alias") is not None:
-            raise _unsupported("a window frame or named window", table)
-        func = _WINDOW_FUNCS.get(type(node.this))
-        if func is None:
-            raise _unsupported(f"window function {sql_words(node.this)}", table)
-        arg: PostExpr | None = None
-        inner = node.this.this
-        if func in ("sum", "avg", "min", "max") or (
-            func == "count" and inner is not None and not isinstance(inner, exp.Star)
-        ):
-            arg = b.convert(inner, post_leaf)
-        partition = tuple(b.convert(p, post_leaf) for p in node.args.get("partition_by") or [])
-        onode = node.args.get("order")
-        order = tuple(
-            OrderItem(
-                expr=b.convert(o.this, post_leaf),
-                desc=bool(o.args.get("desc")),
-                nulls_first=o.args.get("nulls_first"),
-            )
-            for o in (onode.expressions if onode is not None else [])
-        )
-        at = typeof(arg) if arg is not None else "int8"
-        if func in ("count", "row_number", "rank", "dense_rank"):
-            t = "int8"
-        elif func == "sum":
-            t = "int8" if at in ("int2", "int4") else ("float8" if at in FLOAT_TYPES else "numeric")
-        elif func == "avg":
-            t = "float8" if at in FLOAT_TYPES else "numeric"
-        else:
-            t = at
-        return Window(func=func, arg=arg, partition=partition, order=order, pg_type=t)
+        return window_function(b, node, post_leaf)
 
     def post(node: exp.Expression) -> PostExpr:
         return b.convert(node, post_leaf)
@@ -1275,28 +1465,7 @@ def normalise(
             )
 
     def bound(key: str) -> Value | None:
-        node = select.args.get(key)
-        if node is None:
-            return None
-        e = node.args.get("expression") or node.this
-        if isinstance(e, exp.Var) and e.name.upper() == "ALL":
-            return None
-        try:
-            v = b.value(e, None)
-        except _NotAValue:
-            raise _unsupported(
-                f"an expression in {key.upper()}",
-                table,
-                hint=f"write {key.upper()} <number> or {key.upper()} $n",
-            ) from None
-        if isinstance(v, Param):
-            b.params[v.index] = 20
-            return v
-        if v is None:
-            return None
-        if not isinstance(v, Fraction) or v.denominator != 1 or v < 0:
-            raise InvalidValueError(f"{key.upper()} must be a non-negative integer")
-        return int(v)
+        return row_count(b, select, key)
 
     limit = bound("limit")
     offset = bound("offset")
@@ -1383,12 +1552,10 @@ def union_logical(parts: Sequence[Logical], tree: exp.Union, distinct: bool) -> 
         )  # fmt: skip
 
     def bound(key: str) -> int | None:
-        node = tree.args.get(key)
-        if node is None:
-            return None
-        v = _int_literal(node.args.get("expression") or node.this)
-        if v is None or v < 0:
-            raise _unsupported(f"{key.upper()} of a UNION other than a constant", table)
+        v = row_count(_Builder(table=table, aliases=frozenset()), tree, key)
+        if v is not None and not isinstance(v, int):
+            raise _unsupported(f"a parameter in {key.upper()} of a UNION", table,
+                               hint=f"write {key.upper()} <number>")  # fmt: skip
         return v
 
     params: dict[int, int] = {}
@@ -1580,6 +1747,8 @@ def _fmt_expr(
             text = f"count(DISTINCT {arg})"
         elif e.func.startswith("percentile"):
             text = f"{e.func}({e.fraction}) WITHIN GROUP (ORDER BY {arg})"
+        elif e.func == "mode":
+            text = f"mode() WITHIN GROUP (ORDER BY {arg}{' DESC' if e.desc else ''})"
         elif m.kind is MeasureKind.COUNT_STAR:
             text = f"{e.func}({e.scale})"
         else:
@@ -1615,7 +1784,10 @@ def _fmt_expr(
     if isinstance(e, Cast):
         mod = f"({', '.join(map(str, e.typmod))})" if e.typmod else ""
         return f"CAST({f(e.arg)} AS {pgeval.sql_type(e.pg_type)}{mod})"
+    if isinstance(e, GroupingRef):
+        return "GROUPING(" + ", ".join(f(KeyRef(index=k, pg_type="")) for k in e.keys) + ")"
     arg = f(e.arg) if e.arg is not None else ("*" if e.func == "count" else "")
+    arg = ", ".join([arg, *(f(a) for a in e.args)]) if e.args else arg
     over = []
     if e.partition:
         over.append("PARTITION BY " + ", ".join(f(p) for p in e.partition))

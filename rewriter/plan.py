@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import decimal
+import functools
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -138,8 +139,8 @@ class AggRef:
     ``count`` rounds to 0). ``avg``: ``value`` / ``count``, within the range its argument takes
     in the group. ``var_pop``/``var_samp``/``stddev_pop``/``stddev_samp``: from ``count``,
     ``value`` (sum) and ``square`` (sum of squares). ``percentile_cont``/``percentile_disc``
-    (at ``fraction``), ``min``, ``max`` and ``count_distinct``: from the histogram measure
-    ``value``.
+    (at ``fraction``), ``min``, ``max``, ``count_distinct`` and ``mode``: from the histogram
+    measure ``value``.
     """
 
     func: str
@@ -150,6 +151,7 @@ class AggRef:
     fraction: float | None = None
     pg_type: str = "int8"
     integral: bool = True  # the argument takes integer values only
+    desc: bool = False  # mode() WITHIN GROUP (ORDER BY x DESC): a tie goes to the last value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,18 +210,42 @@ class Cast:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Window:
-    """A window function over the grouped result: ``func(arg) OVER (PARTITION BY ... ORDER
-    BY ...)`` (sum, count, avg, min, max, row_number, rank, dense_rank)."""
+    """A window function over the grouped result: ``func(arg, *args) OVER (PARTITION BY ...
+    ORDER BY ...)`` with PostgreSQL's default frame (sum, count, avg, min, max, row_number,
+    rank, dense_rank, percent_rank, cume_dist, ntile, lag, lead, first_value, last_value,
+    nth_value). ``args``: the arguments after the first (lag's offset and default, nth_value's
+    position); ntile's bucket count is ``arg``."""
 
     func: str
     arg: PostExpr | None
     partition: tuple[PostExpr, ...]
     order: tuple[OrderItem, ...]
     pg_type: str
+    args: tuple[PostExpr, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupingRef:
+    """``GROUPING(k1, k2, ...)`` of group keys ``keys``: a bit per key, the first the most
+    significant, set when the row's grouping set does not group by that key (int4)."""
+
+    keys: tuple[int, ...]
+    pg_type: str = "int4"
 
 
 PostExpr: TypeAlias = (
-    KeyRef | AggRef | Const | Compare | Logic | Arith | AttrRef | Func | Case | Cast | Window
+    KeyRef
+    | AggRef
+    | Const
+    | Compare
+    | Logic
+    | Arith
+    | AttrRef
+    | Func
+    | Case
+    | Cast
+    | Window
+    | GroupingRef
 )
 
 
@@ -284,6 +310,9 @@ class Plan:
     layouts: tuple[Layout, ...] = ()
     ranges: tuple[tuple[tuple[float, float] | None, ...], ...] = ()
     parts: tuple[Plan, ...] = ()  # a UNION: the branches, their batches stacked in ``batch``
+    # per group, the indexes of the keys its grouping set groups by (ROLLUP, CUBE, GROUPING
+    # SETS; empty: every group is grouped by every key), for GROUPING()
+    grouped: tuple[tuple[int, ...], ...] = ()
 
     @property
     def num_groups(self) -> int:
@@ -441,6 +470,7 @@ class _Group:
     values: tuple[object, ...]
     ranges: tuple[tuple[float, float] | None, ...]
     layouts: tuple[Layout, ...]
+    grouped: tuple[int, ...] | None = None  # the keys of its grouping set (None: all)
 
 
 def _agg(ref: AggRef, g: _Group) -> object:
@@ -448,7 +478,7 @@ def _agg(ref: AggRef, g: _Group) -> object:
     v = g.values[ref.value]
     if func == "count":
         return max(0, _round_int(float(v)))  # type: ignore[arg-type]
-    if func in ("min", "max", "count_distinct", "percentile_cont", "percentile_disc"):
+    if func in ("min", "max", "count_distinct", "percentile_cont", "percentile_disc", "mode"):
         counts = np.asarray(v, dtype=np.int64)
         values = g.layouts[ref.value].values
         present = [i for i in range(len(values)) if counts[i] > 0 and values[i] is not None]
@@ -456,6 +486,10 @@ def _agg(ref: AggRef, g: _Group) -> object:
             return len(present)
         if not present:
             return None
+        if func == "mode":  # the most frequent value; a tie: the first in the sort order
+            sign = 1 if ref.desc else -1
+            best = max(present, key=lambda i: (int(counts[i]), sign * i))
+            return widen(values[best], ref.pg_type)
         if func == "min":
             return widen(values[present[0]], ref.pg_type)
         if func == "max":
@@ -516,6 +550,11 @@ def _leaf(e: PostExpr, g: _Group, windows: dict[Window, object]) -> object:
         return _agg(e, g)
     if isinstance(e, Window):
         return windows[e]
+    if isinstance(e, GroupingRef):
+        bits = 0
+        for k in e.keys:
+            bits = bits * 2 + (0 if g.grouped is None or k in g.grouped else 1)
+        return bits
     raise ValueError("a cell attribute in a post-processing expression")
 
 
@@ -538,15 +577,36 @@ def _sort(items: Sequence[OrderItem], keys: list[list[object]]) -> list[int]:
 
 def _windows(exprs: Sequence[PostExpr], groups: Sequence[_Group]) -> list[dict[Window, object]]:
     """The value of every window function of ``exprs`` for each group (the rows after
-    HAVING), as PostgreSQL computes them: partitions, then the frame up to the current row's
-    last peer when the window is ordered, else the whole partition."""
+    HAVING): :func:`window_values` over the groups."""
+    found = windows_of(exprs)
+    if not found:
+        return [{} for _ in groups]
+    return window_values(found, [functools.partial(_plain_leaf, g) for g in groups])
+
+
+def _plain_leaf(g: _Group, e: PostExpr) -> object:
+    return _leaf(e, g, {})
+
+
+def windows_of(exprs: object) -> list[Window]:
+    """The distinct window functions of some expressions, in order of appearance."""
     found: list[Window] = []
     for node in nodes(exprs):
         if isinstance(node, Window) and node not in found:
             found.append(node)
-    out: list[dict[Window, object]] = [{} for _ in groups]
+    return found
+
+
+def window_values(found: Sequence[Window], plain: Sequence[Leaf]) -> list[dict[Window, object]]:
+    """The value of each window function of ``found`` for each row (``plain[i]`` gives row
+    ``i``'s leaves), as PostgreSQL computes them: partitions, the rows ordered in each (peers:
+    rows equal in the ORDER BY), and the default frame -- from the partition's start to the
+    current row's last peer when the window is ordered, else the whole partition. ``lag``
+    and ``lead`` move by rows, ``ntile`` splits the partition into buckets whose sizes differ
+    by at most one (the larger first), ``percent_rank`` is ``(rank - 1) / (rows - 1)`` and
+    ``cume_dist`` the share of rows up to the current row's last peer."""
+    out: list[dict[Window, object]] = [{} for _ in plain]
     for w in found:
-        plain = [lambda e, g=g: _leaf(e, g, {}) for g in groups]
         parts: dict[tuple[object, ...], list[int]] = {}
         for i, leaf in enumerate(plain):
             parts.setdefault(tuple(evaluate_with(p, leaf) for p in w.partition), []).append(i)
@@ -555,25 +615,76 @@ def _windows(exprs: Sequence[PostExpr], groups: Sequence[_Group]) -> list[dict[W
             ordered = [members[k] for k in _sort(w.order, okeys)] if w.order else members
             peers = [tuple(evaluate_with(o.expr, plain[i]) for o in w.order) for i in ordered]
             args = [evaluate_with(w.arg, plain[i]) if w.arg is not None else 1 for i in ordered]
+            n = len(ordered)
             rank = dense = 0
             for pos, i in enumerate(ordered):
                 if pos == 0 or peers[pos] != peers[pos - 1]:
                     rank, dense = pos + 1, dense + 1
-                if w.func == "row_number":
-                    out[i][w] = pos + 1
-                    continue
-                if w.func in ("rank", "dense_rank"):
-                    out[i][w] = rank if w.func == "rank" else dense
-                    continue
-                end = pos
+                end = pos  # the current row's last peer
                 if w.order:
-                    while end + 1 < len(ordered) and peers[end + 1] == peers[pos]:
+                    while end + 1 < n and peers[end + 1] == peers[pos]:
                         end += 1
-                    frame = args[: end + 1]
                 else:
-                    frame = args
-                out[i][w] = _window_agg(w, [a for a in frame if a is not None], len(frame))
+                    end = n - 1
+                out[i][w] = _window_row(w, pos, i, ordered, args, plain, rank, dense, end, n)
     return out
+
+
+def _window_row(
+    w: Window,
+    pos: int,
+    i: int,
+    ordered: Sequence[int],
+    args: Sequence[object],
+    plain: Sequence[Leaf],
+    rank: int,
+    dense: int,
+    end: int,
+    n: int,
+) -> object:
+    """One row's value of window function ``w`` (see :func:`window_values`)."""
+    func = w.func
+    if func == "row_number":
+        return pos + 1
+    if func == "rank":
+        return rank
+    if func == "dense_rank":
+        return dense
+    if func == "percent_rank":
+        return 0.0 if n <= 1 else (rank - 1) / (n - 1)
+    if func == "cume_dist":
+        return (end + 1) / n
+    if func == "ntile":
+        buckets = args[pos]
+        if buckets is None:
+            return None
+        if not isinstance(buckets, int) or buckets <= 0:
+            raise pgeval.EvalError("22014", "argument of ntile must be greater than zero")
+        size, extra = divmod(n, buckets)
+        big = extra * (size + 1)  # the first ``extra`` buckets hold one row more
+        return pos // (size + 1) + 1 if pos < big else extra + (pos - big) // max(size, 1) + 1
+    if func in ("lag", "lead"):
+        extra_args = [evaluate_with(a, plain[i]) for a in w.args]
+        offset = extra_args[0] if extra_args else 1
+        if offset is None:
+            return None
+        at = pos - int(offset) if func == "lag" else pos + int(offset)  # type: ignore[call-overload]
+        if 0 <= at < n:
+            return widen(args[at], w.pg_type)
+        return widen(extra_args[1], w.pg_type) if len(extra_args) > 1 else None
+    if func in ("first_value", "last_value", "nth_value"):
+        if func == "first_value":
+            return widen(args[0], w.pg_type)
+        if func == "last_value":
+            return widen(args[end], w.pg_type)
+        nth = evaluate_with(w.args[0], plain[i]) if w.args else None
+        if nth is None:
+            return None
+        if not isinstance(nth, int) or nth <= 0:
+            raise pgeval.EvalError("22016", "argument of nth_value must be greater than zero")
+        return widen(args[nth - 1], w.pg_type) if nth - 1 <= end else None
+    frame = args[: end + 1] if w.order else args
+    return _window_agg(w, [a for a in frame if a is not None], len(frame))
 
 
 def _window_agg(w: Window, known: list[object], rows: int) -> object:
@@ -688,10 +799,11 @@ def postprocess(
     )
     ranges = plan.ranges or tuple((None,) * len(layouts) for _ in plan.group_keys)
     post = plan.post
+    sets = plan.grouped or (None,) * plan.num_groups
     groups = [
-        _Group(key=key, values=vals, ranges=rng, layouts=layouts)
-        for key, vals, rng in zip(
-            plan.group_keys, group_values(plan, answers, se), ranges, strict=True
+        _Group(key=key, values=vals, ranges=rng, layouts=layouts, grouped=one)
+        for key, vals, rng, one in zip(
+            plan.group_keys, group_values(plan, answers, se), ranges, sets, strict=True
         )
     ]
     if post.having is not None:

@@ -919,7 +919,11 @@ def reduce(
     at = _cells_at(nz, shape) if any(sets) else ()
     group_cells: list[npt.NDArray[np.int64]] = []  # per group, its selected cells
     group_keys: list[tuple[object, ...]] = []
+    grouped: list[tuple[int, ...]] = []  # per group, the keys of its grouping set
+    last: tuple[int, ...] = ()
     for one in sets:
+        grouped.extend([last] * (len(group_keys) - len(grouped)))
+        last = tuple(one)
         if one:
             combo = np.zeros(nz.shape[0], dtype=np.int64)
             for k in one:
@@ -970,6 +974,7 @@ def reduce(
         weights.append((w, hist_codes))
         width += n_rows
 
+    grouped.extend([last] * (len(group_keys) - len(grouped)))
     unique_layouts = [lay for j, lay in enumerate(layouts) if first[j] == j]
     n_rows = len(group_keys) * width
     matrix = _matrix(
@@ -1020,6 +1025,7 @@ def reduce(
         fingerprint=_fingerprint(logical, params, static.key if static is not None else None),
         layouts=tuple(layouts),
         ranges=tuple(tuple(r) for r in ranges),
+        grouped=tuple(grouped) if logical.grouping_sets else (),
     )
 
 

@@ -294,3 +294,54 @@ SELECT g, count(*) AS n FROM (SELECT sex AS g FROM adult) s GROUP BY g ORDER BY 
 -- title: an outer ORDER BY an output alias over an aggregate
 -- expect: dp view=(race) queries=5 columns=r:25,twice:20
 SELECT race AS r, n * 2 AS twice FROM (SELECT race, count(*) AS n FROM adult GROUP BY 1) t ORDER BY twice DESC LIMIT 3;
+
+-- Issue 40: window functions of every kind over the grouped result, mode(), GROUPING(),
+-- FETCH FIRST and LIMIT expressions.
+
+-- title: lag and lead over the grouped result
+-- expect: dp view=(education_num) queries=16 columns=education_num:23,n:20,prev:20,next2:20
+SELECT education_num, count(*) AS n, lag(count(*)) OVER (ORDER BY education_num) AS prev, lead(count(*), 2, 0) OVER (ORDER BY education_num) AS next2 FROM adult GROUP BY education_num ORDER BY education_num;
+
+-- title: lag with a numeric default takes the common type
+-- expect: dp view=(age, sex) queries=4 columns=sex:25,lag:1700
+SELECT sex, lag(avg(age), 1, 0.5) OVER (ORDER BY sex) FROM adult GROUP BY sex ORDER BY sex;
+
+-- title: ntile, percent_rank and cume_dist
+-- expect: dp view=(education_num) queries=16 columns=education_num:23,ntile:23,many:23,percent_rank:701,cume_dist:701
+SELECT education_num, ntile(5) OVER (ORDER BY count(*) DESC), ntile(20) OVER (ORDER BY education_num DESC) AS many, percent_rank() OVER (ORDER BY count(*)), cume_dist() OVER (ORDER BY education_num / 4) FROM adult GROUP BY 1 ORDER BY 1;
+
+-- title: first_value, last_value and nth_value per partition
+-- expect: dp view=(race, sex) queries=10 columns=sex:25,n:20,top:25,last:20,second:20
+SELECT sex, count(*) AS n, first_value(race) OVER (PARTITION BY sex ORDER BY count(*) DESC) AS top, last_value(count(*)) OVER (PARTITION BY sex ORDER BY count(*) DESC) AS last, nth_value(count(*), 2) OVER (PARTITION BY sex ORDER BY count(*) DESC) AS second FROM adult GROUP BY sex, race ORDER BY sex, n DESC;
+
+-- title: ranking functions over a whole partition (no ORDER BY in the window: all rows peers)
+-- expect: dp view=(race, sex) queries=10 columns=race:25,sex:25,cume_dist:701,percent_rank:701,rank:20,n:20
+SELECT race, sex, cume_dist() OVER (PARTITION BY race), percent_rank() OVER (PARTITION BY race), rank() OVER (PARTITION BY race), count(*) AS n FROM adult GROUP BY race, sex ORDER BY n;
+
+-- title: mode() WITHIN GROUP of a number per group
+-- expect: dp view=(education_num, sex) queries=32 columns=sex:25,mode:23
+SELECT sex, mode() WITHIN GROUP (ORDER BY education_num) FROM adult GROUP BY sex;
+
+-- title: mode() WITHIN GROUP of a text column
+-- expect: dp view=(race) queries=5 columns=mode:25
+SELECT mode() WITHIN GROUP (ORDER BY race) FROM adult;
+
+-- title: GROUPING() with ROLLUP
+-- expect: dp view=(sex, income) queries=7 columns=sex:25,income:25,grouping:23,count:20
+SELECT sex, income, GROUPING(sex, income), count(*) FROM adult GROUP BY ROLLUP (sex, income);
+
+-- title: GROUPING() labels the totals of a CUBE
+-- expect: dp view=(sex, income) queries=9 columns=sex:25,income:25,n:20
+SELECT CASE WHEN GROUPING(sex) = 1 THEN 'all' ELSE sex END AS sex, CASE WHEN GROUPING(income) = 1 THEN 'all' ELSE income END AS income, count(*) AS n FROM adult GROUP BY CUBE (sex, income) ORDER BY GROUPING(sex), GROUPING(income), n;
+
+-- title: FETCH FIRST n ROWS ONLY
+-- expect: dp view=(race) queries=5 columns=race:25,count:20
+SELECT race, count(*) FROM adult GROUP BY race ORDER BY count(*) DESC FETCH FIRST 3 ROWS ONLY;
+
+-- title: OFFSET n ROWS FETCH NEXT n ROWS ONLY
+-- expect: dp view=(race) queries=5 columns=race:25,count:20
+SELECT race, count(*) FROM adult GROUP BY race ORDER BY count(*) DESC OFFSET 1 ROWS FETCH NEXT 2 ROWS ONLY;
+
+-- title: LIMIT with a constant expression
+-- expect: dp view=(education_num) queries=16 columns=education_num:23,count:20
+SELECT education_num, count(*) FROM adult GROUP BY 1 ORDER BY 2 DESC LIMIT 2 + 3 OFFSET (1);
