@@ -136,8 +136,13 @@ class Config:
 
     @property
     def protected_tables(self) -> tuple[str, ...]:
-        """Every protected table, as ``schema.table``."""
-        return tuple(f"{d.schema}.{d.name}" for d in self.schema.tables.values())
+        """Every protected table, as ``schema.table``, then every mapping table a privacy unit
+        is reached through (its rows are the units' own: provisioned and checked alike)."""
+        tables = [f"{d.schema}.{d.name}" for d in self.schema.tables.values()]
+        for d in self.schema.tables.values():
+            if d.unit is not None and d.unit.table is not None and d.unit.table not in tables:
+                tables.append(d.unit.table)
+        return tuple(tables)
 
 
 class _Section:

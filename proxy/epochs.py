@@ -68,6 +68,7 @@ from dp.domain import Domain, QueryBatch
 from dp.errors import BudgetExhaustedError, LaprasError
 from dp.noise import Sampler
 from dp.pin import Pin
+from proxy import lineage
 from proxy.epoch_watch import CLOSE_WAIT, Watch, WatchUnavailableError
 from proxy.ledger import (
     ClosedEpoch,
@@ -95,23 +96,6 @@ class BaseTableBudgetError(LaprasError):
     that spends another budget."""
 
     sqlstate = "55000"
-
-
-#: The relations a relation reads through its rewrite rules (a view's), transitively.
-_BASES = """
-WITH RECURSIVE deps(oid) AS (
-    SELECT to_regclass(%s)::oid
-  UNION
-    SELECT d.refobjid FROM deps
-    JOIN pg_catalog.pg_rewrite r ON r.ev_class = deps.oid
-    JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::regclass
-        AND d.objid = r.oid AND d.refclassid = 'pg_catalog.pg_class'::regclass
-    WHERE d.refobjid <> deps.oid
-)
-SELECT n.nspname, c.relname FROM deps
-JOIN pg_catalog.pg_class c ON c.oid = deps.oid
-JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-"""
 
 
 class OutsideEpochViewError(LaprasError):
@@ -353,20 +337,41 @@ class EpochService:
         return Lifetime(group=decl.group, tables=tables, epsilon=cap.epsilon, delta=cap.delta)
 
     async def _check_bases(self, decl: Any) -> None:
-        """Refuse an epoch on a view (or a view of views) that reads a protected table of
-        another budget group: it would spend a second budget on the same people. Read from
-        the backend's own catalogue (pg_rewrite's dependencies), not from any text."""
+        """Refuse an epoch on a relation that reads a protected table of another budget
+        group: it would spend a second budget on the same people. What it reads comes from
+        the backend's own catalogue (:mod:`proxy.lineage`: views' rules, the functions they
+        call, child tables), not from any text of ours; a unit reached through a key reads
+        its mapping table too, which is checked alike (a protected mapping table, or one that
+        reads a protected table, must be of the same group)."""
         async with await psycopg.AsyncConnection.connect(self.aggregator_dsn) as conn:
-            cur = await conn.execute(_BASES, (f'"{decl.schema}"."{decl.name}"',))
-            bases = await cur.fetchall()
-        for sch, name in bases:
-            base = self.schema.protected(name, sch)
-            if base is not None and base.name != decl.name and base.group != decl.group:
+            known = await lineage.aload(conn)
+        reading = [f"{decl.schema}.{decl.name}"]
+        if decl.unit is not None and decl.unit.table is not None:
+            reading.append(decl.unit.table)
+        for i, relation in enumerate(reading):
+            rel = known.find(relation)
+            if rel is None:
+                continue  # the pin's own statement says so, in PostgreSQL's words
+            for oid in sorted(known.reads(rel.oid)):
+                r = known.relations[oid]
+                base = self.schema.protected(r.name, r.schema)
+                if base is None or base.name == decl.name or base.group == decl.group:
+                    continue
+                if i == 0:
+                    subject = f"table {decl.name} reads"
+                elif oid == rel.oid:
+                    subject = f"table {decl.name} reaches its privacy unit through"
+                else:
+                    subject = (
+                        f"table {decl.name} reaches its privacy unit through {rel.qualified},"
+                        " which reads"
+                    )
                 raise BaseTableBudgetError(
-                    f"table {decl.name} reads protected table {base.name}, which spends the "
-                    f"budget of {base.group}",
+                    f"{subject} protected table {base.name}, which spends the budget of "
+                    f"{base.group}",
                     hint=f'declare budget_group = "{base.group}" for {decl.name} (a protected '
-                    "view shares its base table's budget), or protect only the base table",
+                    "relation that reads another shares its budget), or protect only one of "
+                    "them",
                 )
 
     async def close_epoch(

@@ -49,6 +49,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from proxy import lineage
 from rewriter.guard import STAT_COLUMNS, restricted_function
 
 AGGREGATOR = "lapras_aggregator"
@@ -161,21 +162,6 @@ def _grant_membership(conn: Any, analyst: str) -> None:
 # -- privileges in the data database --------------------------------------------------------------
 
 
-#: Relations whose definition reads (directly or through other views) a protected table.
-_DEPENDENTS = """
-        WITH RECURSIVE dep(oid) AS (
-            SELECT unnest(%(protected)s::regclass[])::oid
-          UNION
-            SELECT r.ev_class FROM pg_catalog.pg_rewrite r
-            JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::regclass
-                 AND d.objid = r.oid AND d.refclassid = 'pg_catalog.pg_class'::regclass
-            JOIN dep ON dep.oid = d.refobjid
-            WHERE r.ev_class <> d.refobjid
-        )
-        SELECT oid FROM dep
-"""
-
-
 def grant_privileges(conn: Any, database: str, protected: Iterable[str]) -> None:
     """Aggregator: SELECT on protected tables, CREATE on the database.
 
@@ -185,6 +171,10 @@ def grant_privileges(conn: Any, database: str, protected: Iterable[str]) -> None
     which makes their columns visible in ``information_schema`` (BI tools list columns from
     there) and reads no row. REFERENCES could only be exercised by creating a table with a
     foreign key, so TEMPORARY is revoked from PUBLIC and the passthrough role has no CREATE.
+    What reads or holds rows of a protected table is found in the catalogue
+    (:mod:`proxy.lineage`: views and materialised views, also through functions; partitions
+    and child tables; tables that a protected table's rules or triggers write to; look-alike
+    copies) and gets no SELECT either.
     """
     names = [_qualified(t) for t in protected]
     db = sql.Identifier(database)
@@ -197,15 +187,15 @@ def grant_privileges(conn: Any, database: str, protected: Iterable[str]) -> None
     )
     conn.execute(sql.SQL("REVOKE TEMPORARY, CREATE ON DATABASE {} FROM PUBLIC").format(db))
     conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
-    tainted = {r[0] for r in conn.execute(_DEPENDENTS, {"protected": names}).fetchall()}
+    protected_oids = {
+        r[0] for r in conn.execute("SELECT unnest(%s::regclass[])::oid", (names,)).fetchall()
+    }
+    tainted = set(lineage.load(conn).derived(protected_oids))
     rows = conn.execute(
         "SELECT c.oid, c.relname FROM pg_catalog.pg_class c"
         " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
         " WHERE n.nspname = 'public' AND c.relkind IN ('r', 'v', 'm', 'p', 'f')"
     ).fetchall()
-    protected_oids = {
-        r[0] for r in conn.execute("SELECT unnest(%s::regclass[])::oid", (names,)).fetchall()
-    }
     passthrough = sql.Identifier(PASSTHROUGH)
     for oid, name in rows:
         t = sql.Identifier("public", name)
@@ -227,6 +217,12 @@ def _scalar(conn: Any, query: Any, params: Any = ()) -> Any:
 
 def _qualified(table: str) -> str:
     return table if "." in table else f"public.{table}"
+
+
+def _quoted(qualified: str) -> str:
+    """``schema.name`` as SQL (each part quoted)."""
+    schema, _, name = qualified.partition(".")
+    return ".".join('"' + p.replace('"', '""') + '"' for p in (schema, name))
 
 
 def _restricted_functions(conn: Any, *, public_only: bool) -> list[tuple[str, int]]:
@@ -411,13 +407,11 @@ def check(
         ).fetchall()
     }
     functions = _restricted_functions(data_conn, public_only=False)
+    known = lineage.load(data_conn)
+    protected_oids = [r.oid for t in names if (r := known.find(t)) is not None]
     tainted = [
-        r[0]
-        for r in data_conn.execute(
-            "SELECT oid::regclass::text FROM (" + _DEPENDENTS + ") d"
-            " WHERE oid <> ALL(%(protected)s::regclass[]::oid[])",
-            {"protected": names},
-        ).fetchall()
+        (known.relations[oid].qualified, why)
+        for oid, why in sorted(known.derived(protected_oids).items())
     ]
     if state_database is None or state_database == data_database:
         findings.append(
@@ -443,7 +437,7 @@ def _role_findings(
     conn: Any,
     role: str,
     protected: Sequence[str],
-    tainted: Sequence[str],
+    tainted: Sequence[tuple[str, str]],
     functions: Sequence[tuple[str, int]],
     state_database: str | None,
 ) -> list[Finding]:
@@ -487,11 +481,11 @@ def _role_findings(
                     f"{priv} on protected table {table}",
                     f"REVOKE {priv} ON {table} FROM {role}, PUBLIC",
                 )
-    for rel in tainted:
-        if ask("SELECT has_any_column_privilege({r}, %s, 'SELECT')", (rel,)):
+    for rel, why in tainted:
+        if ask("SELECT has_any_column_privilege({r}, %s::regclass, 'SELECT')", (_quoted(rel),)):
             found(
-                f"SELECT on {rel}, which reads a protected table",
-                f"REVOKE SELECT ON {rel} FROM {role}, PUBLIC",
+                f"SELECT on {rel}, which {why}",
+                f"REVOKE SELECT ON {_quoted(rel)} FROM {role}, PUBLIC (or protect it)",
             )
     if not members:  # with a statistics membership these follow from it: one fix for all
         for col in sorted(STAT_COLUMNS):

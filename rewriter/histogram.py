@@ -159,9 +159,15 @@ def _bounded_sql(decl: TableDecl, attrs: Sequence[AttributeDecl], seed: str) -> 
     ``rows`` in all: the unit's cells are taken in the order of ``md5(seed, unit, cell)`` and
     each gives as many rows as are left. Which rows are kept depends only on that unit's own
     rows and on the secret ``seed`` (so adding or removing a unit changes no other unit's
-    rows, and no analyst can aim a unit's rows at the kept ones). A unit reached through a key
-    (``[tables.T] privacy_unit = {column, table, key, unit}``) is the smallest ``unit`` of the
-    key's rows (one unit per key, whatever the other table holds; no match: not counted).
+    rows, and no analyst can aim a unit's rows at the kept ones).
+
+    A unit reached through a key (``[tables.T] privacy_unit = {column, table, key, unit}``):
+    the table is pinned as its inner join with the mapping table's distinct ``(key, unit)``
+    pairs. A row is one row *of each unit* its key maps to, bounded with that unit's other
+    rows; a row whose key maps to no unit (or only to NULL) belongs to nobody and is not
+    counted. A unit is then its mapping pairs and the rows they reach: removing it (its
+    mapping rows, and the rows only it reaches) removes exactly its own bounded rows from the
+    pin, whatever the other units' mapping rows are (docs/privacy.md §1a).
     """
     unit = decl.unit
     if unit is None:
@@ -177,8 +183,8 @@ def _bounded_sql(decl: TableDecl, attrs: Sequence[AttributeDecl], seed: str) -> 
     else:
         sch, tab = unit.table.split(".")
         source += (
-            f" JOIN (SELECT {_q(str(unit.key))} AS k, min({_q(str(unit.unit))}) AS v"
-            f" FROM {_q(sch)}.{_q(tab)} GROUP BY 1) AS ref ON ref.k = t.{_q(unit.column)}"
+            f" JOIN (SELECT DISTINCT {_q(str(unit.key))} AS k, {_q(str(unit.unit))} AS v"
+            f" FROM {_q(sch)}.{_q(tab)}) AS ref ON ref.k = t.{_q(unit.column)}"
         )
         unit_expr = "ref.v"
     inner = (

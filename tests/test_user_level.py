@@ -14,10 +14,8 @@ unless it spends its base table's budget.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
-import hashlib
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -25,7 +23,9 @@ import psycopg
 import pytest
 from epoch_helpers import Proxy, client, reset_ledger, start_epoch
 from unit_helpers import BOUND, GOWALLA, ROW_LEVEL, close, protect, start
+from unit_helpers import bounded as _bounded
 from unit_helpers import config as make_config
+from unit_helpers import counts as _counts
 
 import sql_fixtures.gowalla as gowalla
 from dp.errors import BudgetExhaustedError
@@ -50,47 +50,6 @@ class ZeroSampler:
 
     def laplace(self, scale: float, size: int) -> np.ndarray:
         return np.zeros(size)
-
-
-def _cell(row: gowalla.Row) -> tuple[int, int, int, int]:
-    """The declared cell of a check-in (lat, lon in 10-degree bands, month, hour)."""
-    _, _, lat, lon, day, hour = row
-    month = day.year * 12 + day.month - (2009 * 12 + 2)
-    return int((lat + 90) // 10), int((lon + 180) // 10), month, hour
-
-
-def _bounded(rows: list[gowalla.Row], seed: str, rows_per_unit: int, per_cell: int) -> Counter:
-    """The bounding of rewriter.histogram, recomputed: per user, the cells in the order of
-    md5(seed, user, cell), each giving min(its rows, per_cell) while the bound lasts."""
-    per: dict[int, Counter] = defaultdict(Counter)
-    for r in rows:
-        assert -90 <= r[2] < 90 and -180 <= r[3] < 180
-        assert dt.date(2009, 2, 1) <= r[4] <= dt.date(2010, 10, 31)
-        per[r[0]][_cell(r)] += 1
-    out: Counter = Counter()
-    for user, cells in per.items():
-        left = rows_per_unit
-        order = sorted(
-            cells,
-            key=lambda c, u=user: (
-                hashlib.md5((seed + ",".join(map(str, (u, *c)))).encode()).hexdigest(),
-                c,
-            ),
-        )
-        for c in order:
-            take = min(cells[c], per_cell, left)
-            out[c] += take
-            left -= take
-    return out
-
-
-def _counts(pin: Any) -> Counter:
-    """The pin's nonzero entries, cell -> count."""
-    out: Counter = Counter()
-    for *cell, n in zip(*pin.columns, pin.counts, strict=True):
-        if n:
-            out[tuple(int(c) for c in cell)] += int(n)
-    return out
 
 
 def _pin(config: Config) -> Any:

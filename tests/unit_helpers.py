@@ -4,7 +4,10 @@ through the epoch service (tests/test_user_level.py, tests/ledger/test_lifetime_
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import re
+from collections import Counter, defaultdict
 from typing import Any
 
 import psycopg
@@ -50,3 +53,44 @@ async def start(cfg: Config, table: str, epsilon: float) -> int:
 async def close(cfg: Config, table: str) -> None:
     async with admin_service(cfg) as service:
         await service.close_epoch(table, actor="pytest", wait=0)
+
+
+def cell(row: gowalla.Row) -> tuple[int, int, int, int]:
+    """The declared cell of a check-in (lat, lon in 10-degree bands, month, hour)."""
+    _, _, lat, lon, day, hour = row
+    month = day.year * 12 + day.month - (2009 * 12 + 2)
+    return int((lat + 90) // 10), int((lon + 180) // 10), month, hour
+
+
+def bounded(rows: list[gowalla.Row], seed: str, rows_per_unit: int, per_cell: int) -> Counter:
+    """The bounding of rewriter.histogram, recomputed: per user, the cells in the order of
+    md5(seed, user, cell), each giving min(its rows, per_cell) while the bound lasts."""
+    per: dict[int, Counter] = defaultdict(Counter)
+    for r in rows:
+        assert -90 <= r[2] < 90 and -180 <= r[3] < 180
+        assert dt.date(2009, 2, 1) <= r[4] <= dt.date(2010, 10, 31)
+        per[r[0]][cell(r)] += 1
+    out: Counter = Counter()
+    for user, cells in per.items():
+        left = rows_per_unit
+        order = sorted(
+            cells,
+            key=lambda c, u=user: (
+                hashlib.md5((seed + ",".join(map(str, (u, *c)))).encode()).hexdigest(),
+                c,
+            ),
+        )
+        for c in order:
+            take = min(cells[c], per_cell, left)
+            out[c] += take
+            left -= take
+    return out
+
+
+def counts(pin: Any) -> Counter:
+    """The pin's nonzero entries, cell -> count."""
+    out: Counter = Counter()
+    for *cells, n in zip(*pin.columns, pin.counts, strict=True):
+        if n:
+            out[tuple(int(c) for c in cells)] += int(n)
+    return out
