@@ -24,6 +24,7 @@ from sqlglot.errors import ParseError
 
 from dp.errors import InternalError, LaprasError
 
+from . import domaincheck
 from .derived import fold
 from .errors import RowAccessError, SqlSyntaxError, UndefinedColumnError, UnsupportedError
 from .guard import (
@@ -670,6 +671,7 @@ def _union(piece: Piece, tree: exp.Union, schema: Schema) -> Statement:
 
 def _dp(piece: Piece, logical: Logical) -> DPStatement:
     """The DP statement of a normalised query (planned now unless it has parameters)."""
+    logical = domaincheck.marked(logical)
     return DPStatement(
         sql=piece.text,
         prepared=logical,

@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from dp.domain import Domain, QueryBatch
 
-from . import pgeval
+from . import domaincheck, pgeval
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +152,9 @@ class AggRef:
     pg_type: str = "int8"
     integral: bool = True  # the argument takes integer values only
     desc: bool = False  # mode() WITHIN GROUP (ORDER BY x DESC): a tie goes to the last value
+    #: Part of an average written out, ``sum(x) / count(x)`` of the same rows
+    #: (:func:`rewriter.domaincheck.mark_ratios`).
+    ratio: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -471,16 +474,18 @@ class _Group:
     ranges: tuple[tuple[float, float] | None, ...]
     layouts: tuple[Layout, ...]
     grouped: tuple[int, ...] | None = None  # the keys of its grouping set (None: all)
+    evidence: domaincheck.Evidence | None = None  # what the domain checks need
 
 
 def _agg(ref: AggRef, g: _Group) -> object:
     func = ref.func
     v = g.values[ref.value]
     if func == "count":
-        return max(0, _round_int(float(v)))  # type: ignore[arg-type]
+        return domaincheck.count_value(ref, max(0, _round_int(float(v))), g.evidence)  # type: ignore[arg-type]
     if func in ("min", "max", "count_distinct", "percentile_cont", "percentile_disc", "mode"):
         counts = np.asarray(v, dtype=np.int64)
         values = g.layouts[ref.value].values
+        counts = domaincheck.histogram(ref.value, counts, values, g.evidence)
         present = [i for i in range(len(values)) if counts[i] > 0 and values[i] is not None]
         if func == "count_distinct":
             return len(present)
@@ -501,17 +506,18 @@ def _agg(ref: AggRef, g: _Group) -> object:
         return widen(result, ref.pg_type)
     assert ref.count is not None
     n = max(0, _round_int(float(g.values[ref.count])))  # type: ignore[arg-type]
-    if n <= 0:
-        return None  # SUM/AVG over no (non-NULL) value is NULL: decided on the noisy count
+    least = 2 if func.endswith("_samp") else 1
+    if not domaincheck.holds(ref.count, least, g.evidence, n):
+        return None  # over no (non-NULL) value: NULL (rewriter.domaincheck decides)
     total = float(v) * ref.scale  # type: ignore[arg-type]
     bounds = g.ranges[ref.value]
     if func == "sum":
-        if bounds is not None:
-            total = min(max(total, n * bounds[0]), n * bounds[1])
+        total = domaincheck.sum_parts(ref, total, n, bounds, g.evidence)
         if ref.pg_type in ("int8", "int4", "int2") or (ref.pg_type == "numeric" and ref.integral):
             return widen(_round_int(total), ref.pg_type)  # a SUM of integers is an integer
         return widen(total, ref.pg_type)
     if func == "avg":
+        total, n = domaincheck.mean_parts(total, n, bounds)
         mean = total / n
         if bounds is not None and not bounds[0] <= mean <= bounds[1]:
             total = n * min(max(mean, bounds[0]), bounds[1])
@@ -523,8 +529,7 @@ def _agg(ref: AggRef, g: _Group) -> object:
     assert ref.square is not None
     sq = float(g.values[ref.square])  # type: ignore[arg-type]
     samp = func.endswith("_samp")
-    if samp and n <= 1:
-        return None
+    n = max(n, least)
     var = max(0.0, (sq - total * total / n) / (n - 1 if samp else n))
     cap = None if bounds is None else ((bounds[1] - bounds[0]) / 2.0) ** 2 * n / max(n - 1, 1)
     if ref.pg_type == "numeric" and ref.integral and (cap is None or var <= cap):
@@ -801,9 +806,14 @@ def postprocess(
     post = plan.post
     sets = plan.grouped or (None,) * plan.num_groups
     groups = [
-        _Group(key=key, values=vals, ranges=rng, layouts=layouts, grouped=one)
-        for key, vals, rng, one in zip(
-            plan.group_keys, group_values(plan, answers, se), ranges, sets, strict=True
+        _Group(key=key, values=vals, ranges=rng, layouts=layouts, grouped=one, evidence=ev)
+        for key, vals, rng, one, ev in zip(
+            plan.group_keys,
+            group_values(plan, answers, se),
+            ranges,
+            sets,
+            domaincheck.evidence(plan, answers, se),
+            strict=True,
         )
     ]
     if post.having is not None:
