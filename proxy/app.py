@@ -201,6 +201,7 @@ async def running(
                 max_pending_logins=s.max_pending_logins,
                 max_pending_logins_per_address=s.max_pending_logins_per_address,
                 max_user_connections=s.max_user_connections,
+                reserved_connections=s.reserved_connections,
                 max_address_connections=s.max_address_connections,
                 auth_failure_delay=s.auth_failure_delay,
                 idle_session_timeout=s.idle_session_timeout or None,

@@ -307,6 +307,8 @@ def _serve_workers(args: argparse.Namespace, config: Any) -> int:
     port = config.server.port or _free_port()
     ctx = multiprocessing.get_context("spawn")
     connections = ctx.Value("i", 0)
+    names = tuple(u.name for u in config.users)
+    users = ctx.Array("i", len(names), lock=False)  # guarded by the lock of connections
     sockets = tempfile.mkdtemp(prefix="lapras-workers-")
     ready = [ctx.Event() for _ in range(n)]
     procs = [
@@ -315,7 +317,14 @@ def _serve_workers(args: argparse.Namespace, config: Any) -> int:
             args=(
                 args.config,
                 port,
-                WorkerSlot(index=i, count=n, sockets=sockets, connections=connections),
+                WorkerSlot(
+                    index=i,
+                    count=n,
+                    sockets=sockets,
+                    connections=connections,
+                    user_names=names,
+                    users=users,
+                ),
                 ready[i],
                 args.verbose,
             ),

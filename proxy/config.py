@@ -42,13 +42,16 @@ class ServerConfig:
     * ``login_timeout`` -- seconds from accept to authenticated; then the connection is closed.
     * ``max_pending_logins`` / ``max_pending_logins_per_address`` -- connections not yet
       authenticated, overall / per client address; beyond, the oldest is closed.
-    * ``max_connections`` -- authenticated sessions; ``max_user_connections`` /
-      ``max_address_connections`` -- per user / per client address (0 = no limit).
+    * ``max_connections`` -- authenticated sessions; ``max_user_connections`` -- per user
+      (None, the default: its share of ``max_connections`` among the declared users, split
+      at most four ways; 0 = no limit); ``reserved_connections`` -- the last slots, kept for
+      users without a session (None: a tenth of ``max_connections`` with two users or
+      more); ``max_address_connections`` -- per client address (0 = no limit).
     * ``auth_failure_delay`` -- the cap (seconds) of the growing delay before a failed login
-      from an address is answered; 0 = none.
+      of a user name from an address is answered; 0 = none.
 
-    With ``workers`` > 1 only ``max_connections`` counts all workers together; the rest are
-    counted in each worker process.
+    With ``workers`` > 1 ``max_connections`` and each user's sessions count all workers
+    together; the rest are counted in each worker process.
 
     ``max_statement_size`` -- the longest SQL text (bytes) of a Query or Parse message the
     proxy accepts; a longer one is refused with 54000 before it is split, routed or parsed
@@ -63,7 +66,8 @@ class ServerConfig:
     # A client host's pool opening its connections at once (asyncpg's min_size is 10,
     # psycopg_pool opens 3 at a time) fits; one address alone cannot fill the overall bound.
     max_pending_logins_per_address: int = 20
-    max_user_connections: int = 0  # 0 = no limit
+    max_user_connections: int | None = None  # None: a share among the users; 0 = none
+    reserved_connections: int | None = None  # None: a tenth, with 2+ users
     max_address_connections: int = 0  # 0 = no limit
     auth_failure_delay: float = 5.0  # seconds; 0 = no delay
     idle_session_timeout: float = 0.0  # seconds; 0 = never
@@ -201,6 +205,7 @@ def _server(source: str, data: Any) -> ServerConfig:
             "max_pending_logins",
             "max_pending_logins_per_address",
             "max_user_connections",
+            "reserved_connections",
             "max_address_connections",
             "auth_failure_delay",
             "idle_session_timeout",
@@ -248,13 +253,21 @@ def _server(source: str, data: Any) -> ServerConfig:
     for k, default, least in (
         ("max_pending_logins", 100, 1),
         ("max_pending_logins_per_address", 20, 1),
-        ("max_user_connections", 0, 0),
         ("max_address_connections", 0, 0),
     ):
         counts[k] = s.get(k, int, default)
         if counts[k] < least:
             what = "at least 1" if least else ">= 0 (0 = no limit)"
             raise s.error(k, f"must be {what}")
+    user_share = s.get("max_user_connections", int)
+    if user_share is not None and user_share < 0:
+        raise s.error(
+            "max_user_connections",
+            "must be >= 0 (0 = no limit; without it, each user's share of max_connections)",
+        )
+    reserved = s.get("reserved_connections", int)
+    if reserved is not None and not 0 <= reserved < max_conn:
+        raise s.error("reserved_connections", "must be >= 0 and less than max_connections")
     workers = s.get("workers", int, 1)
     if not 1 <= workers <= 64:
         raise s.error("workers", "must be between 1 and 64 (processes serving the port)")
@@ -289,7 +302,8 @@ def _server(source: str, data: Any) -> ServerConfig:
         auth_failure_delay=delay,
         max_pending_logins=counts["max_pending_logins"],
         max_pending_logins_per_address=counts["max_pending_logins_per_address"],
-        max_user_connections=counts["max_user_connections"],
+        max_user_connections=user_share,
+        reserved_connections=reserved,
         max_address_connections=counts["max_address_connections"],
         tls_cert=Path(cert) if cert else None,
         tls_key=Path(key) if key else None,

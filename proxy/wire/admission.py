@@ -1,40 +1,53 @@
-"""Admission of client connections: pending logins, session limits, failed-login backoff.
+"""Admission of client connections: pending logins, session slots, guesses at passwords.
 
 Sans-IO and clock-free: the server hands in connections (any hashable value), addresses, user
-names and the time, and does the closing itself. Three stages, after PostgreSQL and PgBouncer:
+names and the time, and does the closing itself. After PostgreSQL and PgBouncer, with defaults
+that one client cannot turn into a lockout of the others (docs/configuration.md, [server]):
 
 1. **Pending logins** -- from accept until authenticated. They hold no session slot (so no
    number of clients that never finish logging in can lock the others out), and are bounded
    apart: ``max_pending`` in all and ``max_pending_per_address`` per client address. A new
-   connection that would exceed a bound closes the *oldest* pending login (of its own address
-   for the per-address bound, of any address for the overall one), so that a client arriving
-   now always gets its turn; a flood only closes the flood's own older sockets. The server's
-   login deadline (``login_timeout``, PostgreSQL's ``authentication_timeout``) ends the rest.
+   connection that would exceed a bound closes a pending login of its own address (for the
+   per-address bound; of any address for the overall one), so that a client arriving now
+   always gets its turn: first one whose user name has failed guesses in flight from its
+   address (see 3), then one that has not sent its start-up packet yet, else the oldest. A
+   flood mostly closes the flood's own sockets. The
+   server's login deadline (``login_timeout``, PostgreSQL's ``authentication_timeout``) ends
+   the rest.
 
-2. **Sessions** -- once authenticated, a login takes a slot (``max_connections``, counted by
-   the server, across worker processes) and is checked against ``max_user_connections`` and
-   ``max_address_connections`` (0 = no limit), which are counted here, in this process.
+2. **Sessions** -- once authenticated, a login takes a slot (:func:`slot_refusal`): at most
+   ``max_connections`` in all (counted by the server, across worker processes), at most
+   ``max_user_connections`` per user (by default its share among the declared users, split
+   at most four ways: one user, however many connections it opens, leaves half, two thirds or
+   three quarters to the others), and the last ``reserved_connections`` slots (by default a
+   tenth, with two users or more) only for users that hold no session yet, so that a few
+   users at their share cannot keep a new one out either. ``max_address_connections`` bounds the
+   sessions of one client address (0 = no limit).
 
-3. **Backoff** (:class:`LoginBackoff`) -- consecutive failed logins from one address delay
-   the failure's answer exponentially, like PostgreSQL's ``auth_delay``, while the failing
-   login stays pending and cannot be closed to make room for its own address's next one
-   (:meth:`Admission.penalize`). That is what bounds the guessing rate: success is answered at
-   once, so a client learns of a failure by the absence of a quick success and could otherwise
-   drop the delayed login and try again; instead at most ``max_pending_per_address`` guesses
-   from one address are in flight, each held for its delay (at the cap: that many per cap
-   seconds), and a connection arriving while all of them are is refused.
+3. **Guesses** (:class:`LoginBackoff`) -- a failed login is answered after a delay that grows
+   with each consecutive failure of its *user name from its address* (like PostgreSQL's
+   ``auth_delay``), but it leaves the pending logins as soon as its password is judged wrong:
+   the delay holds no slot, so no flood of wrong passwords fills its address's slots. What
+   bounds the guessing instead is the number of failures of one user name from one address
+   still within their delay: at ``max_guesses`` of them (a quarter of
+   ``max_pending_per_address``), a further login of that name from that address is refused at
+   its start-up packet (53300) until one ends. A client learns of a failure by the absence of
+   a quick success, so holding its socket would not slow it; refusing its next try does. An
+   attacker on one address thus locks out at most the name it guesses at, from that address
+   (whose rightful user's password it is attacking): other users behind the same address (a
+   NAT, a BI server) log in as usual, and so does that user from anywhere else.
 
 >>> a = Admission(max_pending=2, max_pending_per_address=1)
 >>> a.arrive("c1", "10.0.0.1"), a.arrive("c2", "10.0.0.1")  # c2 closes c1, its own older one
 ([], ['c1'])
->>> a.penalize("c2"); a.arrive("c3", "10.0.0.1") is None  # c2 is held for its failure delay
-True
+>>> slot_refusal("u", total=3, mine=2, max_connections=4, max_user=0, reserved=1)
+'remaining connection slots are reserved for users without a session'
 """
 
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -44,11 +57,44 @@ C = TypeVar("C", bound=Hashable)
 FAILURE_WINDOW = 60.0
 #: The delay of the first failure; each consecutive one doubles it, up to the cap.
 FIRST_FAILURE_DELAY = 0.1
-#: Bounds on the backoff's memory: addresses that failed recently (the least recent is
-#: forgotten first), and user names counted apart per address (the rest share one count).
-MAX_TRACKED_ADDRESSES = 10_000
-MAX_TRACKED_USERS = 32
-_OTHER_USERS = ""  # no login has an empty user name, so this count is never reset
+#: A bound on the backoff's memory: (address, user name) pairs that failed recently. The least
+#: recent is forgotten first, but never while it has a failure in its delay (a guesser cannot
+#: make the backoff forget its own guesses by failing under other names).
+MAX_TRACKED_PAIRS = 100_000
+
+
+def default_user_share(max_connections: int, users: int) -> int:
+    """The sessions one user may hold when ``max_user_connections`` is not set: its share of
+    ``max_connections`` among the ``users`` declared, split at most four ways (all of them
+    with one user, half with two, a third with three, a quarter with four or more; at least
+    1)."""
+    return max(1, max_connections // min(4, max(1, users)))
+
+
+def default_reserved(max_connections: int, users: int) -> int:
+    """The slots kept for users without a session when ``reserved_connections`` is not set:
+    a tenth of ``max_connections`` when two users or more are declared (none with one)."""
+    return max_connections // 10 if users > 1 else 0
+
+
+def default_guesses(max_pending_per_address: int) -> int:
+    """Failed logins of one user name from one address that may be in their delay at once:
+    a quarter of ``max_pending_per_address`` (at least 1)."""
+    return max(1, max_pending_per_address // 4)
+
+
+def slot_refusal(
+    user: str, *, total: int, mine: int, max_connections: int, max_user: int, reserved: int
+) -> str | None:
+    """Why a new session of ``user`` is refused (53300), or None: ``total`` sessions are open,
+    ``mine`` of them ``user``'s (module doc, 2; ``max_user`` 0 = no per-user limit)."""
+    if total >= max_connections:
+        return "sorry, too many clients already"  # PostgreSQL's own words
+    if max_user and mine >= max_user:
+        return f'too many connections for role "{user}"'  # PostgreSQL's own words
+    if mine > 0 and max_connections - total <= reserved:
+        return "remaining connection slots are reserved for users without a session"
+    return None
 
 
 class Admission(Generic[C]):
@@ -59,57 +105,83 @@ class Admission(Generic[C]):
         *,
         max_pending: int = 100,
         max_pending_per_address: int = 20,
-        max_user_connections: int = 0,
         max_address_connections: int = 0,
+        failure_delay: float = 5.0,
+        max_guesses: int | None = None,
     ) -> None:
         if max_pending < 1 or max_pending_per_address < 1:
             raise ValueError("the bounds on pending logins must be at least 1")
         self.max_pending = max_pending
         self.max_pending_per_address = max_pending_per_address
-        self.max_user_connections = max_user_connections
         self.max_address_connections = max_address_connections
+        guesses = default_guesses(max_pending_per_address) if max_guesses is None else max_guesses
+        self.backoff = LoginBackoff(cap=failure_delay, max_guesses=guesses)
         self._pending: dict[C, str] = {}  # connection -> address, oldest first
         self._by_address: dict[str, dict[C, None]] = {}  # the same, per address
-        self._penalized: set[C] = set()  # pending logins in their failure delay
+        self._names: dict[C, str] = {}  # the user name a pending login gave, once it has
         self._users: Counter[str] = Counter()  # sessions per user
         self._addresses: Counter[str] = Counter()  # sessions per address
 
     # -- pending logins ------------------------------------------------------------------
 
-    def arrive(self, conn: C, address: str) -> list[C] | None:
+    def arrive(self, conn: C, address: str, *, now: float = 0.0) -> list[C]:
         """Count a new connection as a pending login. Returns the pending logins to close to
-        make room for it, or None when it must be refused instead: every pending login of its
-        address is held for a failure delay."""
+        make room for it (see the module for which)."""
         closed: list[C] = []
         mine = self._by_address.get(address, {})
         if len(mine) >= self.max_pending_per_address:
-            victim = next((c for c in mine if c not in self._penalized), None)
-            if victim is None:
-                return None
-            self.leave(victim)
-            closed.append(victim)
+            closed.append(self._victim(mine, now))
+            self.leave(closed[-1])
         if len(self._pending) >= self.max_pending:
-            # The oldest of all, even one held for its failure delay: only one address's
-            # guesses are bounded by holding them; no set of addresses may lock out the rest.
-            victim = next(iter(self._pending))
-            self.leave(victim)
-            closed.append(victim)
+            closed.append(self._victim(self._pending, now))
+            self.leave(closed[-1])
         self._pending[conn] = address
         self._by_address.setdefault(address, {})[conn] = None
         return closed
 
-    def penalize(self, conn: C) -> None:
-        """``conn``'s login failed and waits out its delay: its own address's next logins no
-        longer close it to make room (see the module)."""
-        if conn in self._pending:
-            self._penalized.add(conn)
+    def _victim(self, among: Iterable[C], now: float) -> C:
+        """The pending login to close: one whose user name has guesses in flight from its
+        address, else one that has not given its user name yet, else the oldest (all
+        oldest first). A login that gave a name nobody is guessing at is closed last: a
+        flood's own logins go before it."""
+        unnamed: C | None = None
+        oldest: C | None = None
+        for c in among:
+            oldest = c if oldest is None else oldest
+            name = self._names.get(c)
+            if name is None:
+                unnamed = c if unnamed is None else unnamed
+            elif self.backoff.guessing(self._pending[c], name, now=now):
+                return c
+        victim = unnamed if unnamed is not None else oldest
+        assert victim is not None
+        return victim
+
+    def claim(self, conn: C, user: str, *, now: float) -> str | None:
+        """A pending login gave its user name (its start-up packet). Returns why it is refused
+        (53300: too many failed logins of that name from its address are in their delay), or
+        None."""
+        address = self._pending.get(conn)
+        if address is None:
+            return None
+        self._names[conn] = user
+        if self.backoff.at_bound(address, user, now=now):
+            return f'too many failed logins for user "{user}" from address "{address}"'
+        return None
+
+    def failed(self, conn: C, address: str, user: str, *, now: float) -> float:
+        """``conn``'s password was judged wrong: it stops being a pending login (its delay
+        holds no slot) and counts as a guess in flight. Returns the seconds to wait before
+        answering it."""
+        self.leave(conn)
+        return self.backoff.failed(address, user, now=now)
 
     def leave(self, conn: C) -> None:
-        """``conn`` is no longer a pending login (authenticated, closed, or evicted)."""
+        """``conn`` is no longer a pending login (authenticated, failed, closed, evicted)."""
         address = self._pending.pop(conn, None)
         if address is None:
             return
-        self._penalized.discard(conn)
+        self._names.pop(conn, None)
         mine = self._by_address[address]
         del mine[conn]
         if not mine:
@@ -124,10 +196,8 @@ class Admission(Generic[C]):
 
     # -- sessions ------------------------------------------------------------------------
 
-    def refusal(self, user: str, address: str) -> str | None:
-        """Why a new session of ``user`` from ``address`` is refused (53300), or None."""
-        if self.max_user_connections and self._users[user] >= self.max_user_connections:
-            return f'too many connections for role "{user}"'  # PostgreSQL's own words
+    def address_refusal(self, address: str) -> str | None:
+        """Why a new session from ``address`` is refused (53300), or None."""
         if self.max_address_connections and (
             self._addresses[address] >= self.max_address_connections
         ):
@@ -149,59 +219,89 @@ class Admission(Generic[C]):
 
 
 @dataclass(slots=True)
-class _Failures:
+class _Guesses:
+    """The recent failures of one user name from one address."""
+
     last: float  # when the latest failure happened
-    by_user: dict[str, int] = field(default_factory=dict)
+    consecutive: int = 0
+    until: list[float] = field(default_factory=list)  # when each one's delay ends
+
+    def in_flight(self, now: float) -> int:
+        self.until = [t for t in self.until if t > now]
+        return len(self.until)
 
 
 class LoginBackoff:
-    """Delays of failed logins per client address: ``FIRST_FAILURE_DELAY`` for the first,
-    doubling with each consecutive one (each within ``FAILURE_WINDOW`` of the previous), up to
-    ``cap`` seconds; ``cap`` 0 disables it.
+    """Failed logins per (client address, user name): each answered after a delay of
+    ``FIRST_FAILURE_DELAY`` for the first, doubling with each consecutive one (each within
+    ``FAILURE_WINDOW`` of the previous), up to ``cap`` seconds (0 disables the delay, and with
+    it the bound); at most ``max_guesses`` of one pair within their delay at once (see the
+    module, 3).
 
-    A successful login is never delayed and forgets the failures *of its own user name* from
-    its address: a user who mistyped starts afresh, but a client that holds one account cannot
-    reset the count of its guesses at another's password by logging in between them.
+    A successful login is never delayed and forgets its own pair's failures: a user who
+    mistyped starts afresh, but one who holds an account cannot reset the count of guesses at
+    another's password by logging in between them.
 
-    >>> b = LoginBackoff(cap=0.3)
-    >>> [b.failed("10.0.0.1", "u", now=t) for t in (0.0, 1.0, 2.0)]
-    [0.1, 0.2, 0.3]
+    >>> b = LoginBackoff(cap=0.3, max_guesses=2)
+    >>> [b.failed("10.0.0.1", "u", now=t) for t in (0.0, 0.05)]
+    [0.1, 0.2]
+    >>> b.at_bound("10.0.0.1", "u", now=0.09), b.at_bound("10.0.0.1", "v", now=0.09)
+    (True, False)
+    >>> b.at_bound("10.0.0.1", "u", now=0.11)  # the first one's delay is over
+    False
     >>> b.succeeded("10.0.0.1", "u"); b.failed("10.0.0.1", "u", now=3.0)
     0.1
     """
 
-    def __init__(self, cap: float) -> None:
+    def __init__(self, cap: float, max_guesses: int = 5) -> None:
         self.cap = cap
-        self._addresses: OrderedDict[str, _Failures] = OrderedDict()
+        self.max_guesses = max_guesses
+        self._pairs: OrderedDict[tuple[str, str], _Guesses] = OrderedDict()
 
     def failed(self, address: str, user: str, *, now: float) -> float:
         """Record a failed login; the seconds to wait before answering it."""
         if self.cap <= 0:
             return 0.0
-        rec = self._addresses.pop(address, None)
+        key = (address, user)
+        rec = self._pairs.pop(key, None)
         if rec is None or now - rec.last > FAILURE_WINDOW:
-            rec = _Failures(last=now)
-        self._addresses[address] = rec  # the most recent last
-        while len(self._addresses) > MAX_TRACKED_ADDRESSES:
-            self._addresses.popitem(last=False)
-        if user not in rec.by_user and len(rec.by_user) >= MAX_TRACKED_USERS:
-            user = _OTHER_USERS
-        rec.by_user[user] = rec.by_user.get(user, 0) + 1
+            rec = _Guesses(last=now, until=rec.until if rec is not None else [])
+        rec.consecutive += 1
         rec.last = now
-        n = sum(rec.by_user.values())
-        return min(self.cap, FIRST_FAILURE_DELAY * 2.0 ** min(n - 1, 32))
+        delay = min(self.cap, FIRST_FAILURE_DELAY * 2.0 ** min(rec.consecutive - 1, 32))
+        rec.in_flight(now)
+        rec.until.append(now + delay)
+        self._pairs[key] = rec  # the most recent last
+        while len(self._pairs) > MAX_TRACKED_PAIRS:
+            old_key, old = next(iter(self._pairs.items()))
+            if old.in_flight(now):
+                break  # every pair kept is still guessing: at_bound refuses new pairs
+            del self._pairs[old_key]
+        return delay
+
+    def at_bound(self, address: str, user: str, *, now: float) -> bool:
+        """Whether a new login of ``user`` from ``address`` must wait: ``max_guesses`` of
+        its failures are within their delay (or the backoff's memory is full of guessing
+        pairs and this one is not among them)."""
+        if self.cap <= 0:
+            return False
+        rec = self._pairs.get((address, user))
+        if rec is None:
+            return len(self._pairs) > MAX_TRACKED_PAIRS
+        return rec.in_flight(now) >= self.max_guesses
+
+    def guessing(self, address: str, user: str, *, now: float) -> bool:
+        """Whether ``user`` has failures from ``address`` within their delay."""
+        rec = self._pairs.get((address, user))
+        return rec is not None and rec.in_flight(now) > 0
 
     def succeeded(self, address: str, user: str) -> None:
         """A login of ``user`` from ``address`` succeeded (see the class)."""
-        rec = self._addresses.get(address)
-        if rec is not None:
-            rec.by_user.pop(user, None)
-            if not rec.by_user:
-                del self._addresses[address]
+        self._pairs.pop((address, user), None)
 
-    def failures(self, address: str, *, now: float) -> int:
-        """Consecutive failures from ``address`` still counted at ``now``."""
-        rec = self._addresses.get(address)
+    def failures(self, address: str, user: str, *, now: float) -> int:
+        """Consecutive failures of ``user`` from ``address`` still counted at ``now``."""
+        rec = self._pairs.get((address, user))
         if rec is None or now - rec.last > FAILURE_WINDOW:
             return 0
-        return sum(rec.by_user.values())
+        return rec.consecutive

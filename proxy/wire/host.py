@@ -33,6 +33,16 @@ class WorkerSlot:
     count: int
     sockets: str  # the group's folder of cancel sockets
     connections: Any  # multiprocessing.Value("i"): sessions open in the whole group
+    # The declared users, and a multiprocessing.Array("i", len(users), lock=False) of each
+    # one's sessions in the whole group (guarded by the lock of ``connections``).
+    user_names: tuple[str, ...] = ()
+    users: Any = None
+
+    def user_index(self, user: str) -> int | None:
+        """The place of ``user`` in ``users``; None when its sessions are not shared."""
+        if self.users is None or user not in self.user_names:
+            return None
+        return self.user_names.index(user)
 
     def cancel_socket(self, index: int) -> str:
         return os.path.join(self.sockets, f"cancel-{index}.sock")
@@ -46,9 +56,9 @@ class WorkerSlot:
 class ServerConfig:
     """The wire server's settings.
 
-    Admission (see :mod:`proxy.wire.admission`; with several workers only ``max_connections``
-    is shared, the other counts are per worker process, so with N workers a user may hold up
-    to N times ``max_user_connections`` sessions, as the kernel spreads its connections):
+    Admission (see :mod:`proxy.wire.admission`; with several workers ``max_connections`` and
+    the sessions of each declared user are counted across them, the other counts per worker
+    process):
 
     * ``login_timeout`` -- seconds from accept to authenticated, one deadline for the whole
       start-up (not per read); then the connection is closed without a message, as PostgreSQL
@@ -57,10 +67,15 @@ class ServerConfig:
       authenticated, overall and per client address; a new one beyond a bound closes the
       oldest (of its address for the per-address bound).
     * ``max_connections`` -- authenticated sessions ("sorry, too many clients already");
-      ``max_user_connections`` / ``max_address_connections`` -- per user, per client address
-      (0 = no limit); each refusal is FATAL 53300.
+      ``max_user_connections`` -- per user (None: its share of ``max_connections`` among
+      the users of ``auth``, split at most four ways; 0 = no limit);
+      ``reserved_connections`` -- the last slots, only for users without a session (None: a
+      tenth of ``max_connections`` with two users or more); ``max_address_connections`` --
+      per client address (0 = no limit); each refusal is FATAL 53300.
     * ``auth_failure_delay`` -- the cap, in seconds, of the delay before a failed login is
-      answered (0.1 s, doubling per consecutive failure from the address); 0 = no delay.
+      answered (0.1 s, doubling per consecutive failure of its user name from its address);
+      0 = no delay. A quarter of ``max_pending_logins_per_address`` such failures of one name
+      and address in their delay refuse that name's next login from there.
 
     Pooling (:mod:`proxy.wire.pool`): ``pool_mode`` (transaction or session), ``pool_size``
     backend connections per pool at most, ``pool_timeout`` seconds a session waits for one,
@@ -83,7 +98,8 @@ class ServerConfig:
     login_timeout: float = 5.0  # from accept to authenticated (PostgreSQL's is 60 s)
     max_pending_logins: int = 100
     max_pending_logins_per_address: int = 20
-    max_user_connections: int = 0  # 0 = no limit
+    max_user_connections: int | None = None  # None: a share among the users; 0 = none
+    reserved_connections: int | None = None  # None: a tenth, with 2+ users
     max_address_connections: int = 0  # 0 = no limit
     auth_failure_delay: float = 5.0  # seconds, the backoff's cap; 0 = none
     idle_session_timeout: float | None = None
@@ -124,6 +140,10 @@ class SessionHost(Protocol[S_contra]):
 
     def ended(self, session: S_contra) -> None:
         """The session's task ends now (the last step of its close)."""
+
+    def claim(self, session: S_contra) -> str | None:
+        """The session gave its user name: why its login is refused (53300), or None."""
+        ...
 
     def login_failed(self, session: S_contra) -> float:
         """The seconds to wait before answering a failed login."""

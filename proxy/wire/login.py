@@ -145,8 +145,8 @@ class Login(LoginSide):
             self._failure = failed.error
             delay = self.server.login_failed(self)
             if delay > 0:
-                # auth_delay: held back, and held as a pending login, for the whole delay even
-                # if the client has left (see proxy.wire.admission for why).
+                # auth_delay: held back for the whole delay, no longer as a pending login
+                # (see proxy.wire.admission for what bounds the guessing instead).
                 await asyncio.sleep(delay)
             raise failed.error from None
         return await self._open_session(startup)
@@ -200,6 +200,9 @@ class Login(LoginSide):
         # (one copy of each name however many sessions use it)
         self.user = sys.intern(user)
         self.database = sys.intern(startup.get("database") or user)
+        refusal = self.server.claim(self)
+        if refusal is not None:  # guesses at this name's password from this address
+            raise TooManyConnections(refusal, hint="wait a few seconds before trying again")
         neg = self.conn.negotiation_needed()
         if neg is not None:
             self._send(NegotiateProtocolVersion(newest_minor=neg[0], unrecognized=neg[1]))

@@ -8,17 +8,20 @@ FATAL 57P01 (as PostgreSQL's fast shutdown), let busy sessions finish their curr
 up to ``grace`` seconds, then cancel them (they too send 57P01 on the way out).
 
 Admission (:mod:`proxy.wire.admission`): a connection is a *pending login* from accept until
-it has authenticated, bounded apart from the sessions (the oldest pending login is closed to
-make room for a new one) and closed when ``login_timeout`` passes. Only an authenticated client
-takes a session slot and gets its BackendKeyData, so clients that never finish logging in
-cannot lock the others out. Failed logins from one address are answered after a growing delay.
+it has authenticated, bounded apart from the sessions (a pending login is closed to make room
+for a new one) and closed when ``login_timeout`` passes. Only an authenticated client takes a
+session slot (within its user's share) and gets its BackendKeyData, so clients that never
+finish logging in cannot lock the others out. A failed login leaves the pending logins at once
+and is answered after a growing delay; too many failures of one user name from one address in
+their delay refuse that name's next login from there.
 
 Several worker processes can serve one port (``[server] workers``, :class:`WorkerSlot`): the
 kernel spreads connections over them (``SO_REUSEPORT``), they share the connection limit
 through a counter in shared memory, and a CancelRequest that reaches the wrong worker is
 passed on, over a Unix socket, to the worker whose session its key names (a session's
-BackendKeyData pid encodes its worker). Everything else admission counts is counted per worker:
-the pending logins, the sessions per user and per address, the failed logins per address.
+BackendKeyData pid encodes its worker). The sessions of each declared user are shared too;
+everything else admission counts is counted per worker: the pending logins, the sessions per
+address, the failed logins.
 """
 
 from __future__ import annotations
@@ -36,7 +39,12 @@ from collections.abc import Coroutine
 from typing import Any
 
 from proxy.errors import TooManyConnections
-from proxy.wire.admission import Admission, LoginBackoff
+from proxy.wire.admission import (
+    Admission,
+    default_reserved,
+    default_user_share,
+    slot_refusal,
+)
 from proxy.wire.channel import Channel
 from proxy.wire.host import ServerConfig, WorkerSlot
 from proxy.wire.messages import CANCEL_REQUEST_CODE, CancelRequest
@@ -62,10 +70,21 @@ class ProxyServer:
         self._admission: Admission[Session] = Admission(
             max_pending=config.max_pending_logins,
             max_pending_per_address=config.max_pending_logins_per_address,
-            max_user_connections=config.max_user_connections,
             max_address_connections=config.max_address_connections,
+            failure_delay=config.auth_failure_delay,
         )
-        self._backoff = LoginBackoff(cap=config.auth_failure_delay)
+        c, users = config, len(config.auth.users)
+        self._user_share = (
+            default_user_share(c.max_connections, users)
+            if c.max_user_connections is None
+            else c.max_user_connections
+        )
+        self._reserved = (
+            default_reserved(c.max_connections, users)
+            if c.reserved_connections is None
+            else c.reserved_connections
+        )
+        self._held: set[Session] = set()  # failed logins waiting out their delay
         self.pooler = Pooler(
             mode=config.pool_mode,
             size=config.pool_size,
@@ -146,31 +165,30 @@ class ProxyServer:
             return
         peer = client.transport.get_extra_info("peername")
         session = Session(self, client, address=sys.intern(str(peer[0])) if peer else "")
-        closed = self._admission.arrive(session, session.address)
-        if closed is None:
-            work = session.refuse(
-                TooManyConnections(
-                    f'too many failed logins from address "{session.address}"',
-                    hint="wait a few seconds before trying again",
-                )
-            )
-        else:
-            for old in closed:
-                self._evict(old)
-            work = session.run()
-        self._conn_tasks[session] = asyncio.get_running_loop().create_task(work)
+        for old in self._admission.arrive(session, session.address, now=time.monotonic()):
+            self._evict(old)
+        self._conn_tasks[session] = asyncio.get_running_loop().create_task(session.run())
 
     def ended(self, session: Session) -> None:
         self._conn_tasks.pop(session, None)
+        self._held.discard(session)
 
     # -- admission (proxy.wire.admission) -----------------------------------------------
 
+    def claim(self, session: Session) -> str | None:
+        """``session`` gave its user name: why its login is refused (too many failures of
+        that name from its address in their delay), or None."""
+        return self._admission.claim(session, session.user, now=time.monotonic())
+
     def login_failed(self, session: Session) -> float:
-        """``session``'s authentication failed: the seconds to wait before answering, while
-        it stays a pending login that its address's next ones do not close."""
-        delay = self._backoff.failed(session.address, session.user, now=time.monotonic())
-        if delay > 0:
-            self._admission.penalize(session)
+        """``session``'s authentication failed: it leaves the pending logins, and the
+        seconds to wait before answering it are returned. Its guess counts in the backoff
+        either way; only the wait is skipped once ``max_pending_logins`` failed logins are
+        waiting already (each keeps its socket open)."""
+        delay = self._admission.failed(session, session.address, session.user, now=time.monotonic())
+        if delay <= 0 or len(self._held) >= self.config.max_pending_logins:
+            return 0.0
+        self._held.add(session)
         return delay
 
     def _evict(self, session: Session) -> None:
@@ -188,12 +206,14 @@ class ProxyServer:
         """Admit an authenticated session: it stops being a pending login, takes a session
         slot and gets its BackendKeyData pid. Raises TooManyConnections (53300) at a limit."""
         self._admission.leave(session)
-        self._backoff.succeeded(session.address, session.user)
-        refusal = self._admission.refusal(session.user, session.address)
+        self._admission.backoff.succeeded(session.address, session.user)
+        refusal = self._admission.address_refusal(session.address)
+        if refusal is None and self._closing:
+            refusal = "sorry, too many clients already"
+        if refusal is None:
+            refusal = self._take_slot(session.user)
         if refusal is not None:
             raise TooManyConnections(refusal)
-        if self._closing or not self._admit():
-            raise TooManyConnections("sorry, too many clients already")
         self._admission.open_session(session.user, session.address)
         w = self.config.worker
         count, index = (w.count, w.index) if w is not None else (1, 0)
@@ -207,15 +227,30 @@ class ProxyServer:
         self._sessions[pid] = session
         session.registered = True
 
-    def _admit(self) -> bool:
-        w = self.config.worker
+    def _take_slot(self, user: str) -> str | None:
+        """Take a session slot for ``user`` (proxy.wire.admission.slot_refusal), or say why
+        not. With several workers the slots, and the sessions of each declared user, are
+        counted across all of them."""
+        c = self.config
+        w = c.worker
+        limits = {
+            "max_connections": c.max_connections,
+            "max_user": self._user_share,
+            "reserved": self._reserved,
+        }
         if w is None:
-            return len(self._sessions) < self.config.max_connections
+            total, mine = len(self._sessions), self._admission.sessions_of(user)
+            return slot_refusal(user, total=total, mine=mine, **limits)
+        index = w.user_index(user)
         with w.connections.get_lock():
-            if w.connections.value >= self.config.max_connections:
-                return False
-            w.connections.value += 1
-            return True
+            total = w.connections.value
+            mine = self._admission.sessions_of(user) if index is None else w.users[index]
+            refusal = slot_refusal(user, total=total, mine=mine, **limits)
+            if refusal is None:
+                w.connections.value += 1
+                if index is not None:
+                    w.users[index] += 1
+            return refusal
 
     def unregister(self, session: Session) -> None:
         if self._sessions.get(session.pid) is session:
@@ -223,8 +258,11 @@ class ProxyServer:
             self._admission.close_session(session.user, session.address)
             w = self.config.worker
             if w is not None:
+                index = w.user_index(session.user)
                 with w.connections.get_lock():
                     w.connections.value -= 1
+                    if index is not None:
+                        w.users[index] -= 1
 
     async def cancel(self, pid: int, key: int) -> None:
         """Cancel the session with this BackendKeyData; a wrong key is ignored silently."""

@@ -392,19 +392,27 @@ def test_connection_limit_counts_sessions_not_logins(pg) -> None:  # type: ignor
 
 
 async def test_failed_logins_slow_down_failures_only(pg) -> None:  # type: ignore[no-untyped-def]
-    """Wrong passwords from one address are answered ever later (0.1, 0.2, 0.4, 0.8 s ... up
-    to auth_failure_delay); the guesses in flight hold the address's pending slots, so a
-    further connection from it is refused rather than let in by closing one; other addresses
-    and the right password are not delayed, and a success forgets its user's failures."""
-    config = make_config(pg, auth_failure_delay=2.0, max_pending_logins_per_address=2)
+    """Wrong passwords of one user name from one address are answered ever later (0.1, 0.2,
+    0.4, 0.8 s ... up to auth_failure_delay); while a quarter of
+    max_pending_logins_per_address of them wait out their delay, that name's next login
+    from that address is refused at once (53300), and nothing else is: the failures hold no
+    pending slot, another user name from the same address and the same name from another
+    address log in (or fail) without delay, and a success forgets its own name's failures."""
+    auth = AuthConfig.with_passwords({USER: PASSWORD, OTHER: OTHER_PASSWORD})
+    config = make_config(
+        pg, auth=auth, auth_failure_delay=2.0, max_pending_logins_per_address=8,
+        upstream_database=pg.database,
+    )  # fmt: skip
     async with serving(config) as server:
         port, db = server.port, pg.database
         for k in range(4):
             err, t = await _refused(port, USER, "wrong", db)
             assert err.sqlstate == "28P01"
             assert t >= 0.1 * 2**k * 0.95
-        # The next failure from 127.0.0.1 waits 1.6 s; another address's first 0.1 s.
+        # USER's next failure from 127.0.0.1 waits 1.6 s; elsewhere, or another name, 0.1 s.
         err, t = await _refused(port, USER, "wrong", db, src="127.0.0.2")
+        assert err.sqlstate == "28P01" and t < 1.5
+        err, t = await _refused(port, OTHER, "wrong", db)
         assert err.sqlstate == "28P01" and t < 1.5
 
         guesses = [await Scram.start(port, USER, "wrong", db) for _ in range(2)]
@@ -412,13 +420,19 @@ async def test_failed_logins_slow_down_failures_only(pg) -> None:  # type: ignor
             await g.send_proof()
         sent = time.monotonic()
         await asyncio.sleep(0.5)  # the proxy has checked both proofs by now
+        assert server.pending_from("127.0.0.1") == 0  # their delay holds no pending slot
         r, w = await _open(port)
         w.write(_startup(USER, db))
         refused = decode_all(await _read_all(r))
         w.close()
         assert isinstance(refused[0], m.ErrorResponse) and refused[0].sqlstate == "53300"
-        assert refused[0].field("M") == 'too many failed logins from address "127.0.0.1"'
+        assert refused[0].field("S") == "FATAL"
+        assert refused[0].field("M") == (
+            f'too many failed logins for user "{USER}" from address "127.0.0.1"'
+        )
+        neighbour = await _login(port, OTHER, OTHER_PASSWORD, db)  # same address, other name
         elsewhere = await _login(port, USER, PASSWORD, db, src="127.0.0.2")
+        await neighbour.close()
         await elsewhere.close()
         for g in guesses:
             answer = await g.rest()
@@ -432,6 +446,118 @@ async def test_failed_logins_slow_down_failures_only(pg) -> None:  # type: ignor
         await ok.close()
         err, t = await _refused(port, USER, "wrong", db)
         assert err.sqlstate == "28P01" and 0.09 <= t < 1.5  # counted afresh: 0.1 s
+
+
+async def _guess(port: int, user: str, db: str, outcomes: list[str]) -> None:
+    """One guess as a fast attacker makes it: a wrong proof, then no wait for the answer
+    beyond the moment a success would have come."""
+    try:
+        x = await Scram.start(port, user, "wrong", db)
+    except ConnectionError:
+        outcomes.append("closed")
+        return
+    except AssertionError:  # the FATAL came instead of the SASL request
+        outcomes.append("refused")
+        return
+    try:
+        await x.send_proof()
+        await asyncio.sleep(0.05)
+        outcomes.append("guessed")
+    finally:
+        x.close()
+
+
+async def test_a_wrong_password_flood_does_not_lock_out_its_address(pg) -> None:  # type: ignore[no-untyped-def]
+    """Thirty clients on one address guess passwords as fast as the proxy lets them, at a
+    real user's name and at names nobody has, with the default settings: a client behind the
+    same address (a NAT, a BI server) logging in with the right password gets in while the
+    flood goes on, and the flood is held to its bound (its logins refused at the start)."""
+    auth = AuthConfig.with_passwords({USER: PASSWORD, OTHER: OTHER_PASSWORD})
+    config = make_config(pg, auth=auth, upstream_database=pg.database)
+    async with serving(config) as server:
+        port, db = server.port, pg.database
+        outcomes: list[str] = []
+        stop = asyncio.Event()
+
+        async def attacker(i: int) -> None:
+            while not stop.is_set():
+                name = OTHER if i % 2 else f"nobody-{i}-{len(outcomes) % 7}"
+                await _guess(port, name, db, outcomes)
+
+        flood = [asyncio.create_task(attacker(i)) for i in range(30)]
+        try:
+            await asyncio.sleep(2.0)  # the flood is at its bound by now
+            for _ in range(3):
+                # bound generous on a busy 2-core machine; the point is that it gets in
+                conn = await asyncio.wait_for(_login(port, USER, PASSWORD, db), 15)
+                await conn.close()
+        finally:
+            stop.set()
+            await asyncio.gather(*flood, return_exceptions=True)
+        assert outcomes.count("guessed") > 0 and outcomes.count("refused") > 0, (
+            outcomes.count("guessed"),
+            outcomes.count("refused"),
+        )
+
+
+# -- a user's share of the sessions ----------------------------------------------------------------
+
+
+async def test_one_user_opening_sessions_in_a_loop_cannot_keep_another_out(pg) -> None:  # type: ignore[no-untyped-def]
+    """With the default settings one user opening sessions in a loop is stopped at its share
+    (half of max_connections, with two users declared) with PostgreSQL's "too many
+    connections for role", and the other user still logs in; so does the first once one of
+    its sessions ends."""
+    auth = AuthConfig.with_passwords({USER: PASSWORD, OTHER: OTHER_PASSWORD})
+    config = make_config(pg, auth=auth, max_connections=12, upstream_database=pg.database)
+    async with serving(config) as server:
+        port, db = server.port, pg.database
+        held: list[UpstreamConnection] = []
+        try:
+            while True:
+                try:
+                    held.append(await _login(port, USER, PASSWORD, db))
+                except UpstreamStartupError as e:
+                    assert e.error.sqlstate == "53300"
+                    assert e.error.field("M") == f'too many connections for role "{USER}"'
+                    break
+                assert len(held) <= 12
+            assert len(held) == 6  # 12 // 2
+            other = await _login(port, OTHER, OTHER_PASSWORD, db)
+            await other.close()
+            await held.pop().close()
+            await _until(lambda: server.session_count == 5)
+            held.append(await _login(port, USER, PASSWORD, db))
+        finally:
+            for c in held:
+                await c.close()
+
+
+async def test_the_last_slots_are_kept_for_users_without_a_session(pg) -> None:  # type: ignore[no-untyped-def]
+    """max_connections = 5, max_user_connections = 3, reserved_connections = 1: two users
+    holding four sessions between them leave the fifth slot to a user that has none."""
+    third, third_password = "carol", "carol-secret"
+    auth = AuthConfig.with_passwords({USER: PASSWORD, OTHER: OTHER_PASSWORD, third: third_password})
+    config = make_config(
+        pg, auth=auth, max_connections=5, max_user_connections=3, reserved_connections=1,
+        upstream_database=pg.database,
+    )  # fmt: skip
+    async with serving(config) as server:
+        port, db = server.port, pg.database
+        held = [await _login(port, USER, PASSWORD, db) for _ in range(3)]
+        try:
+            held.append(await _login(port, OTHER, OTHER_PASSWORD, db))
+            err, _ = await _refused(port, OTHER, OTHER_PASSWORD, db)
+            assert err.sqlstate == "53300" and err.field("M") == (
+                "remaining connection slots are reserved for users without a session"
+            )
+            held.append(await _login(port, third, third_password, db))
+            err, _ = await _refused(port, third, third_password, db)
+            assert err.field("M") == "sorry, too many clients already"
+            assert server.session_count == 5
+        finally:
+            for c in held:
+                await c.close()
 
 
 # -- the mock SCRAM exchange ---------------------------------------------------------------------
@@ -534,11 +660,15 @@ def test_admission_settings_in_lapras_toml() -> None:
         100,
         20,
     )
-    assert (d.max_user_connections, d.max_address_connections, d.auth_failure_delay) == (0, 0, 5.0)
+    assert (d.max_user_connections, d.reserved_connections) == (None, None)  # share, tenth
+    assert (d.max_address_connections, d.auth_failure_delay) == (0, 5.0)
     s = _config(
         "login_timeout = 2.5\nmax_pending_logins = 50\nmax_pending_logins_per_address = 5\n"
-        "max_user_connections = 3\nmax_address_connections = 4\nauth_failure_delay = 0"
+        "max_user_connections = 3\nmax_address_connections = 4\nauth_failure_delay = 0\n"
+        "reserved_connections = 7"
     ).server
+    assert s.reserved_connections == 7
+    assert _config("max_user_connections = 0").server.max_user_connections == 0  # no limit
     assert (s.login_timeout, s.max_pending_logins, s.max_pending_logins_per_address) == (2.5, 50, 5)
     assert (s.max_user_connections, s.max_address_connections, s.auth_failure_delay) == (3, 4, 0.0)
     for line, key in (
@@ -546,6 +676,8 @@ def test_admission_settings_in_lapras_toml() -> None:
         ("max_pending_logins = 0", "max_pending_logins"),
         ("max_pending_logins_per_address = 0", "max_pending_logins_per_address"),
         ("max_user_connections = -1", "max_user_connections"),
+        ("reserved_connections = 100", "reserved_connections"),
+        ("reserved_connections = -1", "reserved_connections"),
         ("max_address_connections = true", "max_address_connections"),
         ("auth_failure_delay = -1", "auth_failure_delay"),
     ):

@@ -1,6 +1,7 @@
 """Several worker processes on one port (``[server] workers``), here as two servers side by
-side on one port: the kernel spreads connections over them, the connection limit is shared,
-and a CancelRequest that reaches the other worker is passed on to the session's own."""
+side on one port: the kernel spreads connections over them, the connection limit and each
+user's share of it are shared, and a CancelRequest that reaches the other worker is passed on
+to the session's own."""
 
 from __future__ import annotations
 
@@ -18,14 +19,24 @@ import pytest
 from conftest import PASSWORD, USER, TestRouter, assert_cancels, make_config
 
 from proxy.embedded import _free_port
+from proxy.wire.auth import AuthConfig
 from proxy.wire.server import BackgroundServer, WorkerSlot
+
+OTHER, OTHER_PASSWORD = "bob", "bob-secret"
 
 
 @contextlib.contextmanager
-def two_workers(pg: Any, max_connections: int) -> Iterator[tuple[list[BackgroundServer], str]]:
+def two_workers(
+    pg: Any, max_connections: int, users: tuple[str, ...] = ()
+) -> Iterator[tuple[list[BackgroundServer], str]]:
+    """Two servers on one port, sharing the connection count (and the sessions of ``users``,
+    declared beside USER, as ``lapras serve`` shares those of every declared user)."""
     port = _free_port()
     sockets = tempfile.mkdtemp(prefix="lapras-test-workers-")
     connections = multiprocessing.Value("i", 0)
+    names = (USER, *users)
+    counts = multiprocessing.Array("i", len(names), lock=False)
+    auth = AuthConfig.with_passwords({USER: PASSWORD, **{u: f"{u}-secret" for u in users}})
     try:
         with contextlib.ExitStack() as stack:
             servers = [
@@ -33,11 +44,17 @@ def two_workers(pg: Any, max_connections: int) -> Iterator[tuple[list[Background
                     BackgroundServer(
                         make_config(
                             pg,
+                            auth=auth,
                             upstream_database=pg.database,
                             port=port,
                             max_connections=max_connections,
                             worker=WorkerSlot(
-                                index=i, count=2, sockets=sockets, connections=connections
+                                index=i,
+                                count=2,
+                                sockets=sockets,
+                                connections=connections,
+                                user_names=names,
+                                users=counts,
                             ),
                         ),
                         TestRouter({"adult"}),
@@ -46,7 +63,7 @@ def two_workers(pg: Any, max_connections: int) -> Iterator[tuple[list[Background
                 for i in range(2)
             ]
             yield servers, f"postgresql://{USER}:{PASSWORD}@127.0.0.1:{port}/{pg.database}"
-        assert connections.value == 0  # every session given back
+        assert connections.value == 0 and list(counts) == [0] * len(names)  # all given back
     finally:
         shutil.rmtree(sockets, ignore_errors=True)
 
@@ -84,6 +101,23 @@ def test_pids_name_their_worker_and_the_limit_is_shared(pg) -> None:  # type: ig
             if len(seen) == 2:
                 break
         assert seen == {0, 1}
+
+
+def test_a_users_share_counts_every_worker(pg) -> None:  # type: ignore[no-untyped-def]
+    """Two users declared, max_connections = 8: a user's share (4) counts its sessions on
+    both workers, wherever the kernel puts them; the other user still gets in."""
+    with two_workers(pg, max_connections=8, users=(OTHER,)) as (_, dsn):
+        conns = [psycopg.connect(dsn, autocommit=True) for _ in range(4)]
+        try:
+            for _ in range(6):  # whichever worker takes it, the fifth is refused
+                with pytest.raises(psycopg.OperationalError, match="too many connections for role"):
+                    psycopg.connect(dsn)
+            other = dsn.replace(f"{USER}:{PASSWORD}", f"{OTHER}:{OTHER_PASSWORD}")
+            with psycopg.connect(other) as c:
+                assert c.execute("SELECT 1").fetchone() == (1,)
+        finally:
+            for c in conns:
+                c.close()
 
 
 @pytest.mark.parametrize(
