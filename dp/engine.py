@@ -77,8 +77,11 @@ releases only (the estimator estimates how many *fresh* releases the stream will
 
 Modes. ``mode="paper"`` is Algorithm 1 as written: ``basic`` accountant (AGM at
 ``(eps_b, delta/(S+1))``), ``static_pacing="literal"``, ``warmup="log2"``, no reuse, no
-reallocation, ``reserve_pacing="halving"``. ``mode="default"``: ``gdp`` accountant,
-``static_pacing="even"``, ``reserve_pacing="estimate"`` (``dp.pacing``), reuse of stored
+reallocation, ``reserve_pacing="halving"``, ``allocation="static"``. ``mode="default"``:
+``gdp`` accountant, ``allocation="steady"`` (no warm-up: the online budget spread over the
+``expected_fresh`` answers E, the reserve paying for those beyond, so that the precision of
+consecutive fresh answers changes by at most ``sqrt 2``: ``dp.pacing``; with
+``allocation="static"``, ``static_pacing="even"`` and ``reserve_pacing="estimate"``), reuse of stored
 releases with the variance check, GLS answers, and the leftovers of the pools join the reserve.
 Every option can be set explicitly in either mode.
 """
@@ -120,14 +123,19 @@ from dp.marginals import (
 )
 from dp.noise import DrawnAhead, Sampler
 from dp.pacing import (
+    TAIL_MIN,
     Allocation,
     Pacing,
     Pool,
     ReservePacing,
     StaticPacing,
+    Step,
     initial_pacing,
     next_charge,
     skip,
+    steady_charge,
+    steady_horizon,
+    steady_tail,
     warmup_length,
 )
 from dp.persistent import PersistentMap
@@ -193,7 +201,7 @@ class EngineConfig:
     delta: float
     stream_length: int
     split: str | tuple[float, float, float, float] = "matrix-heavy"
-    allocation: Literal["static", "smooth"] = "static"
+    allocation: Literal["static", "smooth", "steady"] | None = None
     mode: Literal["paper", "default"] = "default"
     accountant: Literal["basic", "gdp", "pure"] | None = None
     warmup: Literal["log2", "log2_squared"] | int = "log2"
@@ -204,6 +212,9 @@ class EngineConfig:
     reserve_pacing: Literal["halving", "estimate"] | None = None
     #: The privacy unit's bound (``dp.units``): row-level unless the table declares a unit.
     contribution: Contribution = ROW_LEVEL
+    #: E: the fresh answers the epoch expects (the Steady pacing spreads the online budget
+    #: over them, ``dp.pacing``); None: S. Public (configured, or from the query log).
+    expected_fresh: int | None = None
 
     fractions: tuple[float, float, float, float] = field(init=False)
     accountant_kind: AccountantKind = field(init=False)
@@ -214,6 +225,8 @@ class EngineConfig:
     reallocate_leftovers: bool = field(init=False)
     reserve_kind: ReservePacing = field(init=False)
     t: int = field(init=False)
+    #: E as the Steady pacing uses it: ``expected_fresh`` (or S), at most S.
+    expected: int = field(init=False)
 
     def __post_init__(self) -> None:
         _param(self.mode in ("paper", "default"), "mode must be 'paper' or 'default'")
@@ -253,7 +266,16 @@ class EngineConfig:
             )
             tot = math.fsum(raw)
             fr = (raw[0] / tot, raw[1] / tot, raw[2] / tot, raw[3] / tot)
-        _param(self.allocation in ("static", "smooth"), "allocation must be static or smooth")
+        allocation = self.allocation or ("static" if paper else "steady")
+        _param(
+            allocation in ("static", "smooth", "steady"),
+            "allocation must be static, smooth or steady",
+        )
+        e = self.expected_fresh
+        _param(
+            e is None or (isinstance(e, int) and not isinstance(e, bool) and e >= 1),
+            "expected_fresh must be an integer of at least 1",
+        )
         pacing = self.static_pacing or ("literal" if paper else "even")
         _param(pacing in ("literal", "even"), "static_pacing must be literal or even")
         reserve = self.reserve_pacing or ("halving" if paper else "estimate")
@@ -277,13 +299,14 @@ class EngineConfig:
         for name, value in (
             ("fractions", fr),
             ("accountant_kind", AccountantKind(acct)),
-            ("allocation_kind", Allocation(self.allocation)),
+            ("allocation_kind", Allocation(allocation)),
             ("pacing_kind", StaticPacing(pacing)),
             ("min_fraction", eps_min / eps),
             ("reuse_releases", (not paper) if self.reuse is None else self.reuse),
             ("reallocate_leftovers", (not paper) if self.reallocate is None else self.reallocate),
             ("reserve_kind", ReservePacing(reserve)),
             ("t", warmup_length(w, s)),
+            ("expected", min(s, e or s)),
         ):
             object.__setattr__(self, name, value)
 
@@ -514,6 +537,8 @@ class EngineState:
     #: together, then draws their noise); each is consumed by exactly one release. A charge
     #: whose release was lost in a crash stays here, spent and never released.
     pending: Mapping[int, Charged] = field(default_factory=dict)
+    #: The Steady pacing's tail weight ``f`` (``dp.pacing.steady_tail``, from the pools).
+    tail: float = TAIL_MIN
 
     @property
     def t(self) -> int:
@@ -579,6 +604,7 @@ def _initial(ev: EpochStarted) -> EngineState:
         domain=ev.domain,
         accountant=acct,
         pacing=pacing,
+        tail=steady_tail(f_init, f_bad, f_res),
         min_charge=cfg.min_fraction * total,
         predicted_rows=rows,
         predicted=tuple(ev.predicted) if has_p else (),
@@ -1030,18 +1056,7 @@ def _plan_charge(state: EngineState, batch: QueryBatch) -> Charged:
             "start a new epoch for new queries",
         )
     b, n = state.bad + 1, state.position + 1
-    step = next_charge(
-        state.pacing,
-        b=b,
-        n=n,
-        stream_length=cfg.stream_length,
-        t=cfg.t,
-        allocation=cfg.allocation_kind,
-        static_pacing=cfg.pacing_kind,
-        reallocate=cfg.reallocate_leftovers,
-        min_charge=state.min_charge,
-        reserve_pacing=cfg.reserve_kind,
-    )
+    step = _next_step(state)
     if step is None:
         raise ReserveExhaustedError(
             "this epoch's reserve budget is used up (below eps_min): no further fresh answers",
@@ -1067,6 +1082,27 @@ def _plan_charge(state: EngineState, batch: QueryBatch) -> Charged:
         scale=acct.noise_scale(amount, sens),
         sensitivity=sens,
         pacing=step.after,
+    )
+
+
+def _next_step(state: EngineState) -> Step | None:
+    """The pacing's charge for the next fresh answer (None: the reserve is spent). Public:
+    a function of the stream positions, the counts of answers and the configuration."""
+    cfg = state.config
+    if cfg.allocation_kind is Allocation.STEADY:
+        k = state.fresh + 1
+        return steady_charge(state.pacing, k=k, expected=cfg.expected, tail=state.tail)
+    return next_charge(
+        state.pacing,
+        b=state.bad + 1,
+        n=state.position + 1,
+        stream_length=cfg.stream_length,
+        t=cfg.t,
+        allocation=cfg.allocation_kind,
+        static_pacing=cfg.pacing_kind,
+        reallocate=cfg.reallocate_leftovers,
+        min_charge=state.min_charge,
+        reserve_pacing=cfg.reserve_kind,
     )
 
 
@@ -1229,10 +1265,42 @@ class BudgetStatus:
     position: int
     b_est: float | None
     reserve: float
+    #: The Steady pacing's expected number of fresh answers E (None for the paper's pacings).
+    expected_fresh: int | None = None
+    #: The standard error of a count (over the whole table) answered with the next fresh
+    #: answer at the pacing (None when no fresh answer can be made): what the next statement
+    #: that needs fresh noise gets, unless it asks for an accuracy (``lapras.max_error``).
+    next_std_error: float | None = None
+
+
+def next_count_error(state: EngineState) -> float | None:
+    """The standard error a count (sensitivity: one privacy unit's rows) would have if it
+    were the next fresh answer, at the pacing's next charge; None when no fresh answer can
+    be made (the stream length, the reserve or the budget is used up). Public."""
+    cfg = state.config
+    acct = state.accountant
+    if state.fresh >= cfg.stream_length or state.mm_pending:
+        return None
+    step = _next_step(state)
+    if step is None:
+        return None
+    amount = min(step.amount, acct.remaining())
+    if not (amount > 0.0 and acct.check(amount)):
+        return None
+    rows = float(cfg.contribution.rows)
+    scale = acct.noise_scale(amount, acct.sensitivity_of(rows, rows))
+    return math.sqrt(noise_variance(acct.noise, scale))
 
 
 def status(state: EngineState) -> BudgetStatus:
     acct = state.accountant
+    steady = state.config.allocation_kind is Allocation.STEADY
+    reserve = state.pacing.reserve
+    if steady:
+        # the part of the pool the rule keeps for the answers beyond E
+        cfg, k = state.config, state.fresh + 1
+        kept = state.tail * max(cfg.expected, k)
+        reserve = state.pacing.bad_pool * kept / steady_horizon(k, cfg.expected, state.tail)
     return BudgetStatus(
         unit="mu^2" if acct.kind is AccountantKind.GDP else "epsilon",
         total=acct.total,
@@ -1246,5 +1314,7 @@ def status(state: EngineState) -> BudgetStatus:
         stream_length=state.config.stream_length,
         position=state.position,
         b_est=state.pacing.b_est,
-        reserve=state.pacing.reserve,
+        reserve=reserve,
+        expected_fresh=state.config.expected if steady else None,
+        next_std_error=next_count_error(state),
     )

@@ -54,6 +54,7 @@ CONFIG_FIELDS = (
     "reuse",
     "reallocate",
     "reserve_pacing",
+    "expected_fresh",
 )
 _PACING_FIELDS = ("warmup_pool", "bad_pool", "reserve", "b_est", "k", "per_query", "in_reserve")
 

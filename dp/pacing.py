@@ -40,6 +40,29 @@ the unit), the reserve is exhausted: no further fresh answer (:func:`next_charge
 ``None``). With ``reallocate=True`` (default mode's reading of the undefined ``Reallocate`` of Algorithm 1,
 line 29; PRIVACY-NOTES §3 gap #3) the leftovers of the warm-up and bad pools join the reserve
 when the reserve phase starts; paper mode does nothing (``reallocate=False``).
+
+Steady (``allocation="steady"``, the default mode's): no warm-up and no frozen estimate, so no
+step in precision at the T-th answer nor at ``B_est``. The whole online budget (warm-up, bad
+pool and reserve) is one pool ``R``, spread over the fresh answers still expected. With ``E``
+the expected number of fresh answers of the epoch (public: configured, or read from the query
+log by ``lapras epoch start``) and ``f`` the reserve's weight (:func:`steady_tail`: the
+reserve's share ``r`` of the online budget gives ``f = r / (1 - r)``, clamped to
+``[1/4, 2]``), the k-th fresh answer (``k = 1, 2, ...``, answers from stored releases do not
+count) is charged ``R_k / H_k`` with the horizon
+
+    H_k = max(E - k + 1, 0) + f * max(E, k),   at least 2 + f            (:func:`steady_horizon`)
+
+Up to ``E`` every answer gets the same charge ``R_0 (1 - r) / E`` (the pool less the reserve,
+spread evenly), and ``r R_0`` is left at ``k = E``. Beyond it the estimate is revised as the
+stream goes: having made k answers, the rule expects ``f k`` more (a smooth estimator, the
+reserve paying for it), so the charge falls as ``k^-(1 + 1/f)`` and the standard error of an
+answer grows as ``(k / E)^((1 + 1/f) / 2)`` under Gaussian noise: by 2.8x at ``k = 2E`` for
+the default split (``f = 1/2``). ``H`` falls by at most 1 and rises by at most ``f`` from one
+answer to the next and is at least ``2 + f``, so consecutive charges differ by a factor of at
+most 2 (``(H_k - 1) / H_{k+1} >= (1 + f) / (2 + 2f)``): the standard error of consecutive
+fresh answers by at most ``sqrt 2`` (Gaussian) or 2 (Laplace), and it never decreases. The
+pool is never overspent (``H >= 2``), and the rule never refuses by itself: the stream length
+S, the accountant and a requested accuracy (``lapras.max_error``) do.
 """
 
 from __future__ import annotations
@@ -52,6 +75,7 @@ from enum import StrEnum
 class Allocation(StrEnum):
     STATIC = "static"
     SMOOTH = "smooth"
+    STEADY = "steady"
 
 
 class StaticPacing(StrEnum):
@@ -134,6 +158,8 @@ def b_est(t: int, n_t: int, stream_length: int) -> float:
 
 
 def initial_pacing(*, warmup: float, bad: float, reserve: float, allocation: Allocation) -> Pacing:
+    if allocation is Allocation.STEADY:
+        return Pacing(warmup_pool=0.0, bad_pool=warmup + bad + reserve, reserve=0.0)
     if allocation is Allocation.SMOOTH:
         return Pacing(warmup_pool=0.0, bad_pool=warmup + bad, reserve=reserve)
     return Pacing(warmup_pool=warmup, bad_pool=bad, reserve=reserve)
@@ -155,7 +181,9 @@ def skip(
 ) -> Pacing:
     """The pacing after the b-th bad query was answered *without* a charge (default mode's
     answers from stored releases): no pool changes, so its planned share stays available to
-    later bad queries; the estimate still freezes at ``b = T``."""
+    later bad queries; the estimate still freezes at ``b = T`` (Steady has none)."""
+    if allocation is Allocation.STEADY:
+        return p
     if b == t and p.b_est is None:
         return _freeze(p, t=t, n=n, stream_length=stream_length, allocation=allocation)
     return p
@@ -229,3 +257,49 @@ def _reserve(p: Pacing, *, divisor: float, reallocate: bool, min_charge: float) 
         pool=Pool.RESERVE,
         after=replace(p, reserve=p.reserve - amount, in_reserve=True),
     )
+
+
+#: The bounds of the Steady tail weight ``f`` (:func:`steady_tail`).
+TAIL_MIN, TAIL_MAX = 0.25, 2.0
+
+
+def steady_tail(warmup: float, bad: float, reserve: float) -> float:
+    """``f`` of the Steady rule from the split's online fractions: ``r / (1 - r)`` with ``r``
+    the reserve's share of the online budget, clamped to ``[TAIL_MIN, TAIL_MAX]`` (a tail
+    weight above 2 would let consecutive charges differ by more than 2x; below 1/4 the
+    answers beyond ``E`` would lose precision too fast to be of use)."""
+    online = warmup + bad + reserve
+    if not online > 0.0:
+        return TAIL_MIN
+    r = reserve / online
+    return min(TAIL_MAX, max(TAIL_MIN, r / (1.0 - r) if r < 1.0 else TAIL_MAX))
+
+
+def steady_horizon(k: int, expected: float, tail: float) -> float:
+    """``H_k``: the number of answers the pool is spread over at the k-th fresh answer
+    (see the module doc)."""
+    h = max(expected - k + 1.0, 0.0) + tail * max(expected, float(k))
+    return max(h, 2.0 + tail)
+
+
+def steady_charge(p: Pacing, *, k: int, expected: float, tail: float) -> Step:
+    """The Steady charge of the k-th fresh answer: ``pool / H_k`` (never the whole pool)."""
+    amount = p.bad_pool / steady_horizon(k, expected, tail)
+    return Step(amount=amount, pool=Pool.BAD, after=replace(p, bad_pool=p.bad_pool - amount))
+
+
+def spend(p: Pacing, amount: float) -> Pacing:
+    """The pacing after ``amount`` was charged outside the pacing rule (an answer at a
+    requested accuracy): taken from the warm-up pool, then the bad pool, then the reserve
+    (the caller checks that they hold it)."""
+    warm = min(p.warmup_pool, amount)
+    bad = min(p.bad_pool, amount - warm)
+    res = max(0.0, min(p.reserve, amount - warm - bad))
+    return replace(
+        p, warmup_pool=p.warmup_pool - warm, bad_pool=p.bad_pool - bad, reserve=p.reserve - res
+    )
+
+
+def online_left(p: Pacing) -> float:
+    """What the online pools hold in all."""
+    return p.warmup_pool + p.bad_pool + p.reserve

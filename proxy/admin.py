@@ -8,7 +8,8 @@ histogram, and no answer value either (an admin view is not a way around the que
 
 - ``SHOW LAPRAS BUDGET``: per protected table, its active epoch's budget (unit, total, spent,
   remaining, online releases of S, stream position, reserve, the spend as epsilon at the
-  epoch's delta) and, for a table with a lifetime cap, its budget group's committed epsilon of
+  epoch's delta, the expected fresh answers E and the standard error of a count answered by
+  the next fresh answer) and, for a table with a lifetime cap, its budget group's committed epsilon of
   the cap, as ``lapras budget``.
 - ``SHOW LAPRAS EPOCHS``: every epoch, active and closed, with who started it and why.
 - ``SHOW LAPRAS RELEASES``: the most recent releases of the active epochs, newest first: the
@@ -89,7 +90,7 @@ async def _budget(src: AdminSources) -> list[Row]:
             life = (known.group, known.committed_epsilon, known.epsilon)
         st = await service.status(table)
         if st is None:
-            rows.append((table, *(None,) * 12, *life))
+            rows.append((table, *(None,) * 12, *life, None, None))
             continue
         epoch, s = st
         rows.append(
@@ -108,6 +109,8 @@ async def _budget(src: AdminSources) -> list[Row]:
                 epoch.started_at,
                 s.spent_epsilon,
                 *life,
+                s.expected_fresh,
+                s.next_std_error,
             )
         )
     return rows
@@ -230,6 +233,8 @@ COMMANDS: Mapping[str, AdminCommand] = MappingProxyType(
                 ("budget_group", TEXT),
                 ("lifetime_committed_epsilon", FLOAT8),
                 ("lifetime_epsilon", FLOAT8),
+                ("expected_fresh", INT8),
+                ("next_std_error", FLOAT8),
             ),
             _budget,
         ),

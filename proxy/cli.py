@@ -142,6 +142,10 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The fresh answers the demo's check-ins epoch expects (it has no query log to read them from).
+DEMO_CHECKINS_EXPECTED = 50
+
+
 async def _demo_async(args: argparse.Namespace, config: Any) -> None:
     import sql_fixtures.adult as adult
     from proxy.app import admin_service, engine_config, running, settle_heap
@@ -201,10 +205,13 @@ async def _demo_async(args: argparse.Namespace, config: Any) -> None:
                 # the demo plans S = 1000 online answers, far more than the log's 20 a day
                 # that the prediction's split was chosen for: the configured split is kept
                 stream_length=args.stream_length,
+                # the fresh answers to expect: the log's busiest day, with a margin
+                expected_fresh=await predicting.expected_from_log(dsn, "adult", window_days=1),
             )
             print(
                 f"[4/5] Starting an epoch on adult: epsilon={cfg.epsilon}, delta={cfg.delta}, "
-                f"S={cfg.stream_length}, over the whole table",
+                f"S={cfg.stream_length}, E={cfg.expected} fresh answers expected, over the "
+                "whole table",
                 flush=True,
             )
             await _progress(
@@ -232,6 +239,8 @@ async def _demo_async(args: argparse.Namespace, config: Any) -> None:
                 epsilon=args.epsilon,
                 delta=min(args.delta, 1e-5),
                 stream_length=args.stream_length,
+                # no log of the check-ins: a few dozen questions expected
+                expected_fresh=DEMO_CHECKINS_EXPECTED,
             )
             bound = service.table("checkins").contribution.rows
             await _progress(
@@ -443,7 +452,7 @@ def _config_check(args: argparse.Namespace) -> int:
     print(
         f"  epoch defaults: epsilon={cfg.epsilon}, delta={cfg.delta}, S={cfg.stream_length}, "
         f"mode={cfg.mode}, accountant={cfg.accountant_kind.value}, split={cfg.split}, "
-        f"allocation={cfg.allocation}"
+        f"allocation={cfg.allocation_kind.value}"
         + (f", restricted to view {view}" if view else ", over the whole table")
     )
     if view is not None:
@@ -497,6 +506,10 @@ def _epoch_start(args: argparse.Namespace) -> int:
             args.split = stored.split
         if args.stream_length is None and stored.stream_length is not None:
             args.stream_length = stored.stream_length  # S estimated from the prediction's log
+    e_source = "as configured"
+    if args.expected_fresh is None and "expected_fresh" not in config.privacy:
+        args.expected_fresh = _expected_from_log(config, args.table, args.epoch_days)
+        e_source = "from the query log" if args.expected_fresh is not None else "= S"
     cfg = engine_config(
         config.privacy,
         epsilon=args.epsilon,
@@ -506,6 +519,7 @@ def _epoch_start(args: argparse.Namespace) -> int:
         split=args.split,
         allocation=args.allocation,
         accountant=args.accountant,
+        expected_fresh=args.expected_fresh,
     )
 
     async def start() -> int:
@@ -530,7 +544,24 @@ def _epoch_start(args: argparse.Namespace) -> int:
         f"S={cfg.stream_length}, mode={cfg.mode}, accountant={cfg.accountant_kind.value}, "
         f"{len(predicted)} predicted statement(s)"
     )
+    if cfg.allocation_kind.value == "steady":
+        print(f"  expected fresh answers E = {cfg.expected} ({e_source}); steady pacing")
     return 0
+
+
+def _expected_from_log(config: Any, table: str, days: float) -> int | None:
+    """E from the proxy's query log (the busiest window of ``days``, with a margin), or None
+    (S then) when the log is empty or cannot be read."""
+    import psycopg
+
+    from proxy import predicting
+
+    try:
+        return asyncio.run(
+            predicting.expected_from_log(config.backend.ledger_dsn, table, window_days=days)
+        )
+    except psycopg.Error:  # (no query log yet: the state database was never served)
+        return None
 
 
 def _predict(args: argparse.Namespace) -> int:
@@ -763,6 +794,8 @@ def _budget(args: argparse.Namespace) -> int:
                             "position": status.position,
                             "b_est": status.b_est,
                             "reserve": status.reserve,
+                            "expected_fresh": status.expected_fresh,
+                            "next_std_error": status.next_std_error,
                         }
                     )
                 out.append(entry)
@@ -788,9 +821,23 @@ def _budget(args: argparse.Namespace) -> int:
             print(
                 f"  spent {r['spent']:.6g} of {r['total']:.6g} {r['unit']} ({pct:.1f}%){in_eps}, reserve {r['reserve']:.4g}"
             )
+            estimate = (
+                f"expected fresh answers {r['expected_fresh']}"
+                if r["expected_fresh"] is not None
+                else f"B_est {'-' if r['b_est'] is None else format(r['b_est'], '.1f')}"
+            )
             print(
                 f"  online releases {r['online_releases']} of {r['stream_length']}, stream position {r['position']}, "
-                f"B_est {'-' if r['b_est'] is None else format(r['b_est'], '.1f')}"
+                f"{estimate}"
+            )
+            nxt = r["next_std_error"]
+            print(
+                "  next fresh answer: "
+                + (
+                    "none (a limit of the epoch is reached)"
+                    if nxt is None
+                    else f"standard error of a count {nxt:.4g}"
+                )
             )
         life = r.get("lifetime")
         if life is not None:
@@ -1014,7 +1061,23 @@ def _parser() -> argparse.ArgumentParser:
         help="how the budget is divided between the release, the online answers and the reserve",
     )
     start.add_argument(
-        "--allocation", choices=("static", "smooth"), help="LAPRAS pacing of the online budget"
+        "--allocation",
+        choices=("static", "smooth", "steady"),
+        help="LAPRAS pacing of the online budget (default mode: steady; paper: static)",
+    )
+    start.add_argument(
+        "--expected-fresh",
+        type=int,
+        help="E: the fresh (online) answers the epoch expects; the steady pacing spreads the "
+        "online budget over them (default: [privacy] expected_fresh, else the query log's "
+        "distinct statements of its busiest --epoch-days window, x1.5, else S)",
+    )
+    start.add_argument(
+        "--epoch-days",
+        type=float,
+        default=1.0,
+        help="how long the epoch is expected to run, for E from the query log "
+        "(default: %(default)s)",
     )
     start.add_argument(
         "--accountant",

@@ -142,9 +142,17 @@ def describe_answer(
     detail = (
         f"Budget spent {st.spent:.4g} of {st.total:.4g} {st.unit} "
         f"({100 * st.spent / st.total:.1f}%); online releases {st.online_releases} of {st.stream_length}; "
-        f"stream position {st.position}."
+        f"stream position {st.position}; {next_fresh(st)}."
     )
     return Notice(message=message, detail=detail)
+
+
+def next_fresh(st: engine.BudgetStatus) -> str:
+    """What the next fresh answer of the epoch will be worth (public: the pacing's next
+    charge), for the NOTICE's budget sentence."""
+    if st.next_std_error is None:
+        return "no further fresh answers"
+    return f"next fresh answer: standard error of a count {st.next_std_error:.4g}"
 
 
 def _range(low: float, high: float) -> str:

@@ -256,6 +256,16 @@ async def run(
     )
 
 
+async def expected_from_log(dsn: str, table: str, *, window_days: float) -> int | None:
+    """E for a new epoch of ``table`` (``rewriter.expected``): the distinct statements of
+    the busiest window of ``window_days`` in the proxy's query log, with a margin; None
+    when the log holds no statement of the table."""
+    from rewriter.expected import expected_fresh
+
+    records = await log_records(dsn, table)
+    return expected_fresh(records, window_seconds=window_days * 86_400.0)
+
+
 def _seconds(t: Any) -> float:
     return t.timestamp() if isinstance(t, dt.datetime) else float(t)
 

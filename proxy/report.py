@@ -6,7 +6,8 @@ the engine (:func:`dp.engine.apply`, the same fold the proxy does) and draws thr
 1. **budget over the stream**: what the Matrix Mechanism release spent, what the online answers
    spent, what is left in the online pools and in the reserve, at each stream position;
 2. **the estimator**: ``B_hat(b)`` at each unpredicted ("bad") query and the frozen ``B_est``
-   (``dp.pacing.b_hat``), against the number of bad queries seen so far;
+   (``dp.pacing.b_hat``), against the number of bad queries seen so far; under the Steady
+   pacing, the expected number of fresh answers E in place of ``B_est``;
 3. **standard errors**: the standard error of every answer by stream position, by how it was
    answered (Matrix Mechanism release, stored releases, fresh noise);
 4. **overlap**: the share of the statements answered so far that were in P (answered from the
@@ -32,7 +33,7 @@ from typing import Any
 
 from dp import engine
 from dp.errors import LaprasError
-from dp.pacing import Pool, b_hat
+from dp.pacing import Allocation, Pool, b_hat
 from proxy.epochs import coverage
 from proxy.ledger import EpochRow, PgLedger
 
@@ -166,6 +167,10 @@ def timeline(events: Iterable[object]) -> Timeline:
                 )
         if b_est is None and state.pacing.b_est is not None:
             b_est, b_est_position = state.pacing.b_est, state.position
+        elif b_est is None and state.config.allocation_kind is Allocation.STEADY:
+            # Steady pacing: no estimate is frozen; the expected number of fresh answers E
+            # is known from the start
+            b_est, b_est_position = float(state.config.expected), 0
         if not isinstance(ev, engine.EpochStarted):
             snapshot(state)
     if state is None or config is None:
@@ -262,7 +267,10 @@ def _figure(tl: Timeline, title: str) -> Any:
     # 2. the estimator
     if tl.bad:
         bx = [q.position for q in tl.bad]
-        ax_est.plot(bx, [q.b_hat for q in tl.bad], "o-", ms=3, color="#8172b2", label="B_hat(b)")
+        if cfg.allocation_kind is not Allocation.STEADY:  # (the steady pacing uses no B_hat)
+            ax_est.plot(
+                bx, [q.b_hat for q in tl.bad], "o-", ms=3, color="#8172b2", label="B_hat(b)"
+            )
         ax_est.step(
             bx, [q.b for q in tl.bad], where="post", color="#937860", label="b (bad so far)"
         )
@@ -273,7 +281,11 @@ def _figure(tl: Timeline, title: str) -> Any:
                 max(bx[-1], tl.b_est_position),
                 color="#c44e52",
                 lw=2,
-                label=f"B_est frozen at b = T = {cfg.t}: {tl.b_est:.1f}",
+                label=(
+                    f"E = {tl.b_est:.0f} fresh answers expected (steady pacing)"
+                    if cfg.allocation_kind is Allocation.STEADY
+                    else f"B_est frozen at b = T = {cfg.t}: {tl.b_est:.1f}"
+                ),
             )
         ax_est.set_yscale("log")
         ax_est.legend(loc="lower right", fontsize=8)
@@ -283,7 +295,7 @@ def _figure(tl: Timeline, title: str) -> Any:
     ax_est.set_ylabel("bad queries (log)")
     ax_est.set_title(
         f"Estimator of the number of unpredicted queries (S = {cfg.stream_length}, T = {cfg.t}, "
-        f"{cfg.allocation} allocation)"
+        f"{cfg.allocation_kind.value} allocation)"
     )
 
     # 3. standard errors
@@ -359,7 +371,7 @@ def render_html(row: EpochRow, tl: Timeline, png: bytes) -> str:
         (
             "configuration",
             f"mode {cfg.mode}, accountant {cfg.accountant_kind.value}, split {cfg.split}, "
-            f"allocation {cfg.allocation}, S = {cfg.stream_length}, T = {cfg.t}",
+            f"allocation {cfg.allocation_kind.value}, S = {cfg.stream_length}, T = {cfg.t}",
         ),
         ("spent", f"{st.spent:.6g} of {st.total:.6g} {st.unit} ({100 * st.spent / st.total:.1f}%)"),
         ("online releases", f"{st.online_releases} of {st.stream_length}"),

@@ -127,6 +127,10 @@ def test_predict_from_the_proxy_log_then_start_an_epoch_from_it(
         "latest",
     )
     assert f"{len(predicted_sql(out))} predicted statement(s)" in text
+    # E from the log: its 6 distinct statements of one day (two if the run crossed midnight
+    # UTC), times 1.5
+    e = re.search(r"expected fresh answers E = (\d+) \(from the query log\)", text)
+    assert e is not None and 5 <= int(e[1]) <= 9, text
     with Proxy(config, seed=12) as proxy, client(proxy) as (conn, notices):
         conn.execute(DASHBOARD[0]).fetchall()
         assert "Matrix Mechanism" in notices[-1]

@@ -78,14 +78,14 @@ def test_report_of_a_real_epoch(
     assert "data:image/png;base64," in html
 
     # The series the picture is drawn from: one point per answered statement, fresh charges
-    # for the unpredicted ones, B_est frozen at the T-th bad query (S = 50: T = 6).
+    # for the unpredicted ones; the Steady pacing's expected number of fresh answers (E = S).
     row, events = asyncio.run(report.load_epoch(pg.state_dsn, "adult"))
     tl = report.timeline(events)
     assert row.id == epoch_id
     assert [a.source for a in tl.answers].count("matrix") >= 1
     assert len(tl.answers) == 1 + len(fresh)
     assert len(tl.bad) == len(fresh) - [a.source for a in tl.answers].count("stored")
-    assert tl.b_est is not None and tl.b_est_position is not None
+    assert tl.b_est == 50 and tl.b_est_position == 0
     assert tl.status == engine.status(engine.fold(events))  # type: ignore[arg-type]
     last = tl.budget[-1]
     assert last.matrix + last.online == pytest.approx(tl.status.spent)

@@ -345,7 +345,14 @@ def test_may_spend_nothing_is_false_only_for_fresh_or_refused() -> None:
 
 
 def test_default_mode_reuse_and_exhaustion() -> None:
-    cfg = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=8, split="equal", eps_min=0.2)
+    cfg = EngineConfig(
+        epsilon=1.0,
+        delta=1e-3,
+        stream_length=8,
+        split="equal",
+        eps_min=0.2,
+        allocation="static",  # the paper's warm-up, in the default mode
+    )
     assert cfg.accountant_kind is AccountantKind.GDP and cfg.reuse_releases
     run = Run.begin(cfg)
     mu2 = gdp_mu(1.0, 1e-3) ** 2
@@ -512,6 +519,8 @@ def test_pure_accountant_uses_laplace_with_l1_sensitivity() -> None:
         dict(eps_min=0.0),
         dict(eps_min=2.0),
         dict(mode="fast"),
+        dict(expected_fresh=0),
+        dict(expected_fresh=2.5),
     ],
 )
 def test_config_validation(kw: dict[str, object]) -> None:
@@ -537,6 +546,12 @@ def test_mode_defaults() -> None:
     )
     assert d.min_fraction == pytest.approx(1e-3)
     assert (p.reserve_kind.value, d.reserve_kind.value) == ("halving", "estimate")
+    assert (p.allocation_kind.value, d.allocation_kind.value) == ("static", "steady")
+    assert d.expected == 100  # E: S unless configured, and never above S
+    assert (
+        EngineConfig(epsilon=1.0, delta=1e-3, stream_length=100, expected_fresh=30).expected == 30
+    )
+    assert EngineConfig(epsilon=1.0, delta=1e-3, stream_length=10, expected_fresh=30).expected == 10
     e = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=10, split=(0.4, 0.2, 0.2, 0.2))
     assert e.fractions == pytest.approx((0.4, 0.2, 0.2, 0.2))
 
@@ -548,7 +563,7 @@ rows = st.lists(st.integers(min_value=0, max_value=2), min_size=4, max_size=4).f
 @given(
     mode=st.sampled_from(["paper", "default"]),
     accountant=st.sampled_from(["basic", "gdp", "pure"]),
-    allocation=st.sampled_from(["static", "smooth"]),
+    allocation=st.sampled_from(["static", "smooth", "steady"]),
     pacing=st.sampled_from(["literal", "even"]),
     split=st.sampled_from(["equal", "matrix-heavy", "query-heavy", "reserve-heavy"]),
     s=st.integers(min_value=1, max_value=12),

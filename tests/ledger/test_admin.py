@@ -128,7 +128,7 @@ def test_cli_and_wire_admin_views(pg: Any, tmp_path: Path) -> None:
             epochs = conn.execute("SHOW LAPRAS EPOCHS").fetchall()
             assert [(e[0], e[3]) for e in epochs] == [(epoch, "closed")]
             assert epochs[0][7] is not None
-            assert conn.execute("SHOW LAPRAS BUDGET").fetchall()[0][1:] == (None,) * 15
+            assert conn.execute("SHOW LAPRAS BUDGET").fetchall()[0][1:] == (None,) * 17
 
         with psycopg.connect(dsn(port), autocommit=True) as analyst:
             with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):

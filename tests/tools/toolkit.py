@@ -18,9 +18,10 @@ DATABASE, USER, PASSWORD = "lapras_demo", "analyst", "analyst"
 ROOT = Path(__file__).resolve().parents[2]
 
 # Tolerances: five standard errors of a fresh online answer in the demo's epoch. A count's
-# standard error is ~20 at first and grows to ~150-200 once LAPRAS has frozen its estimate of
-# the stream (B_est, at the 10th unpredicted query: README, "Draw the epoch"); a sum of ages
-# has sensitivity 90 (the largest age), so an average over n rows is off by about 90·σ/n.
+# standard error is ~26 for the first E fresh answers (E from the demo's log, about 35; the
+# steady pacing, docs/privacy.md) and grows smoothly beyond them, to ~200 after some 130 of
+# them; a sum of ages has sensitivity 90 (the largest age), so an average over n rows is off
+# by about 90·σ/n.
 COUNT_SIGMA = 200.0
 AGE_SENSITIVITY = 90.0
 
