@@ -19,13 +19,13 @@ from typing import TypeAlias, TypeVar
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError
 
 from dp.errors import InternalError, LaprasError
 
-from . import domaincheck
+from . import domaincheck, pgtime
 from .derived import fold
+from .dialect import POSTGRES
 from .errors import RowAccessError, SqlSyntaxError, UndefinedColumnError, UnsupportedError
 from .guard import (
     dangerous_literal,
@@ -54,7 +54,7 @@ from .split import Piece, split_tokens, tokenize
 
 # sqlglot logs a warning when it falls back to exp.Command; such statements are refused or
 # relayed here, so the proxy may lower the "sqlglot" logger to ERROR.
-_DIALECT = Postgres()
+_DIALECT = POSTGRES
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,11 +119,13 @@ _ROW_COMMANDS = (
 )
 
 
-def classify(sql: str, schema: Schema) -> list[Statement]:
+def classify(sql: str, schema: Schema, *, time_zone: str = "UTC") -> list[Statement]:
     """One :class:`Statement` per statement of ``sql`` (empty for an empty query).
 
     Works on a simple Query string (possibly several statements) and on the text of a Parse
     message (with ``$n`` parameters). Never raises: errors are returned as :class:`Refused`.
+    ``time_zone``: the session's ``TimeZone`` (public), for the statements whose answer
+    depends on it (``date_trunc`` of a date is a timestamp with time zone: rewriter.pgtime).
     """
     quick = _innocent(sql, schema)
     if quick is not None:
@@ -134,7 +136,8 @@ def classify(sql: str, schema: Schema) -> list[Statement]:
     except Exception:
         pieces = [Piece(text=sql, offset=0, tokens=None)]
     try:
-        return [classify_piece(p, schema) for p in pieces]
+        with pgtime.session_zone(time_zone):
+            return [classify_piece(p, schema) for p in pieces]
     finally:
         # The pieces hold the tokens too: dropped first, the list then holds the last
         # reference to each token, and freeing them one by one (not all at once when the
@@ -275,7 +278,7 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
         if piece.tokens is not None and piece.offset == 0:
             trees = _DIALECT.parser().parse(list(piece.tokens), piece.text)
         else:
-            trees = sqlglot.parse(piece.text, read="postgres")
+            trees = sqlglot.parse(piece.text, read=_DIALECT)
     except ParseError as e:
         if named:
             raise SqlSyntaxError(

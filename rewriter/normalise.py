@@ -27,7 +27,7 @@ from typing import TypeAlias, TypeVar
 
 from sqlglot import exp
 
-from . import pgeval
+from . import pgeval, pgtime
 from .errors import InvalidValueError, RowAccessError, UndefinedColumnError, UnsupportedError
 from .plan import (
     AggRef,
@@ -126,7 +126,8 @@ _ARITH: dict[type[exp.Expression], str] = {
 _DTYPES: dict[str, str] = {
     "INT": "int4", "SMALLINT": "int2", "BIGINT": "int8", "DECIMAL": "numeric", "TEXT": "text",
     "VARCHAR": "varchar", "CHAR": "bpchar", "BOOLEAN": "bool", "DATE": "date", "DOUBLE": "float8",
-    "FLOAT": "float4", "BPCHAR": "bpchar",
+    "FLOAT": "float4", "BPCHAR": "bpchar", "TIMESTAMP": "timestamp", "TIMESTAMPTZ": "timestamptz",
+    "INTERVAL": "interval",
 }  # fmt: skip
 
 #: sqlglot function nodes evaluated by rewriter.pgeval, and their PostgreSQL names.
@@ -238,11 +239,12 @@ def _literal_type(v: object) -> str:
     return "unknown"
 
 
-def _typed_const(v: object, t: str) -> Const:
-    """An untyped literal given the type of what it is compared or combined with."""
+def _typed_const(v: object, t: str, zone: str = "UTC") -> Const:
+    """An untyped literal given the type of what it is compared or combined with (``zone``:
+    the session's TimeZone, for a ``timestamp with time zone``)."""
     if isinstance(v, str) and t != "unknown":
         try:
-            return Const(value=pgeval.cast(v, "unknown", t), pg_type=t)
+            return Const(value=pgeval.cast(v, "unknown", t, zone=zone), pg_type=t)
         except pgeval.EvalError as e:
             raise InvalidValueError(e.message) from None
         except pgeval.TypeMismatch:
@@ -266,6 +268,8 @@ class _Builder:
     params: dict[int, int] = field(default_factory=dict)
     measures: list[Measure] = field(default_factory=list)
     attrs: set[str] = field(default_factory=set)
+    #: the session's TimeZone (public: see rewriter.pgtime), set by rewriter.classify
+    zone: str = field(default_factory=lambda: pgtime.SESSION_ZONE.get())
 
     # -- names --
     def column(self, node: exp.Column) -> str:
@@ -375,6 +379,8 @@ class _Builder:
                     v = _number(v)
                 elif cast == "date":
                     v = _date(v)
+                elif cast in pgtime.TYPES:
+                    raise _NotAValue()  # a timestamp or interval: compared as an expression
             else:
                 v = _number(str(inner.this))
             if neg:
@@ -410,6 +416,10 @@ class _Builder:
         if isinstance(inner, exp.Parameter | exp.Placeholder):
             if neg:
                 raise _unsupported("a negated parameter", self.table)
+            if cast is not None and pgtime.needs_zone("unknown", cast):
+                # $n::timestamptz: read in the session's zone when bound
+                raw = Const(value=Param(self.param_index(inner)), pg_type="text")
+                return self.func("pg_time_tstz", [raw])  # type: ignore[return-value]
             return Const(value=Param(self.param_index(inner)), pg_type=cast or "unknown")
         if isinstance(inner, exp.Null):
             return Const(value=None, pg_type=cast or "unknown")
@@ -439,7 +449,11 @@ class _Builder:
             try:
                 return Const(
                     value=pgeval.cast(
-                        v, c.pg_type, cast, cast_typmod(node) if isinstance(node, exp.Cast) else ()
+                        v,
+                        c.pg_type,
+                        cast,
+                        cast_typmod(node) if isinstance(node, exp.Cast) else (),
+                        zone=self.zone,
                     ),
                     pg_type=cast,
                 )
@@ -471,7 +485,15 @@ class _Builder:
             if t is None:
                 raise _unsupported("a cast to this type", self.table)
             arg = c(node.this)
-            return Cast(arg=arg, pg_type=t, source=typeof(arg), typmod=cast_typmod(node))
+            return self.cast(arg, t, cast_typmod(node))
+        if isinstance(node, exp.Interval):
+            try:
+                iv = pgtime.interval_literal(node.meta.get("pg_text"), node.meta.get("pg_unit", ""))
+            except pgeval.EvalError as e:
+                err = InvalidValueError(e.message)
+                err.sqlstate = e.sqlstate  # type: ignore[misc]
+                raise err from None
+            return Const(value=iv, pg_type="interval")
         op = _OPS.get(type(node))
         if op is not None:
             return self.compare(op, c(node.this), c(node.expression))
@@ -550,14 +572,14 @@ class _Builder:
             branches = [v for _, v in whens] + ([default] if default is not None else [])
             t = pgeval.common_type([typeof(b) for b in branches], "CASE")
             return Case(
-                whens=tuple((w, self._as(v, t)) for w, v in whens),
-                default=self._as(default, t) if default is not None else None,
+                whens=tuple((w, self._to(v, t)) for w, v in whens),
+                default=self._to(default, t) if default is not None else None,
                 pg_type=t,
             )
         if isinstance(node, exp.Coalesce):
             args = [c(node.this), *(c(e) for e in node.expressions)]
             t = pgeval.common_type([typeof(a) for a in args], "COALESCE")
-            return Func(name="coalesce", args=tuple(self._as(a, t) for a in args), pg_type=t)
+            return Func(name="coalesce", args=tuple(self._to(a, t) for a in args), pg_type=t)
         if isinstance(node, exp.Nullif):
             left, right = self._pair(c(node.this), c(node.expression), "NULLIF")
             return Func(name="nullif", args=(left, right), pg_type=typeof(left))
@@ -573,11 +595,19 @@ class _Builder:
             unit_name = str(
                 trunc.name if isinstance(trunc, exp.Var) else getattr(trunc, "this", trunc)
             )
-            return self.func(
-                "date_trunc", [Const(value=unit_name.lower(), pg_type="text"), c(node.this)]
-            )
+            args = [Const(value=unit_name.lower(), pg_type="text"), c(node.this)]
+            if node.args.get("zone") is not None:
+                args.append(c(node.args["zone"]))
+            return self.func("date_trunc", args)
+        time = self.time_call(node, c)
+        if time is not None:
+            return time
         fname = _FUNCS.get(type(node))
-        if isinstance(node, exp.Anonymous) and node.name.lower() in pgeval.FUNCTIONS:
+        if (
+            isinstance(node, exp.Anonymous)
+            and node.name.lower() in pgeval.FUNCTIONS
+            and node.name.lower() not in pgtime.INTERNAL
+        ):
             fname = node.name.lower()
             return self.func(fname, [c(e) for e in node.expressions])
         if fname is not None:
@@ -598,21 +628,85 @@ class _Builder:
             return self.func("mod", [c(node.this), c(node.expression)])
         raise _unsupported(sql_words(node), self.table)
 
+    def cast(self, arg: PostExpr, t: str, typmod: tuple[int, ...]) -> PostExpr:
+        """``arg::t``; a cast into ``timestamp with time zone`` carries the session's zone."""
+        src = typeof(arg)
+        if (t in pgtime.TYPES or src in pgtime.TYPES) and not pgtime.castable(src, t):
+            raise pgeval.TypeMismatch(
+                f"cannot cast type {pgeval.sql_type(src)} to {pgeval.sql_type(t)}", sqlstate="42846"
+            )
+        if pgtime.needs_zone(src, t) and not (isinstance(arg, Const) and src == "unknown"):
+            if typmod:
+                raise _unsupported("a cast to timestamp with time zone(p)", self.table,
+                                   hint="cast to timestamp with time zone without a precision")  # fmt: skip
+            return self.func("pg_time_tstz", [arg])
+        return Cast(arg=arg, pg_type=t, source=src, typmod=typmod)
+
+    def time_call(
+        self, node: exp.Expression, c: Callable[[exp.Expression], PostExpr]
+    ) -> PostExpr | None:
+        """Time functions sqlglot parses into nodes of its own: ``date(x)``, ``x AT TIME ZONE
+        z``, ``make_interval(...)``; ``now()`` and its kin are refused (the clock)."""
+        if isinstance(node, exp.Date) and not node.args.get("zone") and not node.expressions:
+            return self.func("date", [c(node.this)])
+        if isinstance(node, exp.DateBin) and node.args.get("unit") is not None:
+            stride = self._as(c(node.this), "interval")
+            return self.func("date_bin", [stride, c(node.expression), c(node.args["unit"])])
+        if isinstance(node, exp.AtTimeZone):
+            return self.func("timezone", [c(node.args["zone"]), c(node.this)])
+        if isinstance(node, exp.MakeInterval):
+            named = {k: v for k, v in node.args.items() if isinstance(v, exp.Expression)}
+            args: list[PostExpr] = []
+            for name in pgtime.MAKE_INTERVAL_ARGS:
+                key = {"mins": "minute", "secs": "second", "hours": "hour", "days": "day",
+                       "weeks": "week", "months": "month", "years": "year"}[name]  # fmt: skip
+                v = named.get(key)
+                if isinstance(v, exp.Kwarg):
+                    v = v.expression
+                zero = Const(
+                    value=Decimal(0) if name == "secs" else 0,
+                    pg_type="numeric" if name == "secs" else "int4",
+                )
+                args.append(c(v) if v is not None else zero)
+            return self.func("make_interval", args)
+        if isinstance(
+            node,
+            exp.CurrentDate
+            | exp.CurrentTimestamp
+            | exp.CurrentTime
+            | exp.Localtime
+            | exp.Localtimestamp
+            | exp.CurrentDatetime,
+        ):
+            raise _unsupported(sql_words(node), self.table,
+                               hint="the current date or time is not evaluated by the proxy: write the date as a constant, e.g. DATE '2010-10-01' - 30")  # fmt: skip
+        return None
+
     def func(self, name: str, args: list[PostExpr]) -> PostExpr:
+        args = pgtime.zone_args(name, args, Const(value=self.zone, pg_type="text"))
         types = [typeof(a) for a in args]
         t = pgeval.function_type(name, types)
         if name in ("greatest", "least"):
-            args = [self._as(a, t) for a in args]
+            args = [self._to(a, t) for a in args]
             types = [t] * len(args)
         return Func(name=name, args=tuple(args), pg_type=t, arg_types=tuple(types))
 
     def _as(self, e: PostExpr, t: str) -> PostExpr:
         """``e`` as a value of type ``t`` when it is an untyped literal."""
         if isinstance(e, Const) and e.pg_type in ("unknown", "") and not isinstance(e.value, Param):
-            return _typed_const(e.value, t)
+            return _typed_const(e.value, t, self.zone)
         if isinstance(e, Const) and isinstance(e.value, Param) and e.pg_type == "unknown":
             return Const(value=e.value, pg_type=t)
         return e
+
+    def _to(self, e: PostExpr, t: str) -> PostExpr:
+        """``e`` as a value of the common type ``t`` of CASE, COALESCE, GREATEST: an untyped
+        literal read as ``t``, a date or timestamp cast to ``t`` (PostgreSQL's implicit
+        casts; the other types convert their values when evaluated)."""
+        src = typeof(e)
+        if src != t and src in pgtime.DATETIMES and t in pgtime.DATETIMES:
+            return self.cast(e, t, ())
+        return self._as(e, t)
 
     def _pair(self, a: PostExpr, b: PostExpr, what: str) -> tuple[PostExpr, PostExpr]:
         ta, tb = typeof(a), typeof(b)
@@ -943,11 +1037,11 @@ def _number(text: str) -> Fraction:
 
 def _date(text: str) -> dt.date:
     try:
-        return dt.date.fromisoformat(text.strip())
-    except ValueError:
-        raise InvalidValueError(
-            "invalid input syntax for type date", hint="write dates as 'YYYY-MM-DD'"
-        ) from None
+        return pgtime.parse_date(text)
+    except pgeval.EvalError as e:
+        err = InvalidValueError(e.message, hint="write dates as 'YYYY-MM-DD'")
+        err.sqlstate = e.sqlstate  # type: ignore[misc]
+        raise err from None
 
 
 def _const_compare(op: str, a: Value, b: Value, table: TableDecl) -> bool | None:
@@ -1006,6 +1100,8 @@ _NAMES: dict[type[exp.Expression], str] = {
     exp.Ntile: "ntile", exp.Lag: "lag", exp.Lead: "lead", exp.FirstValue: "first_value",
     exp.LastValue: "last_value", exp.NthValue: "nth_value", exp.Mode: "mode",
     exp.Grouping: "grouping",
+    exp.Date: "date", exp.AtTimeZone: "timezone", exp.Interval: "interval",
+    exp.MakeInterval: "make_interval",
 }  # fmt: skip
 
 
@@ -1427,7 +1523,7 @@ def normalise(
                 pe = Const(value=pe.value, pg_type="text")
         if typ not in TYPE_OIDS:
             raise _unsupported(f"a result of type {pgeval.sql_type(typ)}", table,
-                               hint="date_trunc of a date is a timestamp with time zone: cast it, date_trunc('month', d)::date")  # fmt: skip
+                               hint="an interval is returned as its seconds: extract(epoch FROM …)" if typ == "interval" else None)  # fmt: skip
         outputs.append(pe)
         columns.append(OutputColumn(name=name, type_oid=TYPE_OIDS[typ]))
 
@@ -1712,8 +1808,9 @@ def _literal_sql(v: object, t: str) -> str:
         return str(v) if v >= 0 else f"({v})"
     if isinstance(v, float):
         return f"CAST('{pgeval.float_text(v)}' AS double precision)"
-    if isinstance(v, dt.date):
-        return f"DATE '{v.isoformat()}'"
+    time = pgtime.literal_sql(v)
+    if time is not None:
+        return time
     text = "'" + str(v).replace("'", "''") + "'"
     return text if t in ("", "unknown", "text") else f"CAST({text} AS {pgeval.sql_type(t)})"
 
@@ -1765,8 +1862,9 @@ def _fmt_expr(
             return f"NOT ({f(e.args[0])})"
         return "(" + f" {e.op.upper()} ".join(f(a) for a in e.args) + ")"
     if isinstance(e, Func):
-        args = [f(a) for a in e.args]
+        args = pgtime.written_args(e.name, [f(a) for a in e.args])
         special = {
+            "pg_time_tstz": lambda: f"CAST({args[0]} AS timestamp with time zone)",
             "isnull": lambda: f"({args[0]} IS NULL)",
             "like": lambda: f"({args[0]} LIKE {args[1]})",
             "ilike": lambda: f"({args[0]} ILIKE {args[1]})",

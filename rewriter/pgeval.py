@@ -58,7 +58,8 @@ PG_NAMES = {
     "int2": "smallint", "int4": "integer", "int8": "bigint", "numeric": "numeric",
     "float4": "real", "float8": "double precision", "text": "text", "varchar": "character varying",
     "bpchar": "character", "bool": "boolean", "date": "date", "unknown": "unknown",
-    "timestamptz": "timestamp with time zone",
+    "timestamptz": "timestamp with time zone", "timestamp": "timestamp without time zone",
+    "interval": "interval",
 }  # fmt: skip
 
 
@@ -98,6 +99,8 @@ def common_type(types: Sequence[str], what: str) -> str:
         return out
     if all(is_text(t) for t in known):
         return "text" if len(set(known)) > 1 else known[0]
+    if all(t in pgtime.TYPES for t in known):
+        return pgtime.common(known)
     if len(set(known)) == 1:
         return known[0]
     raise TypeMismatch(
@@ -117,12 +120,10 @@ def arith_type(op: str, a: str, b: str) -> str:
         if op == "%" and t in ("float8",):
             raise TypeMismatch("operator does not exist: double precision % double precision")
         return t
-    if a == "date" and b in INTS and op in "+-":
-        return "date"
-    if b == "date" and a in INTS and op == "+":
-        return "date"
-    if a == b == "date" and op == "-":
-        return "int4"
+    if a in pgtime.TYPES or b in pgtime.TYPES:
+        timed = pgtime.arith_type(op, a, b)
+        if timed is not None:
+            return timed
     raise TypeMismatch(f"operator does not exist: {sql_type(a)} {op} {sql_type(b)}")
 
 
@@ -141,7 +142,7 @@ def comparable(a: str, b: str, op: str) -> None:
                 sqlstate="0A000",
             )
         return
-    if a == b:
+    if a == b or pgtime.comparable(a, b):
         return
     raise TypeMismatch(f"operator does not exist: {sql_type(a)} {op} {sql_type(b)}")
 
@@ -260,19 +261,12 @@ def arith(op: str, a: object, b: object, t: str) -> object:
     """``a op b`` with result type ``t`` (from :func:`arith_type`)."""
     if a is None or b is None:
         return None
-    if t == "date":
-        if isinstance(a, dt.date) and isinstance(b, int):
-            days = b if op == "+" else -b
-            base = a
-        else:
-            assert isinstance(b, dt.date) and isinstance(a, int)
-            days, base = a, b
-        try:
-            return base + dt.timedelta(days=days)
-        except OverflowError:
-            raise EvalError("22008", "date out of range") from None
-    if isinstance(a, dt.date) and isinstance(b, dt.date):
-        return (a - b).days
+    if (
+        t in pgtime.TYPES
+        or isinstance(a, dt.date | pgtime.Interval)
+        or isinstance(b, dt.date | pgtime.Interval)
+    ):
+        return pgtime.arith(op, a, b, t)
     x, y = _num(a, t), _num(b, t)
     if t in INTS:
         assert isinstance(x, int) and isinstance(y, int)
@@ -324,6 +318,12 @@ def negate(v: object) -> object:
 
 
 def _comparable_values(a: object, b: object) -> tuple[object, object]:
+    if (isinstance(a, dt.date) and isinstance(b, dt.date) and type(a) is not type(b)) or (
+        isinstance(a, dt.datetime)
+        and isinstance(b, dt.datetime)
+        and (a.tzinfo is None) != (b.tzinfo is None)
+    ):
+        return pgtime.promote(a, b)
     if isinstance(a, Decimal) and isinstance(b, float):
         return float(a), b
     if isinstance(b, Decimal) and isinstance(a, float):
@@ -410,8 +410,8 @@ def _text(v: object) -> str:
         return "true" if v else "false"
     if isinstance(v, float):
         return float_text(v)
-    if isinstance(v, dt.date):
-        return v.isoformat()
+    if isinstance(v, dt.date | pgtime.Interval):
+        return pgtime.text(v)
     return str(v)
 
 
@@ -446,10 +446,15 @@ def parse_bool(text: str) -> bool | None:
     return None
 
 
-def cast(v: object, src: str, dst: str, typmod: Sequence[int] = ()) -> object:
-    """``v::dst`` (``v`` of type ``src``), with PostgreSQL's rounding and range checks."""
+def cast(v: object, src: str, dst: str, typmod: Sequence[int] = (), zone: str = "UTC") -> object:
+    """``v::dst`` (``v`` of type ``src``), with PostgreSQL's rounding and range checks
+    (``zone``: the session's TimeZone, for a cast to ``timestamp with time zone``)."""
     if v is None:
         return None
+    if (dst in pgtime.TYPES or src in pgtime.TYPES) and not (
+        dst in TEXTS and not isinstance(v, dt.date | pgtime.Interval)
+    ):
+        return pgtime.cast(v, src, dst, typmod, zone)
     if dst in INTS:
         if isinstance(v, bool):
             return int(v)
@@ -503,59 +508,7 @@ def cast(v: object, src: str, dst: str, typmod: Sequence[int] = ()) -> object:
             if b is not None:
                 return b
         raise EvalError("22P02", "invalid input syntax for type boolean")
-    if dst == "date":
-        if isinstance(v, dt.date):
-            return v
-        if isinstance(v, str):
-            try:
-                return dt.date.fromisoformat(v.strip())
-            except ValueError:
-                raise EvalError("22007", "invalid input syntax for type date") from None
     raise TypeMismatch(f"cannot cast type {sql_type(src)} to {sql_type(dst)}", sqlstate="42846")
-
-
-def _extract(field: str, d: dt.date) -> Decimal:
-    f = field.lower()
-    if f == "year":
-        return Decimal(d.year)
-    if f == "month":
-        return Decimal(d.month)
-    if f == "day":
-        return Decimal(d.day)
-    if f == "quarter":
-        return Decimal((d.month - 1) // 3 + 1)
-    if f == "dow":
-        return Decimal(d.isoweekday() % 7)
-    if f == "isodow":
-        return Decimal(d.isoweekday())
-    if f == "doy":
-        return Decimal(d.timetuple().tm_yday)
-    if f == "week":
-        return Decimal(d.isocalendar()[1])
-    if f == "isoyear":
-        return Decimal(d.isocalendar()[0])
-    if f == "decade":
-        return Decimal(d.year // 10)
-    if f == "century":
-        return Decimal((d.year - 1) // 100 + 1)
-    raise EvalError("0A000", f'unit "{field}" not supported for type date')
-
-
-def _date_trunc(field: str, d: dt.date) -> dt.date:
-    f = field.lower()
-    if f == "year":
-        return d.replace(month=1, day=1)
-    if f == "quarter":
-        return d.replace(month=(d.month - 1) // 3 * 3 + 1, day=1)
-    if f == "month":
-        return d.replace(day=1)
-    if f == "week":
-        return d - dt.timedelta(days=d.weekday())
-    if f == "day":
-        return d
-    if f == "decade":
-        return d.replace(year=d.year // 10 * 10, month=1, day=1)
-    raise EvalError("22023", f'unit "{field}" not recognized for type date')
 
 
 def _width_bucket(x: object, lo: object, hi: object, n: object) -> int:
@@ -688,9 +641,6 @@ FUNCTIONS: dict[str, tuple[Callable[[Sequence[str]], str], Impl, bool]] = {
     "replace": (_t_text, lambda s, a, b: s.replace(a, b) if a else s, True),
     "concat": (lambda a: "text", lambda *vs: "".join(_text(v) for v in vs if v is not None), False),
     "||": (lambda a: "text", lambda x, y: _text(x) + _text(y), True),
-    "extract": (lambda a: "numeric", _extract, True),
-    "date_part": (lambda a: "float8", lambda f, d: float(_extract(f, d)), True),
-    "date_trunc": (lambda a: "timestamptz", _date_trunc, True),
     "greatest": (lambda a: common_type(a, "GREATEST"), _greatest, False),
     "least": (lambda a: common_type(a, "LEAST"), _least, False),
     "mod": (lambda a: arith_type("%", a[0], a[1]), None, True),  # type: ignore[dict-item]
@@ -724,3 +674,6 @@ def call(name: str, args: Sequence[object], types: Sequence[str], result: str) -
         return impl(*args)
     except (TypeError, ValueError, OverflowError, InvalidOperation):
         raise EvalError("22023", f"invalid argument for function {name}") from None
+
+
+from . import pgtime  # noqa: E402  (dates and times: registers its functions here)

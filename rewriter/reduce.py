@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from dp.domain import QueryBatch
 
-from . import pgeval
+from . import pgeval, pgtime
 from .errors import BindError, DomainTooLargeError, InvalidValueError, UnsupportedError
 from .normalise import Logical, Value, _attrs_of, transform
 from .plan import (
@@ -113,9 +113,11 @@ def coerce(attr: AttributeDecl, value: object) -> object:
             return Fraction(value.toordinal())
         if isinstance(value, str):
             try:
-                return Fraction(dt.date.fromisoformat(value.strip()).toordinal())
-            except ValueError:
-                raise InvalidValueError("invalid input syntax for type date") from None
+                return Fraction(pgtime.parse_date(value).toordinal())
+            except pgeval.EvalError as e:  # PostgreSQL's date input (an ISO timestamp too)
+                err = InvalidValueError(e.message, hint="write dates as 'YYYY-MM-DD'")
+                err.sqlstate = e.sqlstate  # type: ignore[misc]
+                raise err from None
         raise InvalidValueError(
             f"a value of this type cannot be compared with date column {attr.name}"
         )

@@ -55,6 +55,8 @@ TYPE_OIDS: Mapping[str, int] = {
     "varchar": 1043,
     "date": 1082,
     "numeric": 1700,
+    "timestamp": 1114,
+    "timestamptz": 1184,
 }
 TYPE_ALIASES: Mapping[str, str] = {
     "boolean": "bool",
