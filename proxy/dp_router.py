@@ -57,7 +57,7 @@ import numpy as np
 import rewriter
 from dp import engine
 from dp.errors import LaprasError
-from proxy import admin
+from proxy import admin, composing
 from proxy.epochs import Answer, EpochService
 from proxy.errors import InsufficientPrivilege
 from proxy.wire.heap import trim_heap
@@ -320,6 +320,8 @@ class DPRouter:
         st = execution.route.plan
         if isinstance(st, admin.AdminCommand):
             return LocalResult(rows=tuple(await st.run(self.admin_sources)))
+        if isinstance(st, rewriter.Composed):
+            return await self._composed(execution, st)
         if not isinstance(st, rewriter.DPStatement):
             return LocalResult(rows=())
         params = execution.params
@@ -341,6 +343,23 @@ class DPRouter:
         else:
             rendered = await self._answer_off_loop(_rendered, plan, answer, self.reveal_sources)
         return self._result(execution, plan, answer, rendered)
+
+    async def _composed(self, execution: Execution, st: rewriter.Composed) -> LocalResult:
+        """A statement made of several DP releases: each answered as a statement of its own,
+        in order, then combined (proxy/composing.py)."""
+
+        def log(plan: rewriter.Plan, outcome: str) -> None:
+            self._log(execution.statement, plan, outcome)
+
+        rows, notice = await composing.answer(
+            st,
+            self.service.schema,
+            self.service.answer,
+            self._answer_off_loop,
+            log,
+            reveal=self.reveal_sources,
+        )
+        return LocalResult(rows=rows, notices=(notice,))
 
     def execute_now(self, execution: Execution) -> LocalResult | None:
         """A stored answer (an exact repeat) of a small plan at once, from the read callback;

@@ -11,6 +11,8 @@ The public API, all the proxy needs::
             case DPStatement(plan=None):         # has $n parameters: plan = bind(st, values)
             case DPStatement(plan=plan):         # answer plan.batch with the DP engine, then
                 rows = postprocess(plan, noisy_answers)
+            case Composed():                     # several releases: drive compose.steps(st),
+                ...                              # answering each plan it yields, in order
 
     pin_sql(schema, "adult")                     # the aggregator's one statement that pins the data
     pin_from_copy(domain, data)                  # its binary COPY output -> a dp.pin.Pin
@@ -31,9 +33,20 @@ and the post-processing; no sqlglot node crosses into ``dp``. See docs/sql.md.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from .classify import DPStatement, Passthrough, Refused, Statement, ZeroRowProbe, bind, classify
+from . import compose
+from .classify import (
+    DPStatement,
+    Passthrough,
+    Refused,
+    Statement,
+    ZeroRowProbe,
+    bind,
+    classify,
+    single_part,
+)
+from .compose import Composed, Released, Result
 from .errors import (
     BindError,
     ConfigError,
@@ -70,8 +83,20 @@ def fingerprint(statement: DPStatement, params: Sequence[object] = ()) -> Finger
     return _fingerprint(statement.prepared, params)
 
 
+def steps(statement: Composed, schema: Schema) -> compose.Steps:
+    """The releases of a composed statement, in order, then its result (see
+    :func:`rewriter.compose.steps`: send each yielded plan's answers back)."""
+    return compose.steps(statement, schema, single_part)
+
+
+def run_composed(statement: Composed, schema: Schema, answer: Callable[[Plan], Released]) -> Result:
+    """A composed statement's result, each release answered by ``answer`` (synchronous)."""
+    return compose.run(statement, schema, answer, single_part)
+
+
 __all__ = [
     "BindError",
+    "Composed",
     "ConfigError",
     "DPStatement",
     "DomainTooLargeError",
@@ -84,6 +109,8 @@ __all__ = [
     "Plan",
     "PostProcess",
     "Refused",
+    "Released",
+    "Result",
     "RowAccessError",
     "Schema",
     "SqlSyntaxError",
@@ -104,4 +131,6 @@ __all__ = [
     "pin_from_rows",
     "pin_sql",
     "postprocess",
+    "run_composed",
+    "steps",
 ]

@@ -24,6 +24,7 @@ from sqlglot.errors import ParseError
 from dp.errors import InternalError, LaprasError
 
 from . import domaincheck, pgtime
+from .compose import Composed, compose
 from .derived import fold
 from .dialect import POSTGRES
 from .errors import RowAccessError, SqlSyntaxError, UndefinedColumnError, UnsupportedError
@@ -100,7 +101,7 @@ class Refused:
     error: LaprasError
 
 
-Statement: TypeAlias = Passthrough | DPStatement | ZeroRowProbe | Refused
+Statement: TypeAlias = Passthrough | DPStatement | Composed | ZeroRowProbe | Refused
 _E = TypeVar("_E", bound=BaseException)
 
 _ROW_COMMANDS = (
@@ -560,9 +561,70 @@ def _protected(
     schema: Schema,
     census: _Census,
 ) -> Statement:
+    if isinstance(tree, exp.Union):
+        union = _union(piece, tree, schema)
+        return union if union is not None else _composed(piece, tree, schema)
+    st = _single(piece, tree, refs, schema, census)
+    if st is not None:
+        return st
+    if isinstance(tree, exp.Query) and census.aggregate:
+        # several DP aggregates combined: a plan of releases and post-processing
+        return _composed(piece, tree, schema)
     names = sorted({d.name for _, d in refs})
+    raise RowAccessError(
+        "row-level access to protected table " + ", ".join(names) + " is refused",
+        hint="aggregates (count, sum, avg, min, max, stddev, percentiles, mode) over declared "
+        "columns are answered; zero-row probes (LIMIT 0, WHERE 1 = 0) get the columns",
+    )
+
+
+def _composed(piece: Piece, tree: exp.Expr, schema: Schema) -> Statement:
+    """A statement made of several DP aggregates: a plan of releases and post-processing
+    (rewriter/compose.py), checked now with stand-in answers."""
+    return compose(piece.text, tree, schema, single_part)
+
+
+def single_statement(sql: str, tree: exp.Expr, schema: Schema) -> Statement | None:
+    """``tree`` as one statement over a protected table (a DP aggregate, public values, a
+    zero-row probe), with its refusal when it is that shape but not answered (a row read, an
+    unknown column, ...); None when it is not one statement over the table but a composition
+    (rewriter/compose.py plans those, calling this for each part)."""
+    census = _Census.of(tree)
+    refs = [(t, d) for t in census.tables if (d := _table_ref(t, schema)) is not None]
+    if not refs:
+        return None
+    piece = Piece(text=sql, offset=0, tokens=None)
     if isinstance(tree, exp.Union):
         return _union(piece, tree, schema)
+    return _single(piece, tree, refs, schema, census)
+
+
+def single_part(
+    sql: str, tree: exp.Expression, schema: Schema
+) -> tuple[Plan | None, tuple[OutputColumn, ...]] | None:
+    """A part of a composed statement as one statement (:func:`single_statement`): its plan
+    and columns, or (None, columns) for a zero-row probe; None when it is not one."""
+    st = single_statement(sql, tree, schema)
+    if st is None:
+        return None
+    if isinstance(st, ZeroRowProbe):
+        return None, st.columns
+    if isinstance(st, DPStatement) and st.plan is not None:
+        return st.plan, st.columns
+    if isinstance(st, Refused):
+        raise st.error
+    return None  # a composition itself (a UNION of composed branches)
+
+
+def _single(
+    piece: Piece,
+    tree: exp.Expr,
+    refs: list[tuple[exp.Table, TableDecl]],
+    schema: Schema,
+    census: _Census,
+) -> Statement | None:
+    """The one DP statement (or zero-row probe) ``tree`` is, folding the wrappers tools put
+    around one table (rewriter/derived.py); None when it is not that shape."""
     select = tree if isinstance(tree, exp.Select) else None
     from_ = select.args.get("from_") if select is not None else None
     single = (
@@ -595,18 +657,7 @@ def _protected(
                 select, refs, census, single = merged, mrefs, inner, True
                 aggregated = inner.aggregate
     if not single or select is None:
-        if isinstance(tree, exp.Query) and aggregated:
-            raise UnsupportedError(
-                "joins, subqueries, CTEs and set operations over protected table "
-                + ", ".join(names)
-                + " are not supported",
-                hint="write one SELECT of aggregates over the table (with WHERE, GROUP BY, "
-                "expressions), or a derived table that only filters it; see docs/sql.md",
-            )
-        raise RowAccessError(
-            "row-level access to protected table " + ", ".join(names) + " is refused",
-            hint="only COUNT(*)/COUNT(col)/SUM(col)/AVG(col) aggregates over declared columns are answered",
-        )
+        return None
     table = refs[0][1]
     table_node = refs[0][0]
     if select.args.get("locks"):
@@ -630,11 +681,14 @@ def _protected(
     return _dp(piece, normalise(select, table, table_node, count_rows=count_rows))
 
 
-def _union(piece: Piece, tree: exp.Union, schema: Schema) -> Statement:
+def _union(piece: Piece, tree: exp.Union, schema: Schema) -> Statement | None:
     """``UNION [ALL]`` of DP aggregates over one protected table: one statement, one batch,
     one charge (the branches' rows stacked), the rows concatenated (and deduplicated for
-    UNION) by post-processing, then the union's ORDER BY / LIMIT / OFFSET."""
+    UNION) by post-processing, then the union's ORDER BY / LIMIT / OFFSET. None when a
+    branch is not one DP aggregate over the table (a composition: rewriter/compose.py)."""
     distinct = bool(tree.args.get("distinct"))
+    if tree.args.get("with_") or tree.args.get("with"):
+        return None
     branches: list[exp.Expr] = []
 
     def flatten(node: exp.Expr) -> None:
@@ -655,20 +709,25 @@ def _union(piece: Piece, tree: exp.Union, schema: Schema) -> Statement:
     parts: list[Logical] = []
     for branch in branches:
         if not isinstance(branch, exp.Select):
-            raise UnsupportedError("this set operation over a protected table is not supported")
+            return None
         census = _Census.of(branch)
         refs = [(t, d) for t in census.tables if (d := _table_ref(t, schema)) is not None]
         if not refs:
-            raise UnsupportedError(
-                "every branch of a UNION over a protected table must read it",
-                hint="write the constant rows as another statement",
+            return None  # constant rows beside aggregates: post-processing
+        st = _single(piece, branch, refs, schema, census)
+        if st is None and not census.aggregate:
+            raise RowAccessError(
+                "row-level access to protected table "
+                + ", ".join(sorted({d.name for _, d in refs}))
+                + " is refused",
+                hint="each branch of a UNION over a protected table must be an aggregate",
             )
-        st = _protected(piece, branch, refs, schema, census)
         if not isinstance(st, DPStatement):
-            raise UnsupportedError(
-                "every branch of a UNION over a protected table must be an aggregate"
-            )
+            return None
         parts.append(st.prepared)
+    tables = {p.table.qualified for p in parts}
+    if len(tables) > 1:
+        return None  # aggregates of two protected tables: a release on each
     return _dp(piece, union_logical(parts, tree, distinct))
 
 

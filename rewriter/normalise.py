@@ -37,6 +37,7 @@ from .plan import (
     Cast,
     Compare,
     Const,
+    Frame,
     Func,
     GroupingRef,
     KeyRef,
@@ -1252,12 +1253,10 @@ def window_function(b: _Builder, node: exp.Window, leaf: Leaf) -> Window:
     argument's for ``lag``/``lead`` (with its default: their common type) and the value
     functions."""
     table = b.table
-    if node.args.get("spec") is not None or node.args.get("alias") is not None:
-        raise _unsupported(
-            "a window frame (ROWS/RANGE/GROUPS) or a named window", table,
-            hint="write the window with PARTITION BY and ORDER BY only: the default frame is "
-            "answered",
-        )  # fmt: skip
+    if node.args.get("alias") is not None:
+        raise _unsupported("a named window (OVER w)", table,
+                           hint="write the window in OVER (PARTITION BY ... ORDER BY ...)")  # fmt: skip
+    frame = _window_frame(b, node.args.get("spec"))
     fn = node.this
     if isinstance(fn, exp.IgnoreNulls | exp.RespectNulls):
         raise _unsupported(f"{sql_words(fn.this)} with IGNORE/RESPECT NULLS", table)
@@ -1332,9 +1331,71 @@ def window_function(b: _Builder, node: exp.Window, leaf: Leaf) -> Window:
         t = "float8" if at in FLOAT_TYPES else "numeric"
     else:
         t = at
+    if frame is not None and frame.mode == "groups" and not order:
+        raise _unsupported("GROUPS mode without ORDER BY", table,
+                           hint="GROUPS mode requires an ORDER BY clause")  # fmt: skip
+    if func in ("row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile",
+                "lag", "lead"):  # fmt: skip
+        frame = None  # these ignore the frame (PostgreSQL)
     return Window(
-        func=func, arg=arg, partition=partition, order=order, pg_type=t, args=tuple(extra)
+        func=func,
+        arg=arg,
+        partition=partition,
+        order=order,
+        pg_type=t,
+        args=tuple(extra),
+        frame=frame,
     )
+
+
+def _window_frame(b: _Builder, spec: exp.Expression | None) -> Frame | None:
+    """A window's frame clause: ROWS or GROUPS with UNBOUNDED, ``n`` PRECEDING/FOLLOWING or
+    CURRENT ROW bounds; RANGE with UNBOUNDED or CURRENT ROW bounds (a RANGE offset and
+    EXCLUDE are refused)."""
+    if spec is None:
+        return None
+    table = b.table
+    mode = str(spec.args.get("kind") or "").lower()
+    if mode not in ("rows", "range", "groups"):
+        raise _unsupported(f"a window frame in {mode.upper() or 'this'} mode", table)
+    if spec.args.get("exclude") is not None:
+        raise _unsupported("EXCLUDE in a window frame", table,
+                           hint="write the frame without EXCLUDE")  # fmt: skip
+
+    def bound(value: object, side: object, default: str) -> tuple[str, int]:
+        if value is None:
+            return default, 0
+        word = str(
+            value.name
+            if isinstance(value, exp.Expression) and not isinstance(value, exp.Literal)
+            else value
+        ).upper()
+        direction = str(side or "").upper()
+        if word == "UNBOUNDED":
+            return ("unbounded_preceding" if direction == "PRECEDING" else "unbounded_following"), 0
+        if word == "CURRENT ROW":
+            return "current", 0
+        if mode == "range":
+            raise _unsupported("RANGE with an offset in a window frame", table,
+                               hint="write ROWS or GROUPS with an offset, or RANGE with UNBOUNDED or CURRENT ROW")  # fmt: skip
+        if not isinstance(value, exp.Expression):
+            raise _unsupported("this window frame bound", table)
+        n = _int_literal(value)
+        if n is None:
+            raise _unsupported("a window frame offset that is not a constant integer", table)
+        if n < 0:
+            err = InvalidValueError("frame starting offset must not be negative")
+            err.sqlstate = "22013"  # type: ignore[misc]
+            raise err
+        return ("preceding" if direction == "PRECEDING" else "following"), n
+
+    start, s_off = bound(spec.args.get("start"), spec.args.get("start_side"), "unbounded_preceding")
+    end, e_off = bound(spec.args.get("end"), spec.args.get("end_side"), "current")
+    if start == "unbounded_following":
+        raise _unsupported("frame start cannot be UNBOUNDED FOLLOWING", table)
+    if end == "unbounded_preceding":
+        raise _unsupported("frame end cannot be UNBOUNDED PRECEDING", table)
+    return Frame(mode=mode, start=start, end=end, start_offset=s_off, end_offset=e_off)
 
 
 def _grouping_sets(gnode: exp.Group) -> tuple[list[exp.Expression], list[list[int]]]:
@@ -1892,6 +1953,21 @@ def _fmt_expr(
     if e.order:
         over.append(
             "ORDER BY " + ", ".join(f(o.expr) + (" DESC" if o.desc else "") for o in e.order)
+        )
+    if e.frame is not None:
+        words = {
+            "unbounded_preceding": "UNBOUNDED PRECEDING",
+            "unbounded_following": "UNBOUNDED FOLLOWING",
+            "current": "CURRENT ROW",
+        }
+        fr = e.frame
+
+        def side(kind: str, n: int) -> str:
+            return words.get(kind) or f"{n} {kind.upper()}"
+
+        over.append(
+            f"{fr.mode.upper()} BETWEEN {side(fr.start, fr.start_offset)} AND "
+            f"{side(fr.end, fr.end_offset)}"
         )
     return f"{e.func}({arg}) OVER ({' '.join(over)})"
 

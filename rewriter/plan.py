@@ -214,7 +214,7 @@ class Cast:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Window:
     """A window function over the grouped result: ``func(arg, *args) OVER (PARTITION BY ...
-    ORDER BY ...)`` with PostgreSQL's default frame (sum, count, avg, min, max, row_number,
+    ORDER BY ... [frame])``, by default with PostgreSQL's default frame (sum, count, avg, min, max, row_number,
     rank, dense_rank, percent_rank, cume_dist, ntile, lag, lead, first_value, last_value,
     nth_value). ``args``: the arguments after the first (lag's offset and default, nth_value's
     position); ntile's bucket count is ``arg``."""
@@ -225,6 +225,20 @@ class Window:
     order: tuple[OrderItem, ...]
     pg_type: str
     args: tuple[PostExpr, ...] = ()
+    frame: Frame | None = None  # None: PostgreSQL's default frame
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Frame:
+    """A window's frame: ``mode`` ROWS, GROUPS or RANGE; each bound one of
+    ``unbounded_preceding``, ``preceding``, ``current``, ``following``,
+    ``unbounded_following``, with its offset (a number of rows, or of peer groups)."""
+
+    mode: str
+    start: str
+    end: str
+    start_offset: int = 0
+    end_offset: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -605,8 +619,9 @@ def windows_of(exprs: object) -> list[Window]:
 def window_values(found: Sequence[Window], plain: Sequence[Leaf]) -> list[dict[Window, object]]:
     """The value of each window function of ``found`` for each row (``plain[i]`` gives row
     ``i``'s leaves), as PostgreSQL computes them: partitions, the rows ordered in each (peers:
-    rows equal in the ORDER BY), and the default frame -- from the partition's start to the
-    current row's last peer when the window is ordered, else the whole partition. ``lag``
+    rows equal in the ORDER BY), and the frame: by default from the partition's start to the
+    current row's last peer (the whole partition when the window is not ordered), else the
+    window's ROWS or GROUPS frame (:class:`Frame`). ``lag``
     and ``lead`` move by rows, ``ntile`` splits the partition into buckets whose sizes differ
     by at most one (the larger first), ``percent_rank`` is ``(rank - 1) / (rows - 1)`` and
     ``cume_dist`` the share of rows up to the current row's last peer."""
@@ -621,44 +636,95 @@ def window_values(found: Sequence[Window], plain: Sequence[Leaf]) -> list[dict[W
             peers = [tuple(evaluate_with(o.expr, plain[i]) for o in w.order) for i in ordered]
             args = [evaluate_with(w.arg, plain[i]) if w.arg is not None else 1 for i in ordered]
             n = len(ordered)
-            rank = dense = 0
+            # peer groups: each row's group number, and each group's first and last row
+            group = [0] * n
+            for pos in range(1, n):
+                same = not w.order or peers[pos] == peers[pos - 1]
+                group[pos] = group[pos - 1] + (0 if same else 1)
+            firsts: dict[int, int] = {}
+            lasts: dict[int, int] = {}
+            for pos, g in enumerate(group):
+                firsts.setdefault(g, pos)
+                lasts[g] = pos
             for pos, i in enumerate(ordered):
-                if pos == 0 or peers[pos] != peers[pos - 1]:
-                    rank, dense = pos + 1, dense + 1
-                end = pos  # the current row's last peer
-                if w.order:
-                    while end + 1 < n and peers[end + 1] == peers[pos]:
-                        end += 1
-                else:
-                    end = n - 1
-                out[i][w] = _window_row(w, pos, i, ordered, args, plain, rank, dense, end, n)
+                here = group[pos]
+                out[i][w] = _window_row(
+                    w,
+                    _Row(
+                        pos=pos,
+                        rank=firsts[here] + 1,
+                        dense=here + 1,
+                        last_peer=lasts[here],
+                        frame=_frame(w.frame, pos, group, firsts, lasts),
+                        n=n,
+                    ),
+                    args,
+                    plain[i],
+                )
     return out
 
 
-def _window_row(
-    w: Window,
+@dataclass(frozen=True, slots=True)
+class _Row:
+    """Where a row stands in its ordered partition: its position, rank and dense rank, its
+    last peer, its frame's first and last row (first > last: an empty frame), the number of
+    rows."""
+
+    pos: int
+    rank: int
+    dense: int
+    last_peer: int
+    frame: tuple[int, int]
+    n: int
+
+
+def _frame(
+    frame: Frame | None,
     pos: int,
-    i: int,
-    ordered: Sequence[int],
-    args: Sequence[object],
-    plain: Sequence[Leaf],
-    rank: int,
-    dense: int,
-    end: int,
-    n: int,
-) -> object:
+    group: Sequence[int],
+    firsts: dict[int, int],
+    lasts: dict[int, int],
+) -> tuple[int, int]:
+    """The first and last row of a row's frame. The default frame is RANGE BETWEEN
+    UNBOUNDED PRECEDING AND CURRENT ROW: from the first row to the row's last peer. ROWS
+    offsets count rows; GROUPS offsets count peer groups (RANGE takes no offset here)."""
+    n = len(group)
+    g = group[pos]
+    if frame is None:
+        return 0, lasts[g]
+
+    def bound(kind: str, offset: int, start: bool) -> int:
+        if kind == "unbounded_preceding":
+            return 0
+        if kind == "unbounded_following":
+            return n - 1
+        step = 0 if kind == "current" else (-offset if kind == "preceding" else offset)
+        if frame.mode == "rows":
+            return pos + step
+        target = g + step  # a peer group (GROUPS; RANGE with CURRENT ROW)
+        if target < 0:
+            return 0 if start else -1
+        if target > group[-1]:
+            return n if start else n - 1
+        return firsts[target] if start else lasts[target]
+
+    return bound(frame.start, frame.start_offset, True), bound(frame.end, frame.end_offset, False)
+
+
+def _window_row(w: Window, row: _Row, args: Sequence[object], leaf: Leaf) -> object:
     """One row's value of window function ``w`` (see :func:`window_values`)."""
     func = w.func
+    pos, n = row.pos, row.n
     if func == "row_number":
         return pos + 1
     if func == "rank":
-        return rank
+        return row.rank
     if func == "dense_rank":
-        return dense
+        return row.dense
     if func == "percent_rank":
-        return 0.0 if n <= 1 else (rank - 1) / (n - 1)
+        return 0.0 if n <= 1 else (row.rank - 1) / (n - 1)
     if func == "cume_dist":
-        return (end + 1) / n
+        return (row.last_peer + 1) / n
     if func == "ntile":
         buckets = args[pos]
         if buckets is None:
@@ -669,7 +735,7 @@ def _window_row(
         big = extra * (size + 1)  # the first ``extra`` buckets hold one row more
         return pos // (size + 1) + 1 if pos < big else extra + (pos - big) // max(size, 1) + 1
     if func in ("lag", "lead"):
-        extra_args = [evaluate_with(a, plain[i]) for a in w.args]
+        extra_args = [evaluate_with(a, leaf) for a in w.args]
         offset = extra_args[0] if extra_args else 1
         if offset is None:
             return None
@@ -677,18 +743,19 @@ def _window_row(
         if 0 <= at < n:
             return widen(args[at], w.pg_type)
         return widen(extra_args[1], w.pg_type) if len(extra_args) > 1 else None
+    lo, hi = max(row.frame[0], 0), min(row.frame[1], n - 1)
+    frame = list(args[lo : hi + 1]) if lo <= hi else []
     if func in ("first_value", "last_value", "nth_value"):
-        if func == "first_value":
-            return widen(args[0], w.pg_type)
-        if func == "last_value":
-            return widen(args[end], w.pg_type)
-        nth = evaluate_with(w.args[0], plain[i]) if w.args else None
-        if nth is None:
+        if func == "nth_value":
+            nth = evaluate_with(w.args[0], leaf) if w.args else None
+            if nth is None:
+                return None
+            if not isinstance(nth, int) or nth <= 0:
+                raise pgeval.EvalError("22016", "argument of nth_value must be greater than zero")
+            return widen(frame[nth - 1], w.pg_type) if nth <= len(frame) else None
+        if not frame:
             return None
-        if not isinstance(nth, int) or nth <= 0:
-            raise pgeval.EvalError("22016", "argument of nth_value must be greater than zero")
-        return widen(args[nth - 1], w.pg_type) if nth - 1 <= end else None
-    frame = args[: end + 1] if w.order else args
+        return widen(frame[0] if func == "first_value" else frame[-1], w.pg_type)
     return _window_agg(w, [a for a in frame if a is not None], len(frame))
 
 

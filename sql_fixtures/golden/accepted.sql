@@ -345,3 +345,15 @@ SELECT race, count(*) FROM adult GROUP BY race ORDER BY count(*) DESC OFFSET 1 R
 -- title: LIMIT with a constant expression
 -- expect: dp view=(education_num) queries=16 columns=education_num:23,count:20
 SELECT education_num, count(*) FROM adult GROUP BY 1 ORDER BY 2 DESC LIMIT 2 + 3 OFFSET (1);
+
+-- title: Metabase's cumulative sum (ROWS UNBOUNDED PRECEDING)
+-- expect: dp view=(education_num) queries=16 columns=education_num:23,count:1700
+SELECT "public"."adult"."education_num" AS "education_num", SUM(COUNT(*)) OVER (ORDER BY "public"."adult"."education_num" ASC ROWS UNBOUNDED PRECEDING) AS "count" FROM "public"."adult" GROUP BY "public"."adult"."education_num" ORDER BY "public"."adult"."education_num" ASC;
+
+-- title: a moving average and a moving count over ROWS frames
+-- expect: dp view=(education_num) queries=16 columns=education_num:23,moving:1700,before:20,ahead:20
+SELECT education_num, avg(count(*)) OVER (ORDER BY education_num ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS moving, count(*) OVER (ORDER BY education_num ROWS BETWEEN 3 PRECEDING AND 1 PRECEDING) AS before, first_value(count(*)) OVER (ORDER BY education_num ROWS BETWEEN 1 FOLLOWING AND 3 FOLLOWING) AS ahead FROM adult GROUP BY 1 ORDER BY 1;
+
+-- title: GROUPS and RANGE frames
+-- expect: dp view=(education_num) queries=16 columns=education_num:23,near:1700,last:20,rest:1700
+SELECT education_num, sum(count(*)) OVER (ORDER BY education_num / 4 GROUPS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS near, last_value(count(*)) OVER (ORDER BY education_num RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS last, sum(count(*)) OVER (ORDER BY education_num / 4 RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS rest FROM adult GROUP BY 1 ORDER BY 1;

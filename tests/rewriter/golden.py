@@ -17,6 +17,8 @@ class Case:
     expect: str
     params: tuple[object, ...] | None
     sql: str
+    message: str | None = None  # a refusal's message contains this text
+    hint: str | None = None  # and its hint this text
 
     @property
     def id(self) -> str:
@@ -33,7 +35,7 @@ def load_cases() -> list[Case]:
             headers: dict[str, str] = {}
             body: list[str] = []
             for line in chunk.split("\n"):
-                m = re.match(r"^-- (title|expect|params): (.*)$", line)
+                m = re.match(r"^-- (title|expect|params|message|hint): (.*)$", line)
                 if m and not body:
                     headers[m.group(1)] = m.group(2).strip()
                 else:
@@ -46,6 +48,8 @@ def load_cases() -> list[Case]:
                     expect=headers["expect"],
                     params=params,
                     sql="\n".join(body).strip(),
+                    message=headers.get("message"),
+                    hint=headers.get("hint"),
                 )
             )
     return cases
