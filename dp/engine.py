@@ -91,7 +91,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
@@ -108,6 +108,12 @@ from dp.accountant import (
     PureAccountant,
     make_accountant,
     noise_variance,
+)
+from dp.accuracy import (
+    AccuracyUnavailableError,
+    fresh_variance_needed,
+    least_charge,
+    variance_at,
 )
 from dp.calibration import gdp_epsilon
 from dp.domain import Domain, FloatArray, QueryBatch, lifted_matrix
@@ -132,7 +138,9 @@ from dp.pacing import (
     Step,
     initial_pacing,
     next_charge,
+    online_left,
     skip,
+    spend,
     steady_charge,
     steady_horizon,
     steady_tail,
@@ -974,26 +982,42 @@ def may_spend_nothing(state: EngineState, batch: QueryBatch) -> bool:
     return state.config.reuse_releases or _is_good(state, batch)
 
 
-def decide(state: EngineState, batch: QueryBatch) -> Decision:
+def decide(state: EngineState, batch: QueryBatch, *, max_error: float | None = None) -> Decision:
     """Classify ``batch`` and, for a fresh release, plan its charge (pure; see the module doc).
 
+    ``max_error``: the largest standard error accepted for each row of the batch (a request,
+    ``dp.accuracy``; None: none). In the default mode the batch is then answered from earlier
+    releases when their stated error meets it, else by a fresh release at the least charge
+    that meets it; in paper mode the decision is Algorithm 1's, refused when its error does not
+    meet the request. A repeat whose stored answer does not meet it is refused (it is never
+    measured again). All of this reads only public values.
+
     Raises a :class:`BudgetExhaustedError` subclass (saying which limit) when the batch needs
-    fresh noise and none can be admitted; ``ValueError`` for a batch over a marginal that is
-    not one of the epoch's domain.
+    fresh noise and none can be admitted (:class:`AccuracyUnavailableError` when a request
+    cannot be met); ``ValueError`` for a batch over a marginal that is not one of the epoch's
+    domain.
     """
     if not state.domain.covers(batch.domain):
         raise ValueError("the query is not over the epoch's domain")
     if state.mm_pending:
         raise InternalError("the epoch's Matrix Mechanism release is missing")
+    if max_error is not None and not (math.isfinite(max_error) and max_error > 0):
+        raise PrivacyParameterError("a requested standard error must be a number above 0")
     prior = state.answers.get(batch.key)
     if prior is not None:
+        if max_error is not None and not _meets(prior.std_errors, max_error):
+            raise AccuracyUnavailableError(
+                f"the standard error asked (lapras.max_error = {max_error:.4g}) is below that "
+                f"of this statement's earlier answer ({max(prior.std_errors):.4g})",
+                hint="a statement answered before is answered again with its stored answer, "
+                "never measured anew; ask with a larger lapras.max_error, or without one",
+            )
         return Decision(
             kind=DecisionKind.REPEAT,
             batch=batch,
             answers=prior.answers,
             std_errors=prior.std_errors,
         )
-    cfg = state.config
     if batch.num_queries == 0 or batch.matrix.nnz == 0:
         # data-independent answer: all zeros, exactly
         zeros = tuple(0.0 for _ in range(batch.num_queries))
@@ -1007,7 +1031,29 @@ def decide(state: EngineState, batch: QueryBatch) -> Decision:
         return Decision(
             kind=DecisionKind.STORED, batch=batch, events=(ev,), answers=zeros, std_errors=zeros
         )
+    if max_error is None:
+        return _decided(state, batch)
+    if not state.config.reuse_releases:  # paper mode: Algorithm 1's decision, or a refusal
+        d = _decided(state, batch)
+        if not _meets(_expected_errors(state, d), max_error):
+            raise AccuracyUnavailableError(
+                f"the standard error asked (lapras.max_error = {max_error:.4g}) is below what "
+                f"this epoch gives the statement ({max(_expected_errors(state, d)):.4g})",
+                hint="an epoch in paper mode spends as Algorithm 1 does, whatever is asked; "
+                "ask with a larger lapras.max_error, or without one",
+            )
+        return d
+    return _requested(state, batch, max_error)
 
+
+def _meets(std_errors: Sequence[float], max_error: float) -> bool:
+    """Whether every row's standard error is within ``max_error`` (to rounding)."""
+    return all(e <= max_error * (1 + 1e-9) for e in std_errors)
+
+
+def _decided(state: EngineState, batch: QueryBatch) -> Decision:
+    """:func:`decide` without a request, for a batch that is no repeat and reads a cell."""
+    cfg = state.config
     reuse = cfg.reuse_releases
     good = _is_good(state, batch)
     if good and not reuse:  # paper mode: a predicted query is answered from its block
@@ -1019,21 +1065,7 @@ def decide(state: EngineState, batch: QueryBatch) -> Decision:
     # compared with a fresh answer at the current pacing; a predicted query it answers stays
     # a good one (no b, no pacing step)
     known = _best(state, batch, stored=True) if reuse else None
-    b = state.bad + 1
-    skipped = skip(
-        state.pacing,
-        b=b,
-        n=state.position + 1,
-        stream_length=cfg.stream_length,
-        t=cfg.t,
-        allocation=cfg.allocation_kind,
-    )
-
-    def from_known(found: tuple[FloatArray, FloatArray]) -> Decision:
-        if good:
-            return _answered(state, batch, found, Source.MATRIX)
-        return _answered(state, batch, found, Source.STORED, b=b, pacing=skipped)
-
+    from_known = _from_known(state, batch, good)
     try:
         charge = _plan_charge(state, batch)
     except BudgetExhaustedError:
@@ -1045,6 +1077,161 @@ def decide(state: EngineState, batch: QueryBatch) -> Decision:
         if float(np.sum(known[1])) <= fresh_var:
             return from_known(known)
     return Decision(kind=DecisionKind.FRESH, batch=batch, events=(charge,), charge=charge)
+
+
+def _skipped(state: EngineState) -> Pacing:
+    """The pacing after the next bad statement is answered without the pacing's charge."""
+    cfg = state.config
+    return skip(
+        state.pacing,
+        b=state.bad + 1,
+        n=state.position + 1,
+        stream_length=cfg.stream_length,
+        t=cfg.t,
+        allocation=cfg.allocation_kind,
+    )
+
+
+def _from_known(
+    state: EngineState, batch: QueryBatch, good: bool
+) -> Callable[[tuple[FloatArray, FloatArray]], Decision]:
+    """The decision that answers ``batch`` from a stored source's ``(answers, variances)``:
+    a predicted batch stays a good one (no b, no pacing step); a bad one advances b."""
+
+    def answered(found: tuple[FloatArray, FloatArray]) -> Decision:
+        if good:
+            return _answered(state, batch, found, Source.MATRIX)
+        return _answered(
+            state, batch, found, Source.STORED, b=state.bad + 1, pacing=_skipped(state)
+        )
+
+    return answered
+
+
+def _expected_errors(state: EngineState, d: Decision) -> tuple[float, ...]:
+    """The standard errors a decision's answers have (FRESH: the noise's, before any
+    combination with earlier releases)."""
+    if d.charge is None:
+        return d.std_errors or ()
+    sd = math.sqrt(noise_variance(d.charge.noise, d.charge.scale))
+    return tuple(sd for _ in range(d.batch.num_queries))
+
+
+def _prior_variances(state: EngineState, batch: QueryBatch) -> FloatArray:
+    """Each row's stated variance from the releases a fresh answer of ``batch`` is combined
+    with (its marginal's stored releases, :func:`release`); ``inf`` where they say nothing."""
+    inf = state.stored.get(batch.domain) if _infers(state, batch.domain) else None
+    if inf is None:
+        return np.full(batch.num_queries, np.inf)
+    return np.asarray(inf.variance(batch.dense()), dtype=np.float64)
+
+
+def _combined_variances(state: EngineState, batch: QueryBatch, fresh: float) -> FloatArray:
+    """Each row's variance once a fresh release of ``batch`` at noise variance ``fresh`` is
+    combined with its marginal's stored releases (exactly as :func:`release` answers it;
+    from the matrices and noise scales only)."""
+    inf = state.stored.get(batch.domain) if _infers(state, batch.domain) else None
+    a = batch.dense()
+    if inf is None:
+        return np.full(batch.num_queries, fresh)
+    both = StoredInference(inf.info + (a / fresh).T @ a, np.zeros(a.shape[1]))
+    return np.asarray(both.variance(a), dtype=np.float64)
+
+
+def _requested(state: EngineState, batch: QueryBatch, max_error: float) -> Decision:
+    """Default mode, with a request: free from earlier releases when their stated error
+    meets it, else a fresh release at the least charge that meets it (``dp.accuracy``)."""
+    cfg, acct = state.config, state.accountant
+    good = _is_good(state, batch)
+    known = _best(state, batch, stored=True)
+    if known is not None and _meets(_tuple(np.sqrt(np.maximum(known[1], 0.0))), max_error):
+        return _from_known(state, batch, good)(known)
+    known_error = math.inf if known is None else float(np.sqrt(np.max(known[1])))
+    asked = f"the standard error asked (lapras.max_error = {max_error:.4g})"
+    earlier = (
+        "no earlier release answers it"
+        if known is None
+        else f"earlier releases answer it with a standard error of {known_error:.4g}"
+    )
+    if state.fresh >= cfg.stream_length:
+        raise AccuracyUnavailableError(
+            f"{asked} cannot be met: {earlier}, and this epoch's stream length is used up",
+            hint="ask with a larger lapras.max_error; start a new epoch for new queries",
+        )
+    prior = _prior_variances(state, batch)
+    sens = acct.sensitivity_of(*batch_sensitivity(batch, cfg.contribution, state.domain))
+    limit = min(online_left(state.pacing), acct.remaining())
+    charge = least_charge(
+        acct,
+        variance=fresh_variance_needed(max_error, prior.tolist()),
+        sensitivity=sens,
+        limit=limit,
+    )
+    if charge is None or not acct.check(charge):
+        best = known_error
+        if limit > 0.0:
+            at_limit = variance_at(acct, limit, sens)
+            best = min(best, float(np.sqrt(np.max(_combined_variances(state, batch, at_limit)))))
+        can = (
+            f"the budget left gives it a standard error of {best:.4g} at best"
+            if math.isfinite(best)
+            else "no budget is left for it"
+        )
+        raise AccuracyUnavailableError(
+            f"{asked} cannot be met: {can}",
+            detail=f"Online budget left: {limit:.4g} {_unit(acct)}; {earlier}.",
+            hint="ask with a larger lapras.max_error (the NOTICE of an answer, and EXPLAIN of "
+            "a statement, say what it gets without one)",
+        )
+    after = spend(_skipped(state), charge)
+    ev = Charged(
+        position=state.position + 1,
+        b=state.bad + 1,
+        key=batch.key,
+        pool=Pool.BAD,
+        amount=charge,
+        noise=acct.noise,
+        scale=acct.noise_scale(charge, sens),
+        sensitivity=sens,
+        pacing=after,
+    )
+    return Decision(kind=DecisionKind.FRESH, batch=batch, events=(ev,), charge=ev)
+
+
+def _unit(acct: AnyAccountant) -> str:
+    return "mu^2" if acct.kind is AccountantKind.GDP else "epsilon"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Preview:
+    """What :func:`decide` would do with a statement, without doing it (a cost preview):
+    how it would be answered (None: refused, with ``refusal``), the charge, and the standard
+    error each row would have. Public: computed from the state's public values only."""
+
+    kind: DecisionKind | None
+    charge: float
+    std_errors: tuple[float, ...]
+    refusal: BudgetExhaustedError | None = None
+    status: BudgetStatus | None = None
+
+
+def preview(state: EngineState, batch: QueryBatch, *, max_error: float | None = None) -> Preview:
+    """The cost preview of ``batch``: :func:`decide`'s decision, its charge and the standard
+    errors its answers would have (a fresh answer's as :func:`release` would combine it with
+    the marginal's stored releases), with no event made: nothing is charged, drawn or stored,
+    and the stream position does not move. Reads no data; the answers stored releases would
+    give are not part of it."""
+    st = status(state)
+    try:
+        d = decide(state, batch, max_error=max_error)
+    except BudgetExhaustedError as e:
+        return Preview(kind=None, charge=0.0, std_errors=(), refusal=e, status=st)
+    if d.charge is None:
+        return Preview(kind=d.kind, charge=0.0, std_errors=d.std_errors or (), status=st)
+    fresh = noise_variance(d.charge.noise, d.charge.scale)
+    var = _combined_variances(state, batch, fresh) if state.config.reuse_releases else None
+    errors = _expected_errors(state, d) if var is None else _tuple(np.sqrt(var))
+    return Preview(kind=d.kind, charge=d.charge.amount, std_errors=errors, status=st)
 
 
 def _plan_charge(state: EngineState, batch: QueryBatch) -> Charged:
@@ -1233,7 +1420,12 @@ def release_all(
 
 
 def answer(
-    state: EngineState, batch: QueryBatch, data: Pin | FloatArray, sampler: Sampler
+    state: EngineState,
+    batch: QueryBatch,
+    data: Pin | FloatArray,
+    sampler: Sampler,
+    *,
+    max_error: float | None = None,
 ) -> tuple[EngineState, Decision, ReleaseResult]:
     """decide -> apply -> release -> apply, in memory (benchmarks, tests, simulations).
 
@@ -1241,7 +1433,7 @@ def answer(
     answer, the charge) are applied before the noise is drawn. Raises what :func:`decide`
     raises; the events of both steps are in ``decision.events`` and ``result.events``.
     """
-    decision = decide(state, batch)
+    decision = decide(state, batch, max_error=max_error)
     for ev in decision.events:
         state = apply(state, ev)
     result = release(state, decision, data, sampler)

@@ -57,7 +57,7 @@ import numpy as np
 import rewriter
 from dp import engine
 from dp.errors import LaprasError
-from proxy import admin, composing
+from proxy import accuracy, admin, composing
 from proxy.epochs import Answer, EpochService
 from proxy.errors import InsufficientPrivilege
 from proxy.wire.heap import trim_heap
@@ -277,9 +277,15 @@ class DPRouter:
         ``off_loop_chars`` is classified there and not cached (the cache would keep big
         texts and their classification)."""
         sql = statement.sql
+        refusal = _observe_settings(statement)
+        if refusal is not None:
+            return refusal
         command = admin.parse(sql)
         if command is not None:
             return self._admin_route(statement, command)
+        target = accuracy.preview_target(sql)
+        if target is not None:
+            return self._preview_route(sql, *target)
         if len(sql) > self.off_loop_chars:
             return self._route_off_loop(sql, cache=False)
         hit = self._cache.get(sql)
@@ -289,6 +295,39 @@ class DPRouter:
         if rewriter.may_name_protected(sql, self.service.schema):
             return self._route_off_loop(sql, cache=True)
         return self._classified(sql)[1]
+
+    async def _preview_route(self, sql: str, kind: accuracy.PreviewKind, inner: str) -> Route:
+        """``EXPLAIN <stmt>`` / ``SELECT lapras.cost('<stmt>')``: a cost preview when ``stmt``
+        is a DP statement (answered here, :mod:`proxy.accuracy`); else EXPLAIN is routed as
+        before, and ``lapras.cost`` of anything else is refused."""
+        hit = self._cache.get(inner)
+        if hit is None:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="lapras-classify"
+                )
+            loop = asyncio.get_running_loop()
+            hit = await loop.run_in_executor(self._worker, _off_loop, self._classify, inner)
+            self._remember(inner, hit)
+        st = hit[0]
+        if isinstance(st, rewriter.DPStatement) and st.wrapper is None:
+            explain = kind == "explain"
+            return AnswerLocally(
+                columns=accuracy.EXPLAIN_COLUMNS if explain else accuracy.COST_COLUMNS,
+                plan=accuracy.PreviewPlan(kind, st),
+                describe_upstream=False,
+                param_oids=st.param_types if st.needs_params else None,
+            )
+        if kind == "explain":
+            return await self._route_off_loop(sql, cache=True)
+        return Refuse(
+            rewriter.UnsupportedError(
+                "lapras.cost() previews a differentially private statement over a protected "
+                "table only",
+                hint="pass the text of an aggregate over a protected table, e.g. "
+                "SELECT lapras.cost('SELECT count(*) FROM adult')",
+            )
+        )
 
     async def _route_off_loop(self, sql: str, *, cache: bool) -> Route:
         if self._worker is None:
@@ -322,6 +361,8 @@ class DPRouter:
             return LocalResult(rows=tuple(await st.run(self.admin_sources)))
         if isinstance(st, rewriter.Composed):
             return await self._composed(execution, st)
+        if isinstance(st, accuracy.PreviewPlan):
+            return await self._preview(execution, st)
         if not isinstance(st, rewriter.DPStatement):
             return LocalResult(rows=())
         params = execution.params
@@ -334,7 +375,7 @@ class DPRouter:
                 return self._public(execution, plan, _public_rows(plan))
             return self._public(execution, plan, await self._answer_off_loop(_public_rows, plan))
         try:
-            answer = await self.service.answer(plan)
+            answer = await self.service.answer(plan, max_error=self._requested(execution, plan))
         except LaprasError:
             self._log(execution.statement, plan, "refused")
             raise
@@ -351,10 +392,13 @@ class DPRouter:
         def log(plan: rewriter.Plan, outcome: str) -> None:
             self._log(execution.statement, plan, outcome)
 
+        async def answer(plan: rewriter.Plan) -> Answer:  # each release at the request
+            return await self.service.answer(plan, max_error=self._requested(execution, plan))
+
         rows, notice = await composing.answer(
             st,
             self.service.schema,
-            self.service.answer,
+            answer,
             self._answer_off_loop,
             log,
             reveal=self.reveal_sources,
@@ -373,10 +417,38 @@ class DPRouter:
             return None  # execute() binds and renders in the worker
         if plan.batch.num_queries == 0:
             return self._public(execution, plan, _public_rows(plan))
-        answer = self.service.answer_now(plan)
+        try:
+            max_error = self._requested(execution, plan)
+        except LaprasError:
+            return None  # execute() refuses it
+        answer = self.service.answer_now(plan, max_error=max_error)
         if answer is None:
             return None
         return self._result(execution, plan, answer, _rendered(plan, answer, self.reveal_sources))
+
+    def _requested(self, execution: Execution, plan: rewriter.Plan) -> float | None:
+        """The standard error the session asks of ``plan``'s answer (``lapras.max_error``, else
+        the table's default; None: none)."""
+        decl = self.service.table(plan.table)
+        if decl.max_error is None and execution.statement.session.settings is None:
+            return None
+        return accuracy.requested(execution.statement.session.settings, decl)
+
+    async def _preview(self, execution: Execution, pv: accuracy.PreviewPlan) -> LocalResult:
+        """A cost preview's rows: nothing is charged, and the query log is not written (the
+        statement is not asked)."""
+        st = pv.statement
+        params = execution.params
+        plan = st.plan if st.plan is not None else self._bound(st, params)
+        if plan is None:
+            plan = await self._answer_off_loop(rewriter.bind, st, params)
+        max_error = self._requested(execution, plan)
+        if plan.batch.num_queries == 0:  # the declared values answer it: no epoch needed
+            rows = accuracy.public_preview_rows(pv.kind, max_error)
+        else:
+            p = await self.service.preview(plan, max_error=max_error)
+            rows = accuracy.preview_rows(pv.kind, p, max_error, reveal=self.reveal_sources)
+        return LocalResult(rows=rows, command_tag="EXPLAIN" if pv.kind == "explain" else None)
 
     def _bound(self, st: rewriter.DPStatement, params: tuple[object, ...]) -> rewriter.Plan | None:
         """The plan ``st`` was bound to with these parameter values before, if kept."""
@@ -479,6 +551,19 @@ class DPRouter:
                     await self.service.ledger.prune_log(max_days=days, max_rows=rows)
             except Exception:  # the log must never break an answer
                 log.exception("could not write %d query-log rows", len(batch))
+
+
+def _observe_settings(statement: StatementInfo) -> Refuse | None:
+    """Show the statement to the session's ``lapras.*`` settings (proxy.wire.settings): a
+    change the proxy cannot honour is refused before it is relayed."""
+    settings = statement.session.settings
+    if settings is None:
+        return None
+    try:
+        settings.observe(statement.sql, statement.session.txn_status, accuracy.check_setting)
+    except LaprasError as err:
+        return Refuse(err)
+    return None
 
 
 def _small(plan: rewriter.Plan) -> bool:

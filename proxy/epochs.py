@@ -64,6 +64,7 @@ import psycopg
 
 import rewriter
 from dp import engine
+from dp.accuracy import AccuracyUnavailableError
 from dp.domain import Domain, QueryBatch
 from dp.errors import BudgetExhaustedError, LaprasError
 from dp.noise import Sampler
@@ -130,10 +131,12 @@ class _Reload(Exception):
 
 @dataclass(slots=True)
 class _Waiting:
-    """A statement waiting for its group: its batch and where its outcome goes."""
+    """A statement waiting for its group: its batch, the standard error it asks for (None:
+    none), and where its outcome goes."""
 
     batch: QueryBatch
     outcome: asyncio.Future[Answer]
+    max_error: float | None = None
 
 
 @dataclass(slots=True)
@@ -513,8 +516,38 @@ class EpochService:
             if handle is None and watch is not None:
                 await watch.release(row.id)
 
-    async def answer(self, plan: rewriter.Plan) -> Answer:
-        """Answer a bound plan within the table's active epoch (see the module doc)."""
+    async def answer(self, plan: rewriter.Plan, *, max_error: float | None = None) -> Answer:
+        """Answer a bound plan within the table's active epoch (see the module doc), at the
+        standard error ``max_error`` asks for when given (``dp.engine.decide``)."""
+        handle = await self._current(plan)
+        while True:
+            repeat = self._repeat(handle, plan.batch, max_error)
+            if repeat is not None:
+                return repeat
+            try:
+                return await self._grouped(handle, plan.batch, max_error)
+            except _Reload:
+                pass  # closed (or the watch lost) while this statement waited: reload
+            except EpochLockedError:
+                table = plan.table.split(".")[-1]
+                await self._release(self._drop(table, handle))  # closed: reload, retry
+                self._closed_tables.add(table)
+            handle = await self._current(plan)
+
+    async def preview(
+        self, plan: rewriter.Plan, *, max_error: float | None = None
+    ) -> engine.Preview:
+        """The cost preview of a bound plan in the table's active epoch
+        (``dp.engine.preview``): nothing is charged, drawn, stored or logged in the ledger.
+        It reads this process's state of the epoch (another process's latest answers show
+        once this one has folded them)."""
+        handle = await self._current(plan)
+        return await asyncio.to_thread(
+            functools.partial(engine.preview, max_error=max_error), handle.state, plan.batch
+        )
+
+    async def _current(self, plan: rewriter.Plan) -> EpochHandle:
+        """The loaded epoch of the plan's table, checked to cover the plan's columns."""
         table = plan.table.split(".")[-1]
         # Again when the epoch was closed (and maybe another started) or dropped meanwhile.
         for _attempt in range(_LOAD_ATTEMPTS):
@@ -526,41 +559,37 @@ class EpochService:
                     f"no privacy epoch is active for table {table}",
                     hint=f"an administrator starts one with: lapras epoch start --table {table}",
                 )
-            batch = plan.batch
-            if not handle.domain.covers(batch.domain):
+            if not handle.domain.covers(plan.batch.domain):
                 raise OutsideEpochViewError(
                     f"the active epoch on {table} answers questions about {', '.join(handle.domain.names)} only",
                     hint="use only those columns, or ask an administrator for an epoch over "
                     "the whole table (lapras epoch start without --view)",
                 )
-            repeat = self._repeat(handle, batch)
-            if repeat is not None:
-                return repeat
-            try:
-                return await self._grouped(handle, batch)
-            except _Reload:
-                continue  # closed (or the watch lost) while this statement waited: reload
-            except EpochLockedError:
-                await self._release(self._drop(table, handle))  # closed: reload, retry
-                self._closed_tables.add(table)
+            return handle
         raise NoActiveEpochError(
             f"the privacy epoch of table {table} was closed",
             hint=f"an administrator starts a new one with: lapras epoch start --table {table}",
         )
 
-    def answer_now(self, plan: rewriter.Plan) -> Answer | None:
+    def answer_now(self, plan: rewriter.Plan, *, max_error: float | None = None) -> Answer | None:
         """The answer of an exact repeat in a loaded epoch, without waiting; None when the
-        plan needs :meth:`answer` (no epoch loaded, outside its view, not a repeat)."""
+        plan needs :meth:`answer` (no epoch loaded, outside its view, not a repeat, or a
+        repeat less accurate than ``max_error`` asks: refused there)."""
         handle = self._handles.get(plan.table.split(".")[-1])
         if handle is None:
             return None
-        return self._repeat(handle, plan.batch)
+        return self._repeat(handle, plan.batch, max_error)
 
     @staticmethod
-    def _repeat(handle: EpochHandle, batch: QueryBatch) -> Answer | None:
-        """An exact repeat is answered with the stored answer: no ledger, no noise."""
+    def _repeat(
+        handle: EpochHandle, batch: QueryBatch, max_error: float | None = None
+    ) -> Answer | None:
+        """An exact repeat is answered with the stored answer: no ledger, no noise (None
+        when it does not meet ``max_error``: the engine refuses it, saying why)."""
         stored = handle.state.answers.get(batch.key)
         if stored is None:
+            return None
+        if max_error is not None and any(e > max_error * (1 + 1e-9) for e in stored.std_errors):
             return None
         return Answer(
             answers=stored.answers,
@@ -570,9 +599,11 @@ class EpochService:
             status=handle.status(),
         )
 
-    async def _grouped(self, handle: EpochHandle, batch: QueryBatch) -> Answer:
+    async def _grouped(
+        self, handle: EpochHandle, batch: QueryBatch, max_error: float | None = None
+    ) -> Answer:
         """Queue the statement for the epoch's next group and wait for its outcome."""
-        waiting = _Waiting(batch, asyncio.get_running_loop().create_future())
+        waiting = _Waiting(batch, asyncio.get_running_loop().create_future(), max_error)
         handle.queue.append(waiting)
         if handle.writer is None:
             handle.writer = asyncio.create_task(self._write(handle))
@@ -617,7 +648,10 @@ class EpochService:
                     )
                     handle.seq = tx.new_events[-1][0]
                 batches = [w.batch for w in group]
-                free, rest = await asyncio.to_thread(_decided_group, handle.state, batches)
+                requests = [w.max_error for w in group]
+                free, rest = await asyncio.to_thread(
+                    _decided_group, handle.state, batches, requests
+                )
                 # 1. what spends nothing (MATRIX / STORED): asynchronous commit, answered now
                 await tx.append(free.events(), durable=False)
                 handle.state, handle.seq = free.state, tx.seq
@@ -682,8 +716,10 @@ class _Part:
     state: engine.EngineState
     decisions: dict[int, engine.Decision] = dataclasses.field(default_factory=dict)
     outcomes: dict[int, Answer | BaseException] = dataclasses.field(default_factory=dict)
-    #: Statements of the group with the same batch as an earlier fresh one: its outcome.
+    #: Statements of the group with the same batch as an earlier fresh one: its outcome
+    #: (as a repeat: refused when less accurate than the standard error it asks).
     same: dict[int, int] = dataclasses.field(default_factory=dict)
+    asked: dict[int, float | None] = dataclasses.field(default_factory=dict)
 
     def events(self) -> list[Any]:
         return [ev for d in self.decisions.values() for ev in d.events]
@@ -708,11 +744,20 @@ class _Part:
             self.outcomes[i] = _answer(self.decisions[i], r.answers, r.std_errors)
         for i, first in self.same.items():
             done = self.outcomes[first]
-            self.outcomes[i] = (
-                done
-                if isinstance(done, BaseException)
-                else dataclasses.replace(done, kind=engine.DecisionKind.REPEAT, charge=0.0)
-            )
+            limit = self.asked.get(i)
+            if isinstance(done, BaseException):
+                self.outcomes[i] = done
+            elif limit is not None and any(e > limit * (1 + 1e-9) for e in done.std_errors):
+                self.outcomes[i] = AccuracyUnavailableError(
+                    f"the standard error asked (lapras.max_error = {limit:.4g}) is below that "
+                    f"of this statement's earlier answer ({max(done.std_errors):.4g})",
+                    hint="a statement answered before is answered again with its stored "
+                    "answer, never measured anew; ask with a larger lapras.max_error",
+                )
+            else:
+                self.outcomes[i] = dataclasses.replace(
+                    done, kind=engine.DecisionKind.REPEAT, charge=0.0
+                )
 
 
 def _answer(
@@ -727,7 +772,11 @@ def _answer(
     )
 
 
-def _decided_group(state: engine.EngineState, batches: Sequence[QueryBatch]) -> tuple[_Part, _Part]:
+def _decided_group(
+    state: engine.EngineState,
+    batches: Sequence[QueryBatch],
+    requests: Sequence[float | None] | None = None,
+) -> tuple[_Part, _Part]:
     """Decide a group's statements, each against the state after the previous ones' events
     (applied here in memory; the caller persists them before it uses the state).
 
@@ -736,9 +785,11 @@ def _decided_group(state: engine.EngineState, batches: Sequence[QueryBatch]) -> 
     aside, decided again in arrival order after the first part (a fresh one may now be
     answered from stored releases, or refused -- a refusal refuses that statement only), and
     those with the same batch as an earlier fresh one of the group (they get its answer, as
-    a repeat). Every decision depends only on public values: the batches, their order and
-    the state's own, as for one statement at a time.
+    a repeat). Every decision depends only on public values: the batches, their order, the
+    standard errors they ask for (``requests``) and the state's own, as for one statement at
+    a time.
     """
+    asked = list(requests) if requests is not None else [None] * len(batches)
     free = _Part(state)
     later: list[int] = []
     for i, batch in enumerate(batches):
@@ -746,7 +797,7 @@ def _decided_group(state: engine.EngineState, batches: Sequence[QueryBatch]) -> 
             later.append(i)  # certainly fresh (or refused): decided once, in the second part
             continue
         try:
-            decision = engine.decide(free.state, batch)
+            decision = engine.decide(free.state, batch, max_error=asked[i])
         except BudgetExhaustedError:
             later.append(i)  # refused in the second part (after the first's events)
             continue
@@ -763,9 +814,10 @@ def _decided_group(state: engine.EngineState, batches: Sequence[QueryBatch]) -> 
         batch = batches[i]
         if batch.key in fresh_keys:
             rest.same[i] = fresh_keys[batch.key]
+            rest.asked[i] = asked[i]
             continue
         try:
-            decision = engine.decide(rest.state, batch)
+            decision = engine.decide(rest.state, batch, max_error=asked[i])
         except Exception as exc:  # a budget refusal (or a bug): this statement only
             rest.outcomes[i] = exc
             continue

@@ -34,7 +34,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from dp.accuracy import MaxError, parse_max_error
 from dp.domain import Domain
+from dp.errors import LaprasError
 from dp.units import Contribution
 
 from .errors import ConfigError, DomainTooLargeError
@@ -220,6 +222,12 @@ class TableDecl:
     cell_limit: int = DEFAULT_CELL_LIMIT  # the largest domain an expression may span
     unit: UnitDecl | None = None
     budget_group: str = ""  # "": the table's own name
+    #: The administrator's default request (``lapras.max_error``) for the table's statements
+    #: (None: none; an analyst's session setting overrides it).
+    max_error: MaxError | None = None
+    #: A public size of the table, declared (never read from the data): the scale of a
+    #: relative ``lapras.max_error`` ('5%').
+    public_rows: int | None = None
 
     @property
     def contribution(self) -> Contribution:
@@ -462,6 +470,8 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
             "budget_group",
             "lifetime_epsilon",
             "lifetime_delta",
+            "max_error",
+            "public_rows",
         },
     )
     schema = _ident(source, f"{key}.schema", raw.get("schema", "public"))
@@ -512,7 +522,28 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
         cell_limit=cell_limit,
         unit=_unit(source, key, raw, types),
         budget_group="" if group == name else group,
+        max_error=_max_error(source, key, raw),
+        public_rows=_count(source, f"{key}.public_rows", raw["public_rows"])
+        if "public_rows" in raw
+        else None,
     )
+
+
+def _max_error(source: str, key: str, raw: Mapping[str, Any]) -> MaxError | None:
+    """A table's default ``max_error`` (a relative one needs ``public_rows``)."""
+    if "max_error" not in raw:
+        return None
+    try:
+        value = parse_max_error(raw["max_error"], name=f"{key}.max_error")
+    except LaprasError as err:
+        raise _err(source, f"{key}.max_error", err.hint or err.message) from None
+    if value is not None and value.relative and "public_rows" not in raw:
+        raise _err(
+            source,
+            f"{key}.max_error",
+            "a percentage is of the table's public size: declare public_rows too",
+        )
+    return value
 
 
 def _count(source: str, key: str, raw: object) -> int:

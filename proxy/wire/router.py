@@ -29,7 +29,7 @@ kept for ``EXECUTE``, executed then.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import sqlglot
@@ -38,6 +38,7 @@ from sqlglot import exp
 from dp.errors import LaprasError
 from proxy.errors import InsufficientPrivilege
 from proxy.wire.messages import FieldDescription
+from proxy.wire.settings import SessionSettings
 from proxy.wire.types import type_size
 from rewriter.wrappers import Wrapper
 
@@ -49,6 +50,9 @@ class SessionInfo:
     application_name: str
     session_pid: int
     txn_status: str  # 'I', 'T' or 'E' before this statement
+    #: The session's ``lapras.*`` settings (one object for the session's life; the router
+    #: shows it every statement, :mod:`proxy.wire.settings`). None outside a session.
+    settings: SessionSettings | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

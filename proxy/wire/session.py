@@ -120,6 +120,7 @@ from proxy.wire.router import (
     SessionInfo,
     StatementInfo,
 )
+from proxy.wire.settings import SessionSettings
 from proxy.wire.sqlsplit import TXN_CONTROL, split_statements
 from proxy.wire.upstream import UpstreamConnection
 
@@ -1018,6 +1019,8 @@ class Session(Login, PoolClient, LocalAnswering):
                 application_name=app,
                 session_pid=self.pid,
                 txn_status=self.conn.txn_status,
+                # the session's lapras.* settings, from its start-up values (one object)
+                settings=si.settings if si is not None else SessionSettings(self.relay.params),
             )
         return StatementInfo(
             sql=sql,

@@ -925,11 +925,15 @@ def test_dbd_pg_deallocates_a_statement_it_prepared_with_the_protocol(
             a.execute("DROP SCHEMA wrappers_scratch CASCADE")
 
 
-def test_explain_of_a_dp_statement_stays_refused(proxy: Proxy) -> None:
+def test_explain_of_a_dp_statement_is_a_cost_preview(proxy: Proxy) -> None:
+    """EXPLAIN of a DP statement is the proxy's cost preview, never the backend's plan (its
+    estimates come from the data); EXPLAIN ANALYZE of one stays refused."""
     with client(proxy) as (conn, _):
-        for sql in (f"EXPLAIN {BY_SEX}", f"EXPLAIN (ANALYZE, COSTS off) {FOUR}"):
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                conn.execute(sql)
+        lines = [r[0] for r in conn.execute(f"EXPLAIN {BY_SEX}").fetchall()]
+        assert lines[0].startswith("LAPRAS cost preview")
+        assert not any("Seq Scan" in line or "rows=" in line for line in lines)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(f"EXPLAIN (ANALYZE, COSTS off) {FOUR}")
         assert conn.execute("EXPLAIN SELECT 1").fetchall()  # the backend's own
 
 
