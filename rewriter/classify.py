@@ -27,7 +27,13 @@ from . import domaincheck, pgtime
 from .compose import Composed, compose
 from .derived import fold
 from .dialect import POSTGRES
-from .errors import RowAccessError, SqlSyntaxError, UndefinedColumnError, UnsupportedError
+from .errors import (
+    ACCEPTED,
+    RowAccessError,
+    SqlSyntaxError,
+    UndefinedColumnError,
+    UnsupportedError,
+)
 from .guard import (
     dangerous_literal,
     escaped_statistics,
@@ -44,10 +50,12 @@ from .normalise import (
     _output_name,
     _unalias,
     cast_type,
+    cast_words,
     ident,
     normalise,
     union_logical,
 )
+from .normalise import sql_words as normalise_words
 from .plan import OutputColumn, Plan
 from .reduce import reduce
 from .schema import SYSTEM_SCHEMAS, TYPE_OIDS, Schema, TableDecl
@@ -217,14 +225,15 @@ def _position(piece: Piece, err: ParseError) -> int | None:
 def _refuse_mention(piece: Piece, names: set[str]) -> LaprasError:
     first = (_texts(piece)[:1] or [""])[0].upper()
     tables = ", ".join(sorted(names))
+    command = first if first.isalpha() else "this statement"  # the command's keyword
     if first in _ROW_COMMANDS:
         return RowAccessError(
-            f"this statement could reveal rows of protected table {tables} and is refused",
-            hint="only COUNT/SUM/AVG aggregates over protected tables are answered",
+            f"{command} over protected table {tables} could reveal its rows and is refused",
+            hint=f"only SELECT statements of aggregates are answered over it: {ACCEPTED}",
         )
     return UnsupportedError(
-        f"this statement over protected table {tables} is not supported",
-        hint="only COUNT/SUM/AVG aggregates over protected tables are answered",
+        f"{command} over protected table {tables} is not supported",
+        hint=f"only SELECT statements of aggregates are answered over it: {ACCEPTED}",
     )
 
 
@@ -286,7 +295,7 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
                 "syntax error (or syntax not supported) in a statement over protected table "
                 + ", ".join(sorted(named)),
                 position=_position(piece, e),
-                hint="only COUNT/SUM/AVG aggregates over protected tables are answered",
+                hint=ACCEPTED,
             ) from None
         if statistics:
             raise _statistics_refusal() from None
@@ -339,7 +348,7 @@ def _classify_tree(
                 "a string naming protected table "
                 + ", ".join(sorted(mentions([str(lit.this)], pattern)))
                 + " is used as a relation and is refused",
-                hint="only COUNT/SUM/AVG aggregates over protected tables are answered",
+                hint=ACCEPTED,
             )
     if not refs:
         _check_passthrough_tables(tree, schema)
@@ -525,7 +534,11 @@ def _probe_type(node: exp.Expr, table: TableDecl) -> int:
     if isinstance(node, exp.Cast):
         t = cast_type(node)
         if t is None:
-            raise UnsupportedError("a cast to this type in a probe of a protected table")
+            raise UnsupportedError(
+                f"a cast to type {cast_words(node)} in a zero-row probe of protected table "
+                f"{table.name} is not supported",
+                hint="cast to a type of the table's columns, or send the probe without the cast",
+            )
         return TYPE_OIDS[t]
     if isinstance(node, exp.Column):
         name = ident(node.this) if isinstance(node.this, exp.Identifier) else node.name.lower()
@@ -551,7 +564,12 @@ def _probe_type(node: exp.Expr, table: TableDecl) -> int:
         return 20
     if isinstance(node, exp.Null):
         return 25
-    raise UnsupportedError("this select-list item is not supported in a probe of a protected table")
+    raise UnsupportedError(
+        f"{normalise_words(node) if isinstance(node, exp.Expression) else 'this'} in the "
+        f"select list of a zero-row probe of protected table "
+        f"{table.name} is not supported",
+        hint="a probe's select list may hold columns, constants, casts and count/sum/avg",
+    )
 
 
 def _protected(
@@ -571,10 +589,12 @@ def _protected(
         # several DP aggregates combined: a plan of releases and post-processing
         return _composed(piece, tree, schema)
     names = sorted({d.name for _, d in refs})
+    what = "this statement returns" if isinstance(tree, exp.Query) else f"{tree.key.upper()} reads"
     raise RowAccessError(
-        "row-level access to protected table " + ", ".join(names) + " is refused",
-        hint="aggregates (count, sum, avg, min, max, stddev, percentiles, mode) over declared "
-        "columns are answered; zero-row probes (LIMIT 0, WHERE 1 = 0) get the columns",
+        "row-level access to protected table "
+        + ", ".join(names)
+        + f" is refused: {what} its rows (no aggregate)",
+        hint=f"{ACCEPTED}; zero-row probes (LIMIT 0, WHERE 1 = 0) are answered with the columns",
     )
 
 
@@ -669,14 +689,21 @@ def _single(
         _is_false((select.args.get("where") or exp.Where()).this) and (grouped or not aggregated)
     ):
         for n in select.walk():
-            if isinstance(n, exp.Subquery | exp.Join | exp.Command):
-                raise UnsupportedError("this probe of a protected table is not supported")
+            if isinstance(n, exp.Subquery | exp.Join | exp.Command) and isinstance(
+                n, exp.Expression
+            ):
+                raise UnsupportedError(
+                    f"{normalise_words(n)} in a zero-row probe of protected table {table.name} "
+                    "is not supported",
+                    hint="send the probe over the table alone: SELECT * FROM t WHERE 1 = 0",
+                )
         return ZeroRowProbe(sql=piece.text, columns=_probe_columns(select, table))
     if not aggregated and not grouped and select.args.get("distinct") is None:
         raise RowAccessError(
-            f"row-level access to protected table {table.name} is refused",
-            hint="only COUNT(*)/COUNT(col)/SUM(col)/AVG(col) aggregates over declared columns are answered; "
-            "zero-row probes (LIMIT 0, WHERE 1 = 0) are answered with the columns",
+            f"row-level access to protected table {table.name} is refused: this SELECT "
+            "returns its rows (no aggregate)",
+            hint=f"{ACCEPTED}; zero-row probes (LIMIT 0, WHERE 1 = 0) are answered with the "
+            "columns",
         )
     return _dp(piece, normalise(select, table, table_node, count_rows=count_rows))
 

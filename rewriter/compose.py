@@ -238,6 +238,7 @@ def compose(sql: str, tree: exp.Expr, schema: Schema, single: Single) -> Compose
         )
     zone = pgtime.SESSION_ZONE.get()
     run_ = _Run(schema, {}, single, zone)
+    run_.dry = True
     result = _drive(run_.statement(tree.copy()), _stand_in)
     return Composed(
         sql=sql,
@@ -325,6 +326,7 @@ class _Run:
         self.schema = schema
         self.single = single
         self.zone = zone  # the session's TimeZone
+        self.dry = False  # planned with stand-in answers (classification)
         self.known = known
         self.memo: dict[str, Relation] = {}
         self.planned: dict[str, Plan] = {}  # every release's plan, by its text
@@ -417,7 +419,15 @@ class _Run:
         answered from public values, or a zero-row probe); None when it is not one."""
         plan = self.known.get(key)
         if plan is None:
-            got = self.single(key, node, self.schema)
+            try:
+                got = self.single(key, node, self.schema)
+            except LaprasError as e:
+                if e.detail is None and self.dry and self.depth:
+                    # its constants are stand-ins for values not released yet: not shown
+                    e.detail = "In a part of this statement that uses an earlier part's answer."
+                elif e.detail is None:
+                    e.detail = f"In the part of this statement: {_short(key)}"
+                raise
             if got is None:
                 return None
             plan, columns = got
@@ -1556,6 +1566,11 @@ def _literal(v: object, t: str) -> exp.Expression:
     if isinstance(v, dt.date):
         return exp.Cast(this=exp.Literal.string(v.isoformat()), to=to)
     return exp.Cast(this=exp.Literal.string(str(v)), to=to)
+
+
+def _short(sql: str) -> str:
+    """A part's SQL (the statement's own text, regenerated), cut for a refusal's DETAIL."""
+    return sql if len(sql) <= 160 else sql[:157] + "..."
 
 
 def _scalar(rel: Relation) -> exp.Expression:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dp.errors import DomainTooLargeError, LaprasError
 
 __all__ = [
+    "ACCEPTED",
     "BindError",
     "ConfigError",
     "DomainTooLargeError",
@@ -20,9 +21,11 @@ __all__ = [
     "UnsupportedError",
 ]
 
+#: What is answered over a protected table, for refusals' hints (docs/sql.md).
 ACCEPTED = (
-    "only COUNT(*), COUNT(col), SUM(col) and AVG(col) over declared columns of a protected table, "
-    "with WHERE/GROUP BY/HAVING/ORDER BY/LIMIT over declared columns, are answered"
+    "aggregates (count, sum, avg, min, max, stddev, variance, percentile_cont, "
+    "percentile_disc, mode) of declared columns, with WHERE, GROUP BY, HAVING, window "
+    "functions over the groups, and statements combining them, are answered; see docs/sql.md"
 )
 
 

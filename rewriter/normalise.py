@@ -28,7 +28,13 @@ from typing import TypeAlias, TypeVar
 from sqlglot import exp
 
 from . import pgeval, pgtime
-from .errors import InvalidValueError, RowAccessError, UndefinedColumnError, UnsupportedError
+from .errors import (
+    ACCEPTED,
+    InvalidValueError,
+    RowAccessError,
+    UndefinedColumnError,
+    UnsupportedError,
+)
 from .plan import (
     AggRef,
     Arith,
@@ -139,6 +145,13 @@ _FUNCS: dict[type[exp.Expression], str] = {
     exp.Least: "least", exp.Trim: "btrim", exp.Concat: "concat",
 }  # fmt: skip
 
+#: The aggregates answered over a protected table (refusals' hints).
+AGGREGATES = (
+    "count(*), count(x), count(DISTINCT x), sum, avg, min, max, stddev, stddev_samp, "
+    "stddev_pop, variance, var_samp, var_pop, percentile_cont, percentile_disc and mode, with "
+    "FILTER (WHERE ...)"
+)
+
 #: Constructs named in SQL words in refusals (sqlglot's node names are not SQL).
 _SQL_WORDS = {
     "withingroup": "WITHIN GROUP", "window": "a window function", "subquery": "a subquery",
@@ -183,6 +196,23 @@ def cast_type(node: exp.Cast) -> str | None:
     return _DTYPES.get(str(name).upper())
 
 
+def cast_words(node: exp.Expression) -> str:
+    """The target type of a cast as PostgreSQL names it (``money``, ``json``, ``uuid``)."""
+    to = node.args.get("to")
+    try:
+        text = to.sql(dialect="postgres").lower() if isinstance(to, exp.Expression) else ""
+    except Exception:
+        text = ""
+    return text if re.fullmatch(r"[a-z0-9_ ()\[\],.]{1,60}", text) else "this type"
+
+
+#: The types a cast may name (refusals' hints).
+CAST_TYPES = (
+    "smallint, integer, bigint, numeric, real, double precision, text, varchar, char, boolean, "
+    "date, timestamp, timestamp with time zone, interval"
+)
+
+
 def cast_typmod(node: exp.Cast) -> tuple[int, ...]:
     to = node.args.get("to")
     mods: list[int] = []
@@ -206,11 +236,55 @@ def ident(node: exp.Identifier | str | None) -> str:
 
 def _unsupported(what: str, table: TableDecl, hint: str | None = None) -> UnsupportedError:
     return UnsupportedError(
-        f"{what} is not supported over protected table {table.name}",
-        hint=hint
-        or "aggregates (count, sum, avg, min, max, stddev, percentiles) of declared columns and "
-        "expressions over them are answered; see docs/sql.md",
+        f"{what} is not supported over protected table {table.name}", hint=hint or ACCEPTED
     )
+
+
+def _cast_refusal(node: exp.Expression, table: TableDecl) -> UnsupportedError:
+    return _unsupported(
+        f"a cast to type {cast_words(node)}",
+        table,
+        hint=f"casts to {CAST_TYPES} are evaluated",
+    )
+
+
+#: What to write instead of a construct the proxy does not evaluate (by sqlglot node key).
+_INSTEAD = {
+    "regexplike": "write LIKE or ILIKE patterns (% and _)",
+    "regexpilike": "write LIKE or ILIKE patterns (% and _)",
+    "similarto": "write LIKE patterns (% and _)",
+    "any": "write IN (v1, v2, ...)",
+    "all": "write NOT IN (v1, v2, ...), or compare with the largest value",
+    "collate": "drop COLLATE: = and <> do not depend on the collation",
+    "tuple": "compare the columns one by one: a = 1 AND b = 2",
+    "array": "write IN (v1, v2, ...)",
+    "bracket": "only scalar values of declared columns are evaluated",
+    "dot": "only scalar values of declared columns are evaluated",
+    "jsonextract": "only scalar values of declared columns are evaluated",
+    "jsonbextract": "only scalar values of declared columns are evaluated",
+    "bitwiseand": "write the condition with CASE or comparisons",
+    "bitwiseor": "write the condition with CASE or comparisons",
+    "bitwisexor": "write the condition with CASE or comparisons",
+}
+
+
+def _construct_hint(node: exp.Expression) -> str:
+    """What works instead of an expression the proxy does not evaluate."""
+    instead = _INSTEAD.get(node.key)
+    if instead is not None:
+        return instead
+    if isinstance(node, exp.Func):
+        names = sorted(
+            n
+            for n in {*pgeval.FUNCTIONS, "coalesce", "nullif", "greatest", "least"}
+            if n.isidentifier() and not n.startswith("pg_")
+        )
+        return (
+            "the functions evaluated over declared columns are "
+            + ", ".join(names)
+            + " (and CASE, casts, arithmetic, comparisons, LIKE, IN, BETWEEN); see docs/sql.md §2.1"
+        )
+    return ACCEPTED
 
 
 def typeof(e: PostExpr) -> str:
@@ -253,10 +327,34 @@ def _typed_const(v: object, t: str, zone: str = "UTC") -> Const:
     return Const(value=v, pg_type=t if v is None else _literal_type(v))
 
 
+def _position_error(clause: str, n: int) -> UnsupportedError:
+    err = UnsupportedError(f"{clause} position {n} is not in select list")
+    err.sqlstate = "42P10"  # type: ignore[misc]
+    return err
+
+
 def _type_error(e: pgeval.TypeMismatch, table: TableDecl) -> UnsupportedError:
-    err = UnsupportedError(e.message + f" (in a statement over protected table {table.name})")
+    if e.sqlstate == "0A000" and "collation" in e.message:
+        hint = "compare text with =, <>, IN or LIKE; ORDER BY orders text by code point"
+    elif e.sqlstate in ("42883", "42804", "42846"):
+        # PostgreSQL's own hint for a missing operator or function
+        hint = "No operator or function matches the given name and argument types. You might need to add explicit type casts."
+    else:
+        hint = None
+    err = UnsupportedError(
+        e.message + f" (in a statement over protected table {table.name})", hint=hint
+    )
     err.sqlstate = e.sqlstate  # type: ignore[misc]
     return err
+
+
+def _snippet(node: exp.Expression) -> str:
+    """A short piece of the statement's own SQL, for a refusal (never data)."""
+    try:
+        text = node.sql(dialect="postgres")
+    except Exception:
+        return "this"
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 Leaf = Callable[[exp.Expression], PostExpr | None]
@@ -321,7 +419,7 @@ class _Builder:
             if isinstance(node, exp.Cast):
                 t = cast_type(node)
                 if t is None:
-                    raise _unsupported("a cast to this type", self.table)
+                    raise _cast_refusal(node, self.table)
                 outer = outer or t
             node = node.this
         return node, outer
@@ -484,7 +582,7 @@ class _Builder:
         if isinstance(node, exp.Cast):
             t = cast_type(node)
             if t is None:
-                raise _unsupported("a cast to this type", self.table)
+                raise _cast_refusal(node, self.table)
             arg = c(node.this)
             return self.cast(arg, t, cast_typmod(node))
         if isinstance(node, exp.Interval):
@@ -530,7 +628,11 @@ class _Builder:
                     ),
                 )
             else:
-                raise _unsupported("this IS test", self.table)
+                raise _unsupported(
+                    f"the test IS {_snippet(target)}", self.table,
+                    hint="IS [NOT] NULL, IS [NOT] TRUE, IS [NOT] FALSE and IS [NOT] DISTINCT FROM "
+                    "are evaluated",
+                )  # fmt: skip
             return Logic(op="not", args=(out,)) if node.args.get("negate") else out
         if isinstance(node, exp.Between):
             x = c(node.this)
@@ -627,7 +729,7 @@ class _Builder:
             return self.func(fname, args)
         if isinstance(node, exp.Mod):
             return self.func("mod", [c(node.this), c(node.expression)])
-        raise _unsupported(sql_words(node), self.table)
+        raise _unsupported(sql_words(node), self.table, hint=_construct_hint(node))
 
     def cast(self, arg: PostExpr, t: str, typmod: tuple[int, ...]) -> PostExpr:
         """``arg::t``; a cast into ``timestamp with time zone`` carries the session's zone."""
@@ -930,7 +1032,8 @@ class _Builder:
                 raise _unsupported("FILTER on something other than an aggregate", self.table)
             return None
         if node.args.get("expressions") and not isinstance(node.this, exp.Distinct):
-            raise _unsupported("an aggregate with several arguments", self.table)
+            raise _unsupported(f"aggregate {sql_words(node)} with several arguments", self.table,
+                               hint=f"{AGGREGATES} are answered, each of one argument")  # fmt: skip
         if isinstance(node, exp.Count):
             arg = node.this
             if isinstance(arg, exp.Distinct):
@@ -1015,7 +1118,9 @@ class _Builder:
                 f"{word} returns the values of rows of protected table {self.table.name} and is refused",
                 hint="aggregates that summarise (count, sum, avg, min, max, stddev, percentiles) are answered",
             )
-        raise _unsupported(f"aggregate {word}", self.table)
+        raise _unsupported(
+            f"aggregate {word}", self.table, hint=f"the aggregates answered are {AGGREGATES}"
+        )
 
 
 class _NotAValue(Exception):
@@ -1258,6 +1363,11 @@ def window_function(b: _Builder, node: exp.Window, leaf: Leaf) -> Window:
                            hint="write the window in OVER (PARTITION BY ... ORDER BY ...)")  # fmt: skip
     frame = _window_frame(b, node.args.get("spec"))
     fn = node.this
+    if isinstance(fn, exp.Filter):
+        raise _unsupported(
+            "FILTER in a window function", table,
+            hint="write the condition as a CASE inside the window's argument",
+        )  # fmt: skip
     if isinstance(fn, exp.IgnoreNulls | exp.RespectNulls):
         raise _unsupported(f"{sql_words(fn.this)} with IGNORE/RESPECT NULLS", table)
     func = _WINDOW_FUNCS.get(type(fn))
@@ -1485,7 +1595,7 @@ def normalise(
             n = _int_literal(g)
             if n is not None:
                 if not 1 <= n <= len(items):
-                    raise UnsupportedError(f"GROUP BY position {n} is not in select list")
+                    raise _position_error("GROUP BY", n)
                 target = _unalias(items[n - 1])
             elif isinstance(g, exp.Column) and not g.table:
                 name = ident(g.this) if isinstance(g.this, exp.Identifier) else g.name.lower()
@@ -1604,7 +1714,7 @@ def normalise(
             oname = _output_name(expr) if isinstance(expr, exp.Column) and not expr.table else None
             if n is not None:
                 if not 1 <= n <= len(items):
-                    raise UnsupportedError(f"ORDER BY position {n} is not in select list")
+                    raise _position_error("ORDER BY", n)
                 pe = outputs[n - 1]
             elif (
                 oname is not None
@@ -1628,6 +1738,15 @@ def normalise(
     offset = bound("offset")
     distinct = select.args.get("distinct") is not None
     if not b.measures and not group_t and not distinct:
+        over = next((n for i in items for n in i.walk() if isinstance(n, exp.Window)), None)
+        if over is not None:
+            raise _unsupported(
+                f"window function {sql_words(over.this).removeprefix('function ')} over the "
+                "rows (no GROUP BY)",
+                table,
+                hint="window functions are answered over the grouped result: SELECT sex, "
+                "count(*), sum(count(*)) OVER () FROM t GROUP BY sex",
+            )
         raise _unsupported(
             "a statement without an aggregate", table, hint="add COUNT(*) to the select list"
         )

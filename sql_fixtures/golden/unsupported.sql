@@ -440,3 +440,164 @@ DECLARE c1 SCROLL NO SCROLL CURSOR FOR SELECT count(*) FROM adult;
 -- expect: sqlstate 42501
 DECLARE c1 CURSOR WITH HOLD FOR SELECT * FROM adult;
 
+
+-- Issue 40: every refusal names the construct (in SQL words) and what is answered instead
+-- (`-- message:` and `-- hint:` must be in the error's message and hint).
+
+-- title: message: a join of the table with itself
+-- expect: sqlstate 0A000
+-- message: a join of protected table adult with itself
+-- hint: join two aggregates of the table instead
+SELECT count(*) FROM adult a JOIN adult b ON a.age = b.age;
+
+-- title: message: a join of the table with a catalogue table
+-- expect: sqlstate 0A000
+-- message: a join of protected table adult with table pg_class
+SELECT count(*) FROM adult a, pg_class c WHERE c.relpages = a.age;
+
+-- title: message: a window function over the rows
+-- expect: sqlstate 0A000
+-- message: window function count() over the rows (no GROUP BY)
+-- hint: window functions are answered over the grouped result
+SELECT count(*) OVER () FROM adult;
+
+-- title: message: a window function the proxy does not evaluate
+-- expect: sqlstate 0A000
+-- message: window function foo() is not supported
+-- hint: lag, lead, first_value, last_value, nth_value
+SELECT race, foo(count(*)) OVER () FROM adult GROUP BY race;
+
+-- title: message: a RANGE frame with an offset
+-- expect: sqlstate 0A000
+-- message: RANGE with an offset in a window frame
+-- hint: write ROWS or GROUPS with an offset
+SELECT sex, sum(count(*)) OVER (ORDER BY sex RANGE BETWEEN 1 PRECEDING AND CURRENT ROW) FROM adult GROUP BY sex;
+
+-- title: message: FILTER in a window function
+-- expect: sqlstate 0A000
+-- message: FILTER in a window function
+SELECT sex, count(*) FILTER (WHERE sex = 'Male') OVER () FROM adult GROUP BY sex;
+
+-- title: message: FETCH FIRST WITH TIES
+-- expect: sqlstate 0A000
+-- message: FETCH FIRST ... WITH TIES
+-- hint: write FETCH FIRST n ROWS ONLY, or LIMIT n
+SELECT race, count(*) FROM adult GROUP BY race ORDER BY 2 FETCH FIRST 3 ROWS WITH TIES;
+
+-- title: message: a column in LIMIT
+-- expect: sqlstate 0A000
+-- message: a column or an aggregate in LIMIT
+SELECT count(*) FROM adult LIMIT age;
+
+-- title: message: a cast to a type the proxy does not evaluate names the type
+-- expect: sqlstate 0A000
+-- message: a cast to type money
+-- hint: casts to smallint, integer, bigint, numeric
+SELECT count(*) FROM adult WHERE CAST(age AS money) > 1;
+
+-- title: message: a cast of an aggregate to json
+-- expect: sqlstate 0A000
+-- message: a cast to type json
+SELECT count(*)::json FROM adult;
+
+-- title: message: a regular expression
+-- expect: sqlstate 0A000
+-- message: a regular expression
+-- hint: write LIKE or ILIKE patterns
+SELECT count(*) FROM adult WHERE sex ~ 'M';
+
+-- title: message: ANY of an array
+-- expect: sqlstate 0A000
+-- message: ANY is not supported
+-- hint: write IN (v1, v2, ...)
+SELECT count(*) FROM adult WHERE age = ANY (ARRAY[20, 30]);
+
+-- title: message: COLLATE
+-- expect: sqlstate 0A000
+-- message: COLLATE is not supported
+-- hint: drop COLLATE
+SELECT count(*) FROM adult WHERE sex COLLATE "C" = 'Male';
+
+-- title: message: an aggregate the proxy does not answer
+-- expect: sqlstate 0A000
+-- message: aggregate function corr()
+-- hint: the aggregates answered are count(*)
+SELECT corr(age, hours_per_week) FROM adult;
+
+-- title: message: a function the proxy does not evaluate
+-- expect: sqlstate 0A000
+-- message: function regexp_replace() is not supported
+-- hint: the functions evaluated over declared columns are
+SELECT regexp_replace(sex, 'a', 'b'), count(*) FROM adult GROUP BY 1;
+
+-- title: message: an ordering comparison of text
+-- expect: sqlstate 0A000
+-- message: ordering comparisons of text depend on the database's collation
+-- hint: compare text with =, <>, IN or LIKE
+SELECT count(*) FROM adult WHERE lower(sex) > 'm';
+
+-- title: message: an IS test other than NULL, TRUE, FALSE
+-- expect: sqlstate 0A000
+-- message: the test IS
+-- hint: IS [NOT] NULL
+SELECT count(*) FROM adult WHERE age IS OF (integer);
+
+-- title: message: a GROUP BY position out of the select list (PostgreSQL's 42P10)
+-- expect: sqlstate 42P10
+-- message: GROUP BY position 3 is not in select list
+SELECT sex, count(*) FROM adult GROUP BY 3;
+
+-- title: message: a correlated subquery
+-- expect: sqlstate 0A000
+-- message: a correlated subquery (it reads a.sex of the query around it)
+-- hint: a derived table joined on its key
+SELECT count(*) FROM adult a WHERE a.age > (SELECT avg(b.age) FROM adult b WHERE b.sex = a.sex);
+
+-- title: message: ALL (subquery)
+-- expect: sqlstate 0A000
+-- message: ALL (subquery)
+-- hint: write IN (subquery)
+SELECT count(*) FROM adult WHERE age > ALL (SELECT avg(age) FROM adult);
+
+-- title: message: an outer join of the table with its top-N subquery
+-- expect: sqlstate 0A000
+-- message: an outer or cross join of protected table adult with a subquery
+-- hint: an INNER JOIN on the subquery's keys is answered
+SELECT a.race, count(*) FROM adult a LEFT JOIN (SELECT race FROM adult GROUP BY race ORDER BY count(*) DESC LIMIT 3) t ON a.race = t.race GROUP BY 1;
+
+-- title: message: reading a joined subquery's column other than its key
+-- expect: sqlstate 0A000
+-- message: column t.n of a subquery joined to protected table adult
+SELECT a.race, t.n, count(*) FROM adult a JOIN (SELECT race, count(*) AS n FROM adult GROUP BY race) t ON a.race = t.race GROUP BY 1, 2;
+
+-- title: message: a join with a subquery whose rows repeat the key
+-- expect: sqlstate 0A000
+-- message: a subquery whose rows repeat a key
+-- hint: GROUP BY k
+SELECT a.sex, count(*) FROM adult a JOIN (SELECT sex, race FROM adult GROUP BY sex, race) t ON a.sex = t.sex GROUP BY 1;
+
+-- title: message: WITH RECURSIVE over aggregates
+-- expect: sqlstate 0A000
+-- message: WITH RECURSIVE over protected table adult
+WITH RECURSIVE r(n) AS (SELECT count(*) FROM adult UNION ALL SELECT n - 1 FROM r WHERE n > 0) SELECT max(n) FROM r;
+
+-- title: message: parameters in a composed statement
+-- expect: sqlstate 0A000
+-- message: parameters ($1, ...) in a statement made of several DP aggregates
+SELECT count(*) FROM adult WHERE age > (SELECT avg(age) FROM adult WHERE sex = $1);
+
+-- title: message: a row read inside a composed statement is still a row read
+-- expect: sqlstate 42501
+-- message: row-level access to protected table adult is refused
+SELECT count(*) FROM adult WHERE age IN (SELECT age FROM adult);
+
+-- title: message: LOCK names the command
+-- expect: sqlstate 0A000
+-- message: LOCK over protected table adult is not supported
+LOCK TABLE adult;
+
+-- title: message: an aggregate over released rows that is not answered
+-- expect: sqlstate 0A000
+-- message: aggregate function corr() over released results
+-- hint: the aggregates answered over released results are
+SELECT corr(n, n) FROM (SELECT race, count(*) AS n FROM adult GROUP BY race) t;
