@@ -179,6 +179,7 @@ async def running(
             aggregator_dsn=config.backend.aggregator_dsn,
             sampler=sampler,
             watch=watch,
+            public_dsn=config.backend.passthrough_dsn,
         )
         router = DPRouter(
             service,

@@ -368,8 +368,15 @@ class DPRouter:
         params = execution.params
         plan = st.plan if st.plan is not None else self._bound(st, params)
         if plan is None:
-            plan = await self._answer_off_loop(rewriter.bind, st, params)
-            self._keep(st, params, plan)
+            # a join with declared public tables: their rows as the epoch holds them (a plan
+            # bound to them is not kept: the next epoch may hold others)
+            names = rewriter.public_tables_of(st)
+            public = (
+                await self.service.public_rows(st.prepared.table.name, names) if names else None
+            )
+            plan = await self._answer_off_loop(rewriter.bind, st, params, public)
+            if public is None:
+                self._keep(st, params, plan)
         if plan.batch.num_queries == 0:
             if _small(plan):
                 return self._public(execution, plan, _public_rows(plan))

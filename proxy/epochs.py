@@ -69,7 +69,7 @@ from dp.domain import Domain, QueryBatch
 from dp.errors import BudgetExhaustedError, LaprasError
 from dp.noise import Sampler
 from dp.pin import Pin
-from proxy import lineage
+from proxy import lineage, public_relations
 from proxy.epoch_watch import CLOSE_WAIT, Watch, WatchUnavailableError
 from proxy.ledger import (
     ClosedEpoch,
@@ -158,6 +158,8 @@ class EpochHandle:
     #: Set when the handle is dropped (its epoch closed, or the watch session lost): a
     #: statement still queued must not be answered from it, and reloads.
     dropped: bool = False
+    #: The rows of the public tables its statements joined (proxy.public_relations).
+    public: dict[str, Any] = dataclasses.field(default_factory=dict)
     _status: tuple[engine.EngineState, engine.BudgetStatus] | None = None
 
     def status(self) -> engine.BudgetStatus:
@@ -184,10 +186,14 @@ class EpochService:
         aggregator_dsn: str,
         sampler: Callable[[], Sampler],
         watch: Watch | None = None,
+        public_dsn: str | None = None,
     ) -> None:
+        """``public_dsn``: the role that reads declared public tables (the passthrough role's
+        DSN; the aggregator's when not given: proxy.public_relations)."""
         self.schema = schema
         self.ledger = ledger
         self.aggregator_dsn = aggregator_dsn
+        self.public_dsn = public_dsn or aggregator_dsn
         self._sampler = sampler
         self._handles: dict[str, EpochHandle] = {}
         self._watch = watch
@@ -569,6 +575,21 @@ class EpochService:
         raise NoActiveEpochError(
             f"the privacy epoch of table {table} was closed",
             hint=f"an administrator starts a new one with: lapras epoch start --table {table}",
+        )
+
+    async def public_rows(self, table: str, names: Sequence[str]) -> dict[str, Any]:
+        """The rows of the declared public tables ``names`` (qualified) as the active epoch of
+        ``table`` holds them: read at the epoch's first statement that joins them, stored with
+        it (proxy.public_relations)."""
+        handle = await self._handle(table)
+        if handle is None:
+            raise NoActiveEpochError(
+                f"no privacy epoch is active for table {table}",
+                hint=f"an administrator starts one with: lapras epoch start --table {table}",
+            )
+        decls = [d for d in self.schema.public.values() if d.qualified in names]
+        return await public_relations.rows_of(
+            self.ledger, handle.row.id, handle.public, decls, self.public_dsn
         )
 
     def answer_now(self, plan: rewriter.Plan, *, max_error: float | None = None) -> Answer | None:

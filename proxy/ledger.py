@@ -128,6 +128,17 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE lapras.epochs ADD COLUMN budget_group text;
     """,
+    # The rows of declared public tables an epoch's statements join (proxy.public_relations):
+    # read once per epoch, stored so that every process answers from the same content.
+    """
+    CREATE TABLE lapras.public_rows (
+        epoch_id    bigint NOT NULL REFERENCES lapras.epochs (id),
+        name        text NOT NULL,
+        rows        json NOT NULL,
+        read_at     timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (epoch_id, name)
+    );
+    """,
 )
 
 
@@ -308,6 +319,12 @@ class Ledger(Protocol):
         ...
 
     async def pinned(self, epoch_id: int, view: str, domain: Domain) -> Pin: ...
+
+    async def public_rows(self, epoch_id: int, name: str) -> list[list[str | None]] | None: ...
+
+    async def keep_public_rows(
+        self, epoch_id: int, name: str, rows: list[list[str | None]]
+    ) -> list[list[str | None]]: ...
 
     async def events(self, epoch_id: int, after: int = 0) -> list[tuple[int, object]]: ...
 
@@ -652,6 +669,35 @@ class PgLedger:
         if row is None:
             raise LookupError("the epoch has no pinned histogram")
         return await asyncio.to_thread(pin_from_bytes, domain, bytes(row[0]))
+
+    async def public_rows(self, epoch_id: int, name: str) -> list[list[str | None]] | None:
+        """The rows of public table ``name`` stored with the epoch (None: not read yet)."""
+        async with self._locked():
+            cur = await self._conn.execute(
+                "SELECT rows FROM lapras.public_rows WHERE epoch_id = %s AND name = %s",
+                (epoch_id, name),
+            )
+            row = await cur.fetchone()
+        return None if row is None else list(row[0])
+
+    async def keep_public_rows(
+        self, epoch_id: int, name: str, rows: list[list[str | None]]
+    ) -> list[list[str | None]]:
+        """Store the rows of public table ``name`` with the epoch, unless some were stored
+        first (another process): the stored rows, either way."""
+        async with self._locked(), self._conn.transaction():
+            await self._conn.execute(
+                "INSERT INTO lapras.public_rows (epoch_id, name, rows) VALUES (%s, %s, %s)"
+                " ON CONFLICT (epoch_id, name) DO NOTHING",
+                (epoch_id, name, json.dumps(rows)),
+            )
+            cur = await self._conn.execute(
+                "SELECT rows FROM lapras.public_rows WHERE epoch_id = %s AND name = %s",
+                (epoch_id, name),
+            )
+            row = await cur.fetchone()
+        assert row is not None
+        return list(row[0])
 
     async def events(self, epoch_id: int, after: int = 0) -> list[tuple[int, object]]:
         async with self._locked():

@@ -55,6 +55,7 @@ class _Epoch:
     config: str
     histograms: dict[str, bytes]
     rows: list[tuple[int, str, str, str]]  # seq, kind, payload (JSON text), committed at
+    public: dict[str, list[list[str | None]]] = field(default_factory=dict)
     group: str = ""
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -287,6 +288,16 @@ class MemLedger:
         if e is None or view not in e.histograms:
             raise LookupError("the epoch has no pinned histogram")
         return pin_from_bytes(domain, e.histograms[view])
+
+    async def public_rows(self, epoch_id: int, name: str) -> list[list[str | None]] | None:
+        e = self.store.epochs.get(epoch_id)
+        return None if e is None or name not in e.public else list(e.public[name])
+
+    async def keep_public_rows(
+        self, epoch_id: int, name: str, rows: list[list[str | None]]
+    ) -> list[list[str | None]]:
+        e = self.store.epochs[epoch_id]
+        return list(e.public.setdefault(name, [list(r) for r in rows]))
 
     async def events(self, epoch_id: int, after: int = 0) -> list[tuple[int, object]]:
         e = self.store.epochs.get(epoch_id)

@@ -14,6 +14,8 @@ The public API, all the proxy needs::
             case Composed():                     # several releases: drive compose.steps(st),
                 ...                              # answering each plan it yields, in order
 
+    public_tables_of(st)                         # declared public tables it joins: bind(st, params,
+                                                 #   public={name: rows}) with the epoch's rows
     pin_sql(schema, "adult")                     # the aggregator's one statement that pins the data
     pin_from_copy(domain, data)                  # its binary COPY output -> a dp.pin.Pin
     fingerprint(st, params)                      # template + bindings + key (query log)
@@ -60,6 +62,7 @@ from .errors import (
 )
 from .guard import may_name_protected
 from .histogram import pin_domain, pin_from_copy, pin_from_rows, pin_sql
+from .lookups import pending
 from .plan import (
     Fingerprint,
     Measure,
@@ -72,6 +75,12 @@ from .plan import (
 )
 from .reduce import _fingerprint
 from .schema import Schema, load_schema, parse_schema
+
+
+def public_tables_of(statement: DPStatement) -> tuple[str, ...]:
+    """The declared public tables (qualified names) whose rows :func:`bind` needs for this
+    statement (``bind(statement, params, public={name: rows})``); empty for most."""
+    return pending(statement.prepared)
 
 
 def fingerprint(statement: DPStatement, params: Sequence[object] = ()) -> Fingerprint:
@@ -131,6 +140,7 @@ __all__ = [
     "pin_from_rows",
     "pin_sql",
     "postprocess",
+    "public_tables_of",
     "run_composed",
     "steps",
 ]

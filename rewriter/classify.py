@@ -13,7 +13,7 @@ Everything else is relayed verbatim (or with statistics of protected tables hidd
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias, TypeVar
 
@@ -23,7 +23,7 @@ from sqlglot.errors import ParseError
 
 from dp.errors import InternalError, LaprasError
 
-from . import domaincheck, pgtime
+from . import domaincheck, lookups, pgtime
 from .compose import Composed, compose
 from .derived import fold
 from .dialect import POSTGRES
@@ -200,9 +200,18 @@ def classify_piece(piece: Piece, schema: Schema) -> Statement:
         )
 
 
-def bind(statement: DPStatement, params: Sequence[object]) -> Plan:
-    """Bind ``$1..$n`` (Python values, or text for untyped parameters) and reduce to a plan."""
-    return reduce(statement.prepared, params, reuse=True)
+def bind(
+    statement: DPStatement,
+    params: Sequence[object],
+    public: Mapping[str, Sequence[tuple[object, ...]]] | None = None,
+) -> Plan:
+    """Bind ``$1..$n`` (Python values, or text for untyped parameters) and reduce to a plan.
+    ``public``: the rows of the declared public tables the statement joins (by qualified name,
+    :func:`rewriter.lookups.pending`), as the epoch holds them."""
+    logical = statement.prepared
+    if public is not None and lookups.pending(logical):
+        return reduce(lookups.filled(logical, public), params)
+    return reduce(logical, params, reuse=True)
 
 
 def _texts(piece: Piece) -> list[str]:
@@ -646,6 +655,13 @@ def _single(
     """The one DP statement (or zero-row probe) ``tree`` is, folding the wrappers tools put
     around one table (rewriter/derived.py); None when it is not that shape."""
     select = tree if isinstance(tree, exp.Select) else None
+    found: tuple[lookups.Found, ...] = ()
+    if select is not None:  # joins with public relations: taken out, kept aside
+        got = lookups.extract(select, schema, lambda t: _table_ref(t, schema))
+        if got is not None:
+            select, found = got
+            census = _Census.of(select)
+            refs = [(t, d) for t in census.tables if (d := _table_ref(t, schema)) is not None]
     from_ = select.args.get("from_") if select is not None else None
     single = (
         select is not None
@@ -705,7 +721,7 @@ def _single(
             hint=f"{ACCEPTED}; zero-row probes (LIMIT 0, WHERE 1 = 0) are answered with the "
             "columns",
         )
-    return _dp(piece, normalise(select, table, table_node, count_rows=count_rows))
+    return _dp(piece, normalise(select, table, table_node, count_rows=count_rows, lookups=found))
 
 
 def _union(piece: Piece, tree: exp.Union, schema: Schema) -> Statement | None:
@@ -751,6 +767,8 @@ def _union(piece: Piece, tree: exp.Union, schema: Schema) -> Statement | None:
             )
         if not isinstance(st, DPStatement):
             return None
+        if st.prepared.lookups:
+            return None  # a join with a public relation: each branch a release of its own
         parts.append(st.prepared)
     tables = {p.table.qualified for p in parts}
     if len(tables) > 1:
@@ -764,7 +782,7 @@ def _dp(piece: Piece, logical: Logical) -> DPStatement:
     return DPStatement(
         sql=piece.text,
         prepared=logical,
-        plan=reduce(logical) if not logical.param_types else None,
+        plan=reduce(logical) if not logical.param_types and not lookups.pending(logical) else None,
         columns=logical.columns,
         param_types=logical.param_types,
     )

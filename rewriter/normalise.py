@@ -16,6 +16,7 @@ and ``$n`` parameters, and checks every node against an allowlist. The result, a
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import datetime as dt
 import re
@@ -67,6 +68,7 @@ from .plan import (
 )
 
 __all__ = ["Logical", "Param", "normalise", "union_logical"]
+from . import lookups as lookups_
 from .schema import (
     FLOAT_TYPES,
     INTEGER_TYPES,
@@ -115,6 +117,8 @@ class Logical:
     distinct: bool = False
     count_rows: bool = False  # the result is the number of rows (a count of groups)
     branches: tuple[Logical, ...] = ()  # UNION [ALL]: the branches (this one is their union)
+    #: The public relations it joins (rewriter.lookups); ``table`` then has their axes.
+    lookups: tuple[lookups_.Lookup, ...] = ()
 
 
 _FLIP = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -369,6 +373,14 @@ class _Builder:
     attrs: set[str] = field(default_factory=set)
     #: the session's TimeZone (public: see rewriter.pgtime), set by rewriter.classify
     zone: str = field(default_factory=lambda: pgtime.SESSION_ZONE.get())
+    #: Names of the public relations a statement joins (rewriter.lookups).
+    resolver: lookups_.Resolver | None = None
+
+    def field(self, node: exp.Expression) -> PostExpr | None:
+        """A column of a public relation the statement joins; None for anything else."""
+        if self.resolver is None or not isinstance(node, exp.Column):
+            return None
+        return self.resolver.field(node)
 
     # -- names --
     def column(self, node: exp.Column) -> str:
@@ -430,7 +442,7 @@ class _Builder:
         """An attribute reference under casts that keep how it compares, and its type; None
         for anything else (an expression)."""
         inner, cast = self.strip_cast(node)
-        if not isinstance(inner, exp.Column):
+        if not isinstance(inner, exp.Column) or self.field(inner) is not None:
             return None
         if isinstance(node, exp.Cast) and cast_typmod(node):
             return None
@@ -825,7 +837,10 @@ class _Builder:
         return Compare(op=op, left=a, right=b)
 
     def cell_leaf(self, node: exp.Expression) -> PostExpr | None:
-        """Leaves of cell-level expressions: declared attributes."""
+        """Leaves of cell-level expressions: declared attributes, columns of public relations."""
+        joined = self.field(node)
+        if joined is not None:
+            return joined
         if isinstance(node, exp.Column):
             attr = self.attribute(self.column(node))
             return AttrRef(name=attr.name, pg_type=attr.pg_type)
@@ -1560,18 +1575,26 @@ def _tuple_items(e: exp.Expression) -> list[exp.Expression]:
 
 
 def normalise(
-    select: exp.Select, table: TableDecl, table_node: exp.Table, *, count_rows: str | None = None
+    select: exp.Select,
+    table: TableDecl,
+    table_node: exp.Table,
+    *,
+    count_rows: str | None = None,
+    lookups: Sequence[lookups_.Found] = (),
 ) -> Logical:
     """Normalise an accepted ``SELECT`` over ``table`` (already known to be the only table).
 
     ``count_rows``: the statement was ``SELECT count(*) AS <count_rows> FROM (select) q``: its
-    result is the number of rows of ``select`` (see :mod:`rewriter.derived`)."""
+    result is the number of rows of ``select`` (see :mod:`rewriter.derived`). ``lookups``: the
+    public relations it joins, taken out of it (:func:`rewriter.lookups.extract`)."""
     check_clauses(select, table)
     alias = table_node.args.get("alias")
     aliases = {table.name}
     if alias is not None and alias.this is not None:
         aliases = {ident(alias.this)}
     b = _Builder(table=table, aliases=frozenset(aliases))
+    joins = lookups_.begin(b, lookups) if lookups else None
+    table = b.table
     items = list(select.expressions)
     out_names = [_output_name(e) for e in items]
     for e in items:
@@ -1645,7 +1668,7 @@ def normalise(
             key = grouped(node)
             if key is not None:
                 return key
-            name = b.column(node)
+            name = node.sql(dialect="postgres") if b.field(node) is not None else b.column(node)
             raise GroupingError(
                 f"column {name} must appear in the GROUP BY clause or be used in an aggregate function"
             )
@@ -1700,6 +1723,8 @@ def normalise(
 
     where_node = select.args.get("where")
     where = b.pred(where_node.this) if where_node is not None else None
+    if joins is not None:
+        where = joins.where(where)  # the inner joins' conditions
 
     having_node = select.args.get("having")
     having = post(having_node.this) if having_node is not None else None
@@ -1759,13 +1784,29 @@ def normalise(
         measures, outputs_t, order_t = (), (), ()
     nparams = max(b.params) + 1 if b.params else 0
     grouping_sets = tuple(tuple(x) for x in sets)
+    joined_sql = ("", "")
+    if joins is not None:
+        token = _QUALIFIER.set(table.name)
+        try:
+            joined_sql = joins.sql(lambda p: _fmt_pred(p, None), lambda e: _fmt_expr(e, (), (), []))
+        finally:
+            _QUALIFIER.reset(token)
     template, bindings = make_template(
-        table, outputs_t, where, group_t, grouping_sets, measures, having_t, order_t, distinct
+        table,
+        outputs_t,
+        where,
+        group_t,
+        grouping_sets,
+        measures,
+        having_t,
+        order_t,
+        distinct,
+        joins=joined_sql,
     )
     if count_rows is not None:
         template = f"SELECT count(*) AS {count_rows} FROM ({template}) AS q"
         columns = [OutputColumn(name=count_rows, type_oid=TYPE_OIDS["int8"])]
-    return Logical(
+    logical = Logical(
         table=table,
         columns=tuple(columns),
         outputs=outputs_t,
@@ -1783,7 +1824,9 @@ def normalise(
         grouping_sets=grouping_sets,
         distinct=distinct,
         count_rows=count_rows is not None,
+        lookups=joins.lookups if joins is not None else (),
     )
+    return lookups_.finish(logical) if joins is not None else logical
 
 
 def union_logical(parts: Sequence[Logical], tree: exp.Union, distinct: bool) -> Logical:
@@ -1935,6 +1978,16 @@ def _canonical(
 # predictor renders templates with new bindings and classifies them again).
 
 
+#: The qualifier of the protected table's columns in a template with public relations (whose
+#: columns may have the same names): its name, set by :func:`make_template`.
+_QUALIFIER: contextvars.ContextVar[str] = contextvars.ContextVar("qualifier", default="")
+
+
+def _attr_sql(name: str) -> str:
+    q = _QUALIFIER.get()
+    return f"{q}.{name}" if q else name
+
+
 def _fmt_value(v: Value, bindings: list[Value]) -> str:
     if isinstance(v, Fraction):
         v = int(v) if v.denominator == 1 else Decimal(v.numerator) / Decimal(v.denominator)
@@ -1946,15 +1999,16 @@ def _fmt_pred(p: Pred, b: list[Value] | None) -> str:
     """SQL of a condition; its constants become ``$n`` in ``b`` (inline when ``b`` is None:
     a FILTER's constants shape the aggregate, as an expression's do)."""
     if isinstance(p, PCmp):
+        attr = _attr_sql(p.attribute)
         if b is None:
             if isinstance(p.value, Param):
-                return f"{p.attribute} {p.op} ${p.value.index + 1}"
-            return f"{p.attribute} {p.op} {_literal_sql(_post_literal(p.value), '')}"
-        return f"{p.attribute} {p.op} {_fmt_value(p.value, b)}"
+                return f"{attr} {p.op} ${p.value.index + 1}"
+            return f"{attr} {p.op} {_literal_sql(_post_literal(p.value), '')}"
+        return f"{attr} {p.op} {_fmt_value(p.value, b)}"
     if isinstance(p, PIsNull):
-        return f"{p.attribute} IS NULL"
+        return f"{_attr_sql(p.attribute)} IS NULL"
     if isinstance(p, PBool):
-        return p.attribute
+        return _attr_sql(p.attribute)
     if isinstance(p, PConst):
         return {True: "TRUE", False: "FALSE", None: "NULL"}[p.value]
     if isinstance(p, PExpr):
@@ -2011,7 +2065,7 @@ def _fmt_expr(
         return _fmt_expr(x, group, measures, b)
 
     if isinstance(e, AttrRef):
-        return e.name
+        return _attr_sql(e.name)
     if isinstance(e, KeyRef):
         return f(group[e.index]) if e.index < len(group) else "NULL"
     if isinstance(e, AggRef):
@@ -2053,6 +2107,7 @@ def _fmt_expr(
             "in": lambda: f"({args[0]} IN ({', '.join(args[1:])}))",
             "||": lambda: f"({args[0]} || {args[1]})",
             "extract": lambda: f"EXTRACT({getattr(e.args[0], 'value', '')!s} FROM {args[1]})",
+            "lookup_field": lambda: str(getattr(e.args[-1], "value", "")),
         }.get(e.name)
         return special() if special is not None else f"{e.name}({', '.join(args)})"
     if isinstance(e, Case):
@@ -2101,18 +2156,44 @@ def make_template(
     having: PostExpr | None,
     order: Sequence[OrderItem],
     distinct: bool = False,
+    joins: tuple[str, str] = ("", ""),
 ) -> tuple[str, list[Value]]:
     """Template text of the normalised statement (literals -> ``$n``) and its bindings.
 
     Printed from the normalised form, so it is stable across spacing, case, quoting, table
     and output aliases, ``GROUP BY 1`` and casts; it reads back as the same question. LIMIT
-    and OFFSET are post-processing and not part of the template.
+    and OFFSET are post-processing and not part of the template. ``joins``: the joins of the
+    public relations after FROM, and their conditions (EXISTS ...) for the WHERE; the table's
+    columns are then qualified with its name.
     """
+    token = _QUALIFIER.set(table.name if joins[0] or joins[1] else "")
+    try:
+        return _template(
+            table, outputs, where, group, grouping_sets, measures, having, order, distinct, joins
+        )
+    finally:
+        _QUALIFIER.reset(token)
+
+
+def _template(
+    table: TableDecl,
+    outputs: Sequence[PostExpr],
+    where: Pred | None,
+    group: tuple[PostExpr, ...],
+    grouping_sets: tuple[tuple[int, ...], ...],
+    measures: Sequence[Measure],
+    having: PostExpr | None,
+    order: Sequence[OrderItem],
+    distinct: bool,
+    joins: tuple[str, str],
+) -> tuple[str, list[Value]]:
     b: list[Value] = []
     sel = ", ".join(_fmt_expr(o, group, measures, []) for o in outputs)
-    text = f"SELECT {'DISTINCT ' if distinct else ''}{sel} FROM {table.qualified}"
+    text = f"SELECT {'DISTINCT ' if distinct else ''}{sel} FROM {table.qualified}{joins[0]}"
     if where is not None:
-        text += " WHERE " + _fmt_pred(where, b)
+        text += " WHERE " + _fmt_pred(where, b) + (f" AND {joins[1]}" if joins[1] else "")
+    elif joins[1]:
+        text += " WHERE " + joins[1]
     if group:
         keys = [_fmt_expr(g, (), (), []) for g in group]
         if grouping_sets:

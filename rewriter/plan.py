@@ -453,6 +453,9 @@ def _func(expr: Func, leaf: Leaf) -> object:
         if args[0] is None or args[1] is None:
             return (args[0] is None) != (args[1] is None)
         return pgeval.compare("<>", args[0], args[1])
+    if name == "lookup_field":  # a column of a public relation's row (rewriter.lookups)
+        row, k = args[0], args[1]
+        return None if row is None else row[k]  # type: ignore[index]
     if name == "in":
         if args[0] is None:
             return None

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from dp.domain import QueryBatch
 
-from . import pgeval, pgtime
+from . import lookups, pgeval, pgtime
 from .errors import BindError, DomainTooLargeError, InvalidValueError, UnsupportedError
 from .normalise import Logical, Value, _attrs_of, transform
 from .plan import (
@@ -681,6 +681,13 @@ def _order_key(v: object) -> tuple[int, float, str]:
     return (2, float(bool(v)) if isinstance(v, bool) else 0.0, str(v))
 
 
+def _uncut(mask: Mask, table: TableDecl) -> Mask:
+    """``mask``, unless a condition cuts a declared bin (refused)."""
+    if mask[2].any():
+        raise _cut(table)
+    return mask
+
+
 def _cut(table: TableDecl) -> UnsupportedError:
     return UnsupportedError(
         "a condition cuts a declared bin of a column of protected table " + table.name,
@@ -875,6 +882,10 @@ def reduce(
             f"bind message supplies {len(params)} parameters, but prepared statement requires {len(logical.param_types)}"
         )
     table = logical.table
+    joined = None
+    if logical.lookups:  # the cells times the rows of its public relations (rewriter.lookups)
+        joined = lookups.joined(logical, view or marginal(table, logical.attributes))
+        view = joined.view
     static = _static(logical, view) if reuse else None
     view = static.view if static is not None else view or marginal(table, logical.attributes)
     if logical.branches:
@@ -893,6 +904,9 @@ def reduce(
         selected = np.broadcast_to(t, shape).reshape(-1)
     else:
         selected = np.ones(domain.size, dtype=bool)
+    if joined is not None:
+        present = joined.presence(lambda p: _uncut(masks.pred(p, table), table))
+        selected = selected & np.broadcast_to(present > 0, shape).reshape(-1)
 
     if static is not None and all(static.group_free):
         group_by = logical.group_by
@@ -957,6 +971,8 @@ def reduce(
         _measure_weights(m, table, masks, values, shape, static, j)
         for j, m in enumerate(logical.measures)
     ]
+    if joined is not None:  # each (cell, relation rows) as often as the join holds it
+        computed = [(_collapsed(_padded(w, len(shape)) * present), c, v) for w, c, v in computed]
     first = _first_identical(computed)
     layouts: list[Layout] = []
     weights: list[tuple[npt.NDArray[np.float64], npt.NDArray[np.int64] | None]] = []
@@ -982,6 +998,8 @@ def reduce(
     matrix = _matrix(
         group_cells, unique_layouts, weights, width, (n_rows, domain.size), domain.shape
     )
+    if joined is not None:  # the relations' axes summed out: over the table's marginal
+        matrix, domain = joined.contract(matrix), joined.base.domain
     batch = QueryBatch(domain, matrix)
 
     # the range of each summed expression in each group (AVG stays inside it)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dp.accuracy import MaxError, parse_max_error
 from dp.domain import Domain
@@ -40,6 +40,9 @@ from dp.errors import LaprasError
 from dp.units import Contribution
 
 from .errors import ConfigError, DomainTooLargeError
+
+if TYPE_CHECKING:
+    from .public_tables import PublicTableDecl
 
 DEFAULT_CELL_LIMIT = 1_000_000
 SYSTEM_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
@@ -269,6 +272,8 @@ class Schema:
     source: str
     #: Budget group -> its lifetime cap (groups without one are uncapped).
     lifetimes: Mapping[str, Lifetime] = field(default_factory=dict)
+    #: Declared public tables (``[public_tables]``: rewriter.public_tables), by name.
+    public: Mapping[str, PublicTableDecl] = field(default_factory=dict)
 
     def protected(self, name: str, schema: str | None) -> TableDecl | None:
         t = self.tables.get(name)
@@ -650,7 +655,9 @@ def parse_schema(text: str, source_name: str) -> Schema:
 
 def schema_from_mapping(raw: Mapping[str, Any], source_name: str) -> Schema:
     """Validate an already-parsed declaration (the top-level keys of the TOML document)."""
-    _check_keys(source_name, "(top level)", raw, {"cell_limit", "tables", "passthrough"})
+    _check_keys(
+        source_name, "(top level)", raw, {"cell_limit", "tables", "passthrough", "public_tables"}
+    )
     limit = raw.get("cell_limit", DEFAULT_CELL_LIMIT)
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise _err(source_name, "cell_limit", "must be a positive integer")
@@ -673,12 +680,15 @@ def schema_from_mapping(raw: Mapping[str, Any], source_name: str) -> Schema:
                 raise _err(source_name, "passthrough.tables", "entries must be schema.table")
             names.append(t.lower())
         passthrough = frozenset(names)
+    from . import public_tables
+
     return Schema(
         tables=tables,
         passthrough_tables=passthrough,
         cell_limit=limit,
         source=source_name,
         lifetimes=_lifetimes(source_name, tables_raw, tables),
+        public=public_tables.parse(source_name, raw.get("public_tables", {}), tables),
     )
 
 

@@ -34,7 +34,7 @@ from unit_helpers import protect
 import sql_fixtures.adult as adult
 import sql_fixtures.gowalla as gowalla
 from proxy.config import Config, parse_config
-from sql_fixtures.corpus import Case, load_cases, load_regions
+from sql_fixtures.corpus import REGIONS_DECLARATION, Case, load_cases, load_regions
 
 CASES = load_cases()
 #: so large that every stated standard error is negligible: thresholds on it act as noise-off
@@ -60,14 +60,14 @@ def _declaration() -> str:
         r"(?m)^max_rows_per_unit = .*$", "max_rows_per_unit = 2000", gowalla.DECLARATION.read_text()
     )
     checkins = re.sub(r"(?m)^lifetime_\w+ = .*$", "", checkins)
-    return adult.DECLARATION.read_text() + "\n" + checkins
+    return adult.DECLARATION.read_text() + "\n" + checkins + REGIONS_DECLARATION
 
 
 @pytest.fixture(scope="module")
 def corpus_proxy(pg: Any) -> Iterator[Proxy]:
-    protect(pg)
     with psycopg.connect(pg.admin_dsn, autocommit=True) as conn:
         load_regions(conn)
+    protect(pg)  # after the public table exists: the passthrough role may read it
     reset_ledger(pg)
     text = config_text(pg, declaration=_declaration(), stream_length=2000, delta=1e-5)
     config: Config = parse_config(text, "corpus.toml")

@@ -22,6 +22,11 @@ from typing import Any
 
 FOLDER = Path(__file__).parent
 REGIONS_TABLE = "public.country_region"
+#: Its declaration as a public table (rewriter.public_tables), for the corpus's lapras.toml.
+REGIONS_DECLARATION = """
+[public_tables.country_region]
+columns = { country = "text", region = "text" }
+"""
 
 #: A public lookup: the region of each of Adult's countries (a fact about the world, not about
 #: anyone in the table). Countries absent here have no region.

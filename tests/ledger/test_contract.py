@@ -186,6 +186,18 @@ class LedgerContract:
         with pytest.raises(LookupError):
             await b.pinned(epoch, "other view", DOM)
 
+    async def test_public_rows_first_stored_wins(self, pair: Any) -> None:
+        """The rows of a public table stored with an epoch: the first handle's, for both."""
+        a, b = pair
+        epoch = await _create(a)
+        assert await a.public_rows(epoch, "public.regions") is None
+        first = [["Mexico", "Latin America"], ["Cuba", None]]
+        assert await a.keep_public_rows(epoch, "public.regions", first) == first
+        other = [["Mexico", "North America"]]
+        assert await b.keep_public_rows(epoch, "public.regions", other) == first
+        assert await b.public_rows(epoch, "public.regions") == first
+        assert await b.public_rows(epoch, "public.other") is None
+
     async def test_closed_epoch_refuses_exclusive(self, pair: Any) -> None:
         a, b = pair
         epoch = await _create(a)
