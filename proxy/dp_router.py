@@ -73,6 +73,7 @@ from proxy.wire.router import (
     Route,
     StatementInfo,
 )
+from rewriter.schema import TableDecl
 
 log = logging.getLogger("lapras.router")
 
@@ -113,13 +114,15 @@ _EARLIER = "answered from earlier releases (no budget spent)"
 
 
 def describe_answer(
-    answer: Answer, plan: rewriter.Plan | None = None, *, reveal: bool = False
+    answer: Answer, plan: rewriter.Plan | None = None, *, reveal: bool = False, unit: str = ""
 ) -> Notice:
-    """The NOTICE sent with a DP answer: how it was made, what it cost, and the standard
-    error of each aggregate of the select list (from public noise scales and the noisy
-    answers only). Unless ``reveal``, an answer that spent nothing says only that it came
-    from earlier releases: not whether the statement was predicted (asked in the log the
-    prediction read) or is a repeat (asked before in this epoch, perhaps by a colleague)."""
+    """The NOTICE sent with a DP answer: how it was made, what it cost, each aggregate's own
+    error (the 95% interval of a MIN, MAX, percentile or COUNT(DISTINCT), the standard error
+    of the others; from public noise scales and the noisy answers only), and ``unit``, what
+    the bound on each privacy unit's rows does to the answer (:func:`unit_note`). Unless
+    ``reveal``, an answer that spent nothing says only that it came from earlier releases:
+    not whether the statement was predicted (asked in the log the prediction read) or is a
+    repeat (asked before in this epoch, perhaps by a colleague)."""
     st = answer.status
     per: list[str] = []
     if plan is not None and answer.std_errors:
@@ -128,12 +131,16 @@ def describe_answer(
             plan, answer.answers, answer.std_errors, names
         ):
             per.append(f"{label} {_range(low, high)}")
+    stats = _statistic_intervals(answer, plan)
     if per:
         se = "standard error " + ", ".join(per)
     elif not answer.std_errors:
         se = "no values"
+    elif stats:
+        se = ""
     else:
         se = "standard error " + _range(min(answer.std_errors), max(answer.std_errors)) + " per row"
+    se = "; ".join(x for x in (unit, stats, se) if x)
     spent = ""
     if answer.charge > 0:
         spent = f"; spent {answer.charge:.4g} {st.unit}"
@@ -153,6 +160,29 @@ def next_fresh(st: engine.BudgetStatus) -> str:
     if st.next_std_error is None:
         return "no further fresh answers"
     return f"next fresh answer: standard error of a count {st.next_std_error:.4g}"
+
+
+def _statistic_intervals(answer: Answer, plan: rewriter.Plan | None) -> str:
+    if plan is None or not answer.std_errors:
+        return ""
+    names = [c.name for c in plan.columns]
+    found = rewriter.histogram_intervals(plan, answer.answers, answer.std_errors, names)
+    return "95% interval " + ", ".join(found) if found else ""
+
+
+def unit_note(table: TableDecl) -> str:
+    """What a user-level table's bound does to every answer over it (public: the
+    declaration); "" for a row-level table."""
+    unit = table.unit
+    if unit is None:
+        return ""
+    bound = unit.contribution
+    cell = f", at most {bound.per_cell} of them in one cell" if bound.per_cell < bound.rows else ""
+    return (
+        f"each {unit.column} counts with at most {bound.rows} of its rows{cell} "
+        f"(max_rows_per_unit): a count or sum leaves out the rows beyond that, so it is below "
+        f"the table's own when a {unit.column} has more"
+    )
 
 
 def _range(low: float, high: float) -> str:
@@ -387,9 +417,11 @@ class DPRouter:
             self._log(execution.statement, plan, "refused")
             raise
         if _small(plan):
-            rendered = _rendered(plan, answer, self.reveal_sources)
+            rendered = _rendered(plan, answer, self.reveal_sources, self._unit(plan))
         else:
-            rendered = await self._answer_off_loop(_rendered, plan, answer, self.reveal_sources)
+            rendered = await self._answer_off_loop(
+                _rendered, plan, answer, self.reveal_sources, self._unit(plan)
+            )
         return self._result(execution, plan, answer, rendered)
 
     async def _composed(self, execution: Execution, st: rewriter.Composed) -> LocalResult:
@@ -431,7 +463,13 @@ class DPRouter:
         answer = self.service.answer_now(plan, max_error=max_error)
         if answer is None:
             return None
-        return self._result(execution, plan, answer, _rendered(plan, answer, self.reveal_sources))
+        rendered = _rendered(plan, answer, self.reveal_sources, self._unit(plan))
+        return self._result(execution, plan, answer, rendered)
+
+    def _unit(self, plan: rewriter.Plan) -> str:
+        """The NOTICE's note on the unit bound of the plan's table (:func:`unit_note`)."""
+        table = self.service.schema.tables.get(plan.table.split(".")[-1])
+        return "" if table is None else unit_note(table)
 
     def _requested(self, execution: Execution, plan: rewriter.Plan) -> float | None:
         """The standard error the session asks of ``plan``'s answer (``lapras.max_error``, else
@@ -594,7 +632,7 @@ def _plan_key(
 
 
 def _rendered(
-    plan: rewriter.Plan, answer: Answer, reveal: bool
+    plan: rewriter.Plan, answer: Answer, reveal: bool, unit: str = ""
 ) -> tuple[tuple[tuple[object, ...], ...], Notice]:
     """The rows and the NOTICE of a DP answer (pure; any thread)."""
     rows = rewriter.postprocess(
@@ -602,7 +640,7 @@ def _rendered(
         np.asarray(answer.answers, dtype=np.float64),
         np.asarray(answer.std_errors, dtype=np.float64),
     )
-    return tuple(tuple(r) for r in rows), describe_answer(answer, plan, reveal=reveal)
+    return tuple(tuple(r) for r in rows), describe_answer(answer, plan, reveal=reveal, unit=unit)
 
 
 def _public_rows(plan: rewriter.Plan) -> tuple[tuple[object, ...], ...]:

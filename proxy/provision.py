@@ -209,6 +209,31 @@ def grant_privileges(conn: Any, database: str, protected: Iterable[str]) -> None
             conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(t, passthrough))
 
 
+#: ``lapras_interval_low(agg)`` / ``lapras_interval_high(agg)`` (docs/sql.md §2.9) are answered
+#: by the proxy; the backend has these declarations of them so that it can Parse and Describe
+#: a statement that uses them (a prepared statement's types come from the backend): the
+#: result is of the argument's type (``anyelement``). Run anywhere else, they raise 0A000.
+_INTERVAL_FUNCTION = """
+CREATE OR REPLACE FUNCTION public.{name}(anyelement) RETURNS anyelement
+LANGUAGE plpgsql VOLATILE AS $lapras$
+BEGIN
+    RAISE EXCEPTION '{name}() is answered by the LAPRAS proxy, around an aggregate of a protected table'
+        USING ERRCODE = '0A000',
+              HINT = 'write it around an aggregate of a DP statement, e.g. SELECT count(*), {name}(count(*)) FROM <protected table>';
+END
+$lapras$;
+COMMENT ON FUNCTION public.{name}(anyelement) IS
+    'LAPRAS: the {end} end of the 95% interval of a DP aggregate (answered by the proxy)';
+"""
+
+
+def interval_functions(conn: Any) -> None:
+    """Declare ``lapras_interval_low``/``_high`` in schema ``public`` of the data database
+    (idempotent): :data:`_INTERVAL_FUNCTION`."""
+    for name, end in (("lapras_interval_low", "low"), ("lapras_interval_high", "high")):
+        conn.execute(_INTERVAL_FUNCTION.format(name=name, end=end))
+
+
 def _scalar(conn: Any, query: Any, params: Any = ()) -> Any:
     """The first column of the first row of ``query``."""
     row = conn.execute(query, params).fetchone()
@@ -338,6 +363,7 @@ def provision(admin_dsn: str, plan: Plan, *, load: Sequence[str] = ()) -> list[s
                 sql_fixtures.dataset(name).load(loader)
         with conn.transaction():
             grant_privileges(conn, plan.database, plan.protected)
+            interval_functions(conn)
         failed = lock_down(conn)
     _move_state(admin_dsn, plan)
     return failed

@@ -71,6 +71,7 @@ from .plan import (
     Plan,
     PostProcess,
     aggregate_errors,
+    histogram_intervals,
     postprocess,
 )
 from .reduce import _fingerprint
@@ -132,6 +133,7 @@ __all__ = [
     "bind",
     "classify",
     "fingerprint",
+    "histogram_intervals",
     "load_schema",
     "may_name_protected",
     "parse_schema",

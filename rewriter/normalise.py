@@ -28,7 +28,7 @@ from typing import TypeAlias, TypeVar
 
 from sqlglot import exp
 
-from . import pgeval, pgtime
+from . import intervals, pgeval, pgtime
 from .errors import (
     ACCEPTED,
     InvalidValueError,
@@ -1138,6 +1138,29 @@ class _Builder:
         )
 
 
+def interval_of(b: _Builder, node: exp.Expression) -> AggRef | None:
+    """``lapras_interval_low(<aggregate>)`` / ``lapras_interval_high(<aggregate>)``: the
+    aggregate with the end of its 95% interval to give (``rewriter.intervals``); None for any
+    other node."""
+    if not isinstance(node, exp.Anonymous):
+        return None
+    name = node.name.lower()
+    bound = intervals.FUNCTIONS.get(name)
+    if bound is None:
+        return None
+    example = f"{name}(count(*)), {name}(avg(age))"
+    args = list(node.expressions)
+    inner = args[0].unnest() if len(args) == 1 else None
+    agg = b.aggregate(inner) if inner is not None else None
+    if agg is None:
+        raise _unsupported(f"{name} of something other than one aggregate", b.table,
+                           hint=f"write {name}(<aggregate>), e.g. {example}")  # fmt: skip
+    if agg.func.startswith(("var", "stddev")) or agg.func == "mode":
+        raise _unsupported(f"{name} of {agg.func}", b.table,
+                           hint="intervals are given for count, sum, avg, min, max, percentiles and count(DISTINCT)")  # fmt: skip
+    return dataclasses.replace(agg, bound=bound)
+
+
 class _NotAValue(Exception):
     """Internal: the node is not a constant, or not of a predicate's fast form."""
 
@@ -1676,6 +1699,9 @@ def normalise(
             return window(node)
         if isinstance(node, exp.Grouping):
             return grouping(node)
+        bounded = interval_of(b, node)
+        if bounded is not None:
+            return bounded
         agg = b.aggregate(node)
         if agg is not None:
             return agg
@@ -2084,6 +2110,8 @@ def _fmt_expr(
             text = f"{e.func}({e.scale})"
         else:
             text = f"{_AGG_SQL[e.func]}({arg})"
+        if e.bound:
+            return f"lapras_interval_{e.bound}({text}{filt})"
         return text + filt
     if isinstance(e, Const):
         if isinstance(e.value, Param):

@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from dp.domain import Domain, QueryBatch
 
-from . import domaincheck, pgeval
+from . import domaincheck, intervals, pgeval
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +140,8 @@ class AggRef:
     in the group. ``var_pop``/``var_samp``/``stddev_pop``/``stddev_samp``: from ``count``,
     ``value`` (sum) and ``square`` (sum of squares). ``percentile_cont``/``percentile_disc``
     (at ``fraction``), ``min``, ``max``, ``count_distinct`` and ``mode``: from the histogram
-    measure ``value``.
+    measure ``value``. ``bound``: ``"low"``/``"high"`` for ``lapras_interval_low/high(<aggregate>)``,
+    an end of the aggregate's 95% interval (:mod:`rewriter.intervals`).
     """
 
     func: str
@@ -155,6 +156,7 @@ class AggRef:
     #: Part of an average written out, ``sum(x) / count(x)`` of the same rows
     #: (:func:`rewriter.domaincheck.mark_ratios`).
     ratio: bool = False
+    bound: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -464,27 +466,10 @@ def _func(expr: Func, leaf: Leaf) -> object:
     return pgeval.call(name, args, expr.arg_types, expr.pg_type)
 
 
-def _percentile(
-    values: Sequence[object], counts: npt.NDArray[np.int64], f: float, cont: bool
-) -> object:
-    n = int(counts.sum())
-    if n == 0:
-        return None
-    cum = np.cumsum(counts)
-    if not cont:  # the first value whose cumulative share reaches f
-        k = max(int(np.ceil(f * n)), 1)
-        return values[int(np.searchsorted(cum, k))]
-    pos = f * (n - 1)
-    lo_i, hi_i = int(np.floor(pos)), int(np.ceil(pos))
-    lo = float(values[int(np.searchsorted(cum, lo_i + 1))])  # type: ignore[arg-type]
-    hi = float(values[int(np.searchsorted(cum, hi_i + 1))])  # type: ignore[arg-type]
-    return lo + (hi - lo) * (pos - lo_i)
-
-
 @dataclass(frozen=True, slots=True)
 class _Group:
-    """One group's measures (unscaled; a histogram's as rounded counts, clamped at 0) and the
-    ranges of their expressions."""
+    """One group's measures (unscaled; a histogram's as its noisy counts) and the ranges of
+    their expressions; ``evidence``: their standard errors and which values can hold a row."""
 
     key: tuple[object, ...]
     values: tuple[object, ...]
@@ -498,29 +483,18 @@ def _agg(ref: AggRef, g: _Group) -> object:
     func = ref.func
     v = g.values[ref.value]
     if func == "count":
-        return domaincheck.count_value(ref, max(0, _round_int(float(v))), g.evidence)  # type: ignore[arg-type]
-    if func in ("min", "max", "count_distinct", "percentile_cont", "percentile_disc", "mode"):
-        counts = np.asarray(v, dtype=np.int64)
-        values = g.layouts[ref.value].values
-        counts = domaincheck.histogram(ref.value, counts, values, g.evidence)
-        present = [i for i in range(len(values)) if counts[i] > 0 and values[i] is not None]
-        if func == "count_distinct":
-            return len(present)
-        if not present:
-            return None
-        if func == "mode":  # the most frequent value; a tie: the first in the sort order
-            sign = 1 if ref.desc else -1
-            best = max(present, key=lambda i: (int(counts[i]), sign * i))
-            return widen(values[best], ref.pg_type)
-        if func == "min":
-            return widen(values[present[0]], ref.pg_type)
-        if func == "max":
-            return widen(values[present[-1]], ref.pg_type)
-        known = [values[i] for i in present]
-        result = _percentile(
-            known, counts[present], float(ref.fraction or 0.0), func == "percentile_cont"
-        )
-        return widen(result, ref.pg_type)
+        n = domaincheck.count_value(ref, max(0, _round_int(float(v))), g.evidence)  # type: ignore[arg-type]
+        if ref.bound:
+            lo, hi = intervals.outwards(*intervals.around(float(v), _se(g, ref.value)))  # type: ignore[arg-type]
+            return max(0, min(lo, n)) if ref.bound == "low" else max(hi, n)
+        return n
+    if func in intervals.HISTOGRAM_FUNCS:
+        hist = intervals.hist_of(g.evidence, ref.value, g.layouts[ref.value].values, v)
+        if func == "mode":
+            return widen(intervals.mode(hist, desc=ref.desc), ref.pg_type)
+        point, low, high = intervals.of_histogram(func, ref.fraction, hist)
+        chosen = low if ref.bound == "low" else high if ref.bound == "high" else point
+        return widen(chosen, ref.pg_type)
     assert ref.count is not None
     n = max(0, _round_int(float(g.values[ref.count])))  # type: ignore[arg-type]
     least = 2 if func.endswith("_samp") else 1
@@ -528,6 +502,8 @@ def _agg(ref: AggRef, g: _Group) -> object:
         return None  # over no (non-NULL) value: NULL (rewriter.domaincheck decides)
     total = float(v) * ref.scale  # type: ignore[arg-type]
     bounds = g.ranges[ref.value]
+    if ref.bound:
+        return _scalar_bound(ref, g, total, n, bounds)
     if func == "sum":
         total = domaincheck.sum_parts(ref, total, n, bounds, g.evidence)
         if ref.pg_type in ("int8", "int4", "int2") or (ref.pg_type == "numeric" and ref.integral):
@@ -563,6 +539,55 @@ def _agg(ref: AggRef, g: _Group) -> object:
     if ref.pg_type == "numeric":
         return pgeval.to_decimal(out).quantize(Decimal(1).scaleb(-16), context=_CTX)
     return out
+
+
+def _se(g: _Group, j: int | None) -> float:
+    """The standard error of measure ``j`` of the group (0: exact)."""
+    if g.evidence is None or j is None or not g.evidence.errors:
+        return 0.0
+    se = g.evidence.errors[j]
+    return float(se) if isinstance(se, float) else 0.0
+
+
+def _scalar_bound(
+    ref: AggRef, g: _Group, total: float, n: int, bounds: tuple[float, float] | None
+) -> object:
+    """An end of the 95% interval of a SUM or AVG (:mod:`rewriter.intervals`), holding the
+    answer itself, on the side of 0 its argument's range allows, an AVG within that range (all
+    of it when its noisy count rounds to 0)."""
+    se = _se(g, ref.value) * ref.scale
+    point = _agg(dataclasses.replace(ref, bound=""), g)
+    if point is None:
+        return None
+    if ref.func == "avg":
+        if n > 0:
+            se = intervals.avg_error(total, n, se, _se(g, ref.count))
+            low, high = intervals.around(total / n, se)
+        elif bounds is not None:
+            low, high = bounds
+        else:
+            low = high = float(point)  # type: ignore[arg-type]
+        if bounds is not None:
+            low, high = max(low, bounds[0]), min(high, bounds[1])
+    elif ref.func == "sum":
+        low, high = intervals.around(total, se)
+        if bounds is not None:
+            low = max(low, 0.0) if bounds[0] >= 0 else low
+            high = min(high, 0.0) if bounds[1] <= 0 else high
+    else:
+        raise ValueError(f"no interval of {ref.func}")
+    p = float(point)  # type: ignore[arg-type]
+    low, high = min(low, p), max(high, p)
+    if ref.pg_type in ("int8", "int4", "int2") or (
+        ref.func == "sum" and ref.pg_type == "numeric" and ref.integral
+    ):
+        return widen(intervals.outwards(low, high)[0 if ref.bound == "low" else 1], ref.pg_type)
+    end = low if ref.bound == "low" else high
+    if end == p:
+        return point  # exact, or on the side of the range the answer is on: the answer itself
+    if ref.pg_type == "numeric":
+        return pgeval.to_decimal(end).quantize(Decimal(1).scaleb(-16), context=_CTX)
+    return end
 
 
 def _leaf(e: PostExpr, g: _Group, windows: dict[Window, object]) -> object:
@@ -782,34 +807,20 @@ def _window_agg(w: Window, known: list[object], rows: int) -> object:
     return float(total) / len(known)  # type: ignore[arg-type]
 
 
-def group_values(
-    plan: Plan, answers: npt.NDArray[np.float64], std_errors: npt.NDArray[np.float64] | None
-) -> list[tuple[object, ...]]:
-    """Each group's measures from the batch's answers: unscaled values, and for a histogram
-    its counts rounded and clamped at 0, a count kept only when it reaches three standard
-    errors (so that noise alone rarely makes a value appear; exact answers keep every value
-    with a count of at least one)."""
+def group_values(plan: Plan, answers: npt.NDArray[np.float64]) -> list[tuple[object, ...]]:
+    """Each group's measures from the batch's answers: unscaled values (a histogram's noisy
+    counts; their standard errors and which values can hold a row are in the group's
+    :class:`domaincheck.Evidence`, its statistics in :mod:`rewriter.intervals`)."""
     width = plan.row_width
     table = answers.reshape(plan.num_groups, width) if width else np.zeros((plan.num_groups, 0))
     layouts = plan.layouts or tuple(Layout(offset=j, width=1, scale=1.0) for j in range(width))
-    se = (
-        None
-        if std_errors is None
-        else std_errors.reshape(plan.num_groups, width)
-        if width
-        else None
-    )
     out: list[tuple[object, ...]] = []
     for g in range(plan.num_groups):
         vals: list[object] = []
         for lay in layouts:
             cells = table[g, lay.offset : lay.offset + lay.width] * lay.scale
             if lay.values:
-                counts = np.maximum(np.rint(cells), 0).astype(np.int64)
-                if se is not None:
-                    floor = 3.0 * se[g, lay.offset : lay.offset + lay.width] * lay.scale
-                    counts[cells < np.maximum(floor, 0.5)] = 0
-                vals.append(counts)
+                vals.append(cells)
             else:
                 vals.append(float(cells[0]))
         out.append(tuple(vals))
@@ -879,7 +890,7 @@ def postprocess(
         _Group(key=key, values=vals, ranges=rng, layouts=layouts, grouped=one, evidence=ev)
         for key, vals, rng, one, ev in zip(
             plan.group_keys,
-            group_values(plan, answers, se),
+            group_values(plan, answers),
             ranges,
             sets,
             domaincheck.evidence(plan, answers, se),
@@ -921,10 +932,11 @@ def aggregate_errors(
 ) -> list[tuple[str, float, float]]:
     """Each aggregate of the select list with the smallest and largest standard error of its
     value over the groups: counts and sums from the noise of their own rows (times their
-    scale); an AVG by the delta method from its sum's and count's errors at the noisy values;
-    MIN/MAX/percentiles/COUNT(DISTINCT) the error of each value's count in their histogram;
-    variances are left out (no simple expression). ``names``: the aggregates' labels, one per
-    output column. Post-processing of public noise scales and noisy answers only."""
+    scale); an AVG by the delta method from its sum's and count's errors at the noisy values.
+    MIN/MAX/percentiles/COUNT(DISTINCT) have intervals instead (:func:`histogram_intervals`);
+    variances and ``mode`` are left out (no simple expression); so are
+    ``lapras_interval_low/high``. ``names``: the aggregates' labels, one per output column.
+    Post-processing of public noise scales and noisy answers only."""
     flat = np.asarray(answers, dtype=np.float64).reshape(-1)
     if plan.parts:
         sef = np.asarray(std_errors, dtype=np.float64).reshape(-1)
@@ -944,7 +956,12 @@ def aggregate_errors(
     out: list[tuple[str, float, float]] = []
     for expr, name in zip(plan.post.outputs, names, strict=True):
         ref = expr if isinstance(expr, AggRef) else _first_agg(expr)
-        if ref is None or ref.func.startswith(("var", "stddev")):
+        if (
+            ref is None
+            or ref.bound
+            or ref.func.startswith(("var", "stddev"))
+            or ref.func in intervals.HISTOGRAM_FUNCS
+        ):
             continue
         lay = plan.layouts[ref.value]
         errs = se[:, lay.offset] * lay.scale * ref.scale
@@ -956,6 +973,56 @@ def aggregate_errors(
         label = name if isinstance(expr, AggRef) else f"{ref.func} in {name}"
         out.append((label, float(errs.min()), float(errs.max())))
     return out
+
+
+def histogram_intervals(
+    plan: Plan, answers: npt.ArrayLike, std_errors: npt.ArrayLike, names: Sequence[str]
+) -> list[str]:
+    """The 95% interval of each MIN, MAX, percentile and COUNT(DISTINCT) of the select list
+    (:mod:`dp.stats`, from the group's noisy histogram), as NOTICE text: ``max 84 to 90`` for
+    one group; over several groups, how wide the intervals are (``max 2 to 12 wide``), or
+    ``per group`` for values without a width (text). Post-processing only."""
+    flat = np.asarray(answers, dtype=np.float64).reshape(-1)
+    sef = np.asarray(std_errors, dtype=np.float64).reshape(-1)
+    if plan.parts:
+        return [
+            text
+            for part, a_part, s_part in zip(
+                plan.parts, _split(plan, flat), _split(plan, sef), strict=True
+            )
+            for text in histogram_intervals(part, a_part, s_part, names)
+        ]
+    if not plan.row_width or flat.shape[0] != plan.num_groups * plan.row_width:
+        return []
+    evidence = domaincheck.evidence(plan, flat, sef)
+    out: list[str] = []
+    for expr, name in zip(plan.post.outputs, names, strict=True):
+        ref = expr if isinstance(expr, AggRef) else _first_agg(expr)
+        if ref is None or ref.bound or ref.func not in intervals.INTERVAL_FUNCS:
+            continue
+        label = name if isinstance(expr, AggRef) else f"{ref.func} in {name}"
+        values = plan.layouts[ref.value].values
+        ends = [
+            intervals.of_histogram(
+                ref.func, ref.fraction, intervals.hist_of(ev, ref.value, values)
+            )[1:]
+            for ev in evidence
+        ]
+        ends = [(lo, hi) for lo, hi in ends if lo is not None]
+        if not ends:
+            continue
+        if plan.num_groups == 1:
+            out.append(f"{label} {_text(ends[0][0])} to {_text(ends[0][1])}")
+        elif all(isinstance(x, int | float | Decimal) for e in ends for x in e):
+            widths = [float(hi) - float(lo) for lo, hi in ends]  # type: ignore[arg-type]
+            out.append(f"{label} {min(widths):.4g} to {max(widths):.4g} wide")
+        else:
+            out.append(f"{label} per group")
+    return out
+
+
+def _text(v: object) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
 def _first_agg(e: object) -> AggRef | None:

@@ -1,0 +1,3 @@
+from bench.stats.run import main
+
+raise SystemExit(main())
