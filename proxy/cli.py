@@ -461,7 +461,51 @@ def _config_check(args: argparse.Namespace) -> int:
             "remove it (or pass --view to lapras epoch start only when wanted) for epochs over "
             "every declared column"
         )
+    for line in unit_bound_notes(config.schema):
+        print(f"  {line}")
     return 0
+
+
+def unit_bound_notes(schema: Any) -> list[str]:
+    """What each user-level table's bound on a unit's rows keeps of the data, from the
+    declaration alone: with ``expected_rows_per_unit`` (a unit's rows on average, the
+    administrator's figure), a bound of k keeps at most k / average of the rows (a unit keeps
+    min(its rows, k), never above k: the share is at most k over the average); a warning when
+    that is under half. The data is not read."""
+    out = []
+    for name, table in schema.tables.items():
+        unit = table.unit
+        if unit is None:
+            continue
+        k = unit.contribution.rows
+        if unit.expected_rows is None:
+            out.append(
+                f"note: {name} counts at most {k} rows of each {unit.column} (max_rows_per_unit); "
+                f"declare expected_rows_per_unit (a {unit.column}'s rows on average) to check how "
+                "much of the data that keeps (docs/privacy.md, section 1a)"
+            )
+            continue
+        share = min(1.0, k / unit.expected_rows)
+        if share < 0.5:
+            out.append(
+                f"warning: {name}: max_rows_per_unit = {k} keeps at most {100 * share:.0f}% of its "
+                f"rows (a {unit.column} has {unit.expected_rows:g} on average, "
+                "expected_rows_per_unit): every count and sum over it counts at most that share; "
+                "a larger bound keeps more rows and adds noise in proportion (docs/privacy.md, "
+                "section 1a, choosing the bound)"
+            )
+        elif share < 1.0:
+            out.append(
+                f"note: {name}: max_rows_per_unit = {k} keeps at most {100 * share:.0f}% of its "
+                f"rows ({unit.expected_rows:g} per {unit.column} on average)"
+            )
+        else:
+            out.append(
+                f"note: {name}: max_rows_per_unit = {k} is above the {unit.expected_rows:g} rows "
+                f"of a {unit.column} on average; a {unit.column} with more than {k} still loses "
+                "the rest"
+            )
+    return out
 
 
 def _count(n: int, noun: str) -> str:

@@ -202,6 +202,9 @@ class UnitDecl:
     table: str | None = None  # schema.table
     key: str | None = None
     unit: str | None = None
+    #: ``expected_rows_per_unit``: the administrator's figure of a unit's rows on average,
+    #: read by ``lapras config check`` only (how much of the data the bound keeps).
+    expected_rows: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,6 +475,7 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
             "privacy_unit",
             "max_rows_per_unit",
             "max_rows_per_unit_per_cell",
+            "expected_rows_per_unit",
             "budget_group",
             "lifetime_epsilon",
             "lifetime_delta",
@@ -560,7 +564,7 @@ def _count(source: str, key: str, raw: object) -> int:
 def _unit(
     source: str, key: str, raw: Mapping[str, Any], types: Mapping[str, str]
 ) -> UnitDecl | None:
-    bounds = ("max_rows_per_unit", "max_rows_per_unit_per_cell")
+    bounds = ("max_rows_per_unit", "max_rows_per_unit_per_cell", "expected_rows_per_unit")
     if "privacy_unit" not in raw:
         for b in bounds:
             if b in raw:
@@ -579,12 +583,20 @@ def _unit(
         if per_cell > rows:
             raise _err(source, f"{key}.{bounds[1]}", "must not exceed max_rows_per_unit")
     bound = Contribution(rows, per_cell)
+    expected = raw.get(bounds[2])
+    if expected is not None and (
+        isinstance(expected, bool)
+        or not isinstance(expected, int | float)
+        or not 1 <= expected < float("inf")
+    ):
+        raise _err(source, f"{key}.{bounds[2]}", "must be a number of at least 1")
+    average = None if expected is None else float(expected)
     ukey = f"{key}.privacy_unit"
     spec = raw["privacy_unit"]
     if isinstance(spec, str):
         if _ident(source, ukey, spec) not in types:
             raise _err(source, ukey, "is not a declared column of the table")
-        return UnitDecl(column=spec, contribution=bound)
+        return UnitDecl(column=spec, contribution=bound, expected_rows=average)
     if not isinstance(spec, dict):
         raise _err(source, ukey, "must be a column name or {column, table, key, unit}")
     _check_keys(source, ukey, spec, {"column", "table", "key", "unit"})
@@ -600,6 +612,7 @@ def _unit(
     return UnitDecl(
         column=column,
         contribution=bound,
+        expected_rows=average,
         table=table,
         key=_ident(source, f"{ukey}.key", _get(source, ukey, spec, "key", str)),
         unit=_ident(source, f"{ukey}.unit", _get(source, ukey, spec, "unit", str)),

@@ -179,3 +179,50 @@ def test_an_administrators_file_reads_or_says_why_not(tmp_path: Path) -> None:
     latin = tmp_path / "latin1.sql"
     latin.write_bytes("SELECT count(*) FROM adult WHERE native_country = 'Côte';".encode("latin-1"))
     assert read_text_file(latin) == "SELECT count(*) FROM adult WHERE native_country = 'C\ufffdte';"
+
+
+UNIT = BASE.replace(
+    '[tables.t.columns]\na = "integer"\n',
+    '[tables.t]\nprivacy_unit = "u"\nmax_rows_per_unit = 50\n{extra}\n'
+    '[tables.t.columns]\na = "integer"\nu = "integer"\n',
+)
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected", "code"),
+    [
+        ("", "note: t counts at most 50 rows of each u (max_rows_per_unit); declare", 0),
+        (
+            "expected_rows_per_unit = 157",
+            "warning: t: max_rows_per_unit = 50 keeps at most 32% of its rows",
+            0,
+        ),
+        ("expected_rows_per_unit = 80", "note: t: max_rows_per_unit = 50 keeps at most 62%", 0),
+        ("expected_rows_per_unit = 20", "note: t: max_rows_per_unit = 50 is above the 20", 0),
+        ("expected_rows_per_unit = 0", "expected_rows_per_unit: must be a number of at least 1", 2),
+    ],
+)
+def test_the_unit_bound_is_checked_against_a_declared_average(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    extra: str,
+    expected: str,
+    code: int,
+) -> None:
+    """A bound that cuts most of the rows is warned about, from the declaration alone."""
+    monkeypatch.setenv("LAPRAS_TEST_ANALYST_PASSWORD", "pw")
+    got, out = _check(tmp_path, UNIT.format(extra=extra), capsys)
+    assert got == code, out
+    assert expected in out
+
+
+def test_a_row_level_table_needs_no_average(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LAPRAS_TEST_ANALYST_PASSWORD", "pw")
+    text = BASE.replace(
+        "[tables.t.columns]", "[tables.t]\nexpected_rows_per_unit = 9\n[tables.t.columns]"
+    )
+    code, out = _check(tmp_path, text, capsys)
+    assert code == 2 and "expected_rows_per_unit: needs privacy_unit" in out

@@ -21,7 +21,9 @@ from proxy.config import Config, parse_config
 
 GOWALLA = gowalla.DECLARATION.read_text()
 #: The same table declared without a unit: every check-in its own unit.
-ROW_LEVEL = re.sub(r"(?m)^(privacy_unit|max_rows_per_unit|lifetime_\w+) = .*$", "", GOWALLA)
+ROW_LEVEL = re.sub(
+    r"(?m)^(privacy_unit|max_rows_per_unit|expected_rows_per_unit|lifetime_\w+) = .*$", "", GOWALLA
+)
 BOUND = 50
 
 
