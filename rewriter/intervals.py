@@ -27,8 +27,6 @@ import numpy.typing as npt
 
 from dp import stats
 
-from . import domaincheck
-
 FloatArray = npt.NDArray[np.float64]
 
 #: The aggregates computed from one noisy histogram.
@@ -52,24 +50,19 @@ class Hist:
 
 
 def hist_of(
-    ev: domaincheck.Evidence | None,
-    j: int,
     values: tuple[object, ...],
-    counts: object = None,
+    counts: npt.ArrayLike,
+    errors: npt.ArrayLike | None = None,
+    reachable: npt.ArrayLike | None = None,
 ) -> Hist:
-    """Histogram measure ``j`` of a group, from its :class:`domaincheck.Evidence` (noisy
-    counts, standard errors, which values a row of the group can have): only those values,
-    NULL left out. Without evidence, ``counts`` are exact."""
-    if ev is None or not ev.raw:
-        raw = np.asarray(counts, dtype=np.float64).reshape(-1)
-        errors = np.zeros_like(raw)
-        reach = np.ones(raw.shape, dtype=bool)
-    else:
-        raw = np.asarray(ev.raw[j], dtype=np.float64)
-        errors = np.asarray(ev.errors[j], dtype=np.float64)
-        reach = np.asarray(ev.values[j], dtype=bool)
+    """A group's histogram of one expression: ``counts`` (noisy, or exact when ``errors`` is
+    None) over ``values``, keeping only the values a row of the group can have (``reachable``,
+    public; None: all) and not NULL."""
+    raw = np.asarray(counts, dtype=np.float64).reshape(-1)
+    se = np.zeros_like(raw) if errors is None else np.asarray(errors, dtype=np.float64)
+    reach = np.ones(raw.shape, dtype=bool) if reachable is None else np.asarray(reachable, bool)
     keep = [i for i, v in enumerate(values) if v is not None and reach[i]]
-    return Hist(values=tuple(values[i] for i in keep), counts=raw[keep], errors=errors[keep])
+    return Hist(values=tuple(values[i] for i in keep), counts=raw[keep], errors=se[keep])
 
 
 def mode(hist: Hist, *, desc: bool = False) -> object:

@@ -489,7 +489,7 @@ def _agg(ref: AggRef, g: _Group) -> object:
             return max(0, min(lo, n)) if ref.bound == "low" else max(hi, n)
         return n
     if func in intervals.HISTOGRAM_FUNCS:
-        hist = intervals.hist_of(g.evidence, ref.value, g.layouts[ref.value].values, v)
+        hist = _hist(g.evidence, ref.value, g.layouts[ref.value].values, v)
         if func == "mode":
             return widen(intervals.mode(hist, desc=ref.desc), ref.pg_type)
         point, low, high = intervals.of_histogram(func, ref.fraction, hist)
@@ -539,6 +539,16 @@ def _agg(ref: AggRef, g: _Group) -> object:
     if ref.pg_type == "numeric":
         return pgeval.to_decimal(out).quantize(Decimal(1).scaleb(-16), context=_CTX)
     return out
+
+
+def _hist(
+    ev: domaincheck.Evidence | None, j: int, values: tuple[object, ...], counts: object
+) -> intervals.Hist:
+    """Histogram measure ``j`` of a group: its noisy counts, standard errors and reachable
+    values from the group's evidence (else ``counts``, exact)."""
+    if ev is None or not ev.raw:
+        return intervals.hist_of(values, counts)  # type: ignore[arg-type]
+    return intervals.hist_of(values, ev.raw[j], ev.errors[j], ev.values[j])  # type: ignore[arg-type]
 
 
 def _se(g: _Group, j: int | None) -> float:
@@ -1003,9 +1013,7 @@ def histogram_intervals(
         label = name if isinstance(expr, AggRef) else f"{ref.func} in {name}"
         values = plan.layouts[ref.value].values
         ends = [
-            intervals.of_histogram(
-                ref.func, ref.fraction, intervals.hist_of(ev, ref.value, values)
-            )[1:]
+            intervals.of_histogram(ref.func, ref.fraction, _hist(ev, ref.value, values, None))[1:]
             for ev in evidence
         ]
         ends = [(lo, hi) for lo, hi in ends if lo is not None]

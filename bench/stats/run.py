@@ -204,7 +204,7 @@ def _hists(
     for ev in domaincheck.evidence(plan, answers, se):
         out.append(
             {
-                j: intervals.hist_of(ev, j, lay.values)
+                j: intervals.hist_of(lay.values, ev.raw[j], ev.errors[j], ev.values[j])  # type: ignore[arg-type]
                 for j, lay in enumerate(plan.layouts)
                 if lay.values
             }
