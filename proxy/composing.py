@@ -118,6 +118,9 @@ def describe(done: list[tuple[rewriter.Plan, Answer]], *, reveal: bool = False) 
         per = [
             f"{label} {_range(low, high)}"
             for label, low, high in rewriter.aggregate_errors(plan, a.answers, a.std_errors, names)
+        ] + [
+            f"95% interval {text}"  # MIN, MAX, percentiles, COUNT(DISTINCT): their own
+            for text in rewriter.histogram_intervals(plan, a.answers, a.std_errors, names)
         ]
         errors.append(f"release {k} ({_label(plan)}): " + (", ".join(per) or "no aggregate"))
     plural = "s" if len(done) > 1 else ""
