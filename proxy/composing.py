@@ -16,7 +16,7 @@ cost, and each release's standard errors (public noise scales and noisy answers 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,11 +40,14 @@ async def answer(
     log: Callable[[rewriter.Plan, str], None],
     *,
     reveal: bool = False,
+    params: Sequence[object] = (),
+    param_oids: Sequence[int] = (),
 ) -> tuple[tuple[tuple[object, ...], ...], Notice]:
     """The rows and the NOTICE of a composed statement: ``release`` answers each release's
     plan (the one-statement path), ``off_loop`` runs the rewriter's work in a worker thread,
-    ``log`` records each release in the query log (its plan and outcome)."""
-    gen = rewriter.steps(statement, schema)
+    ``log`` records each release in the query log (its plan and outcome); ``params``: the
+    values of its ``$n`` and their types."""
+    gen = rewriter.steps(statement, schema, params, param_oids)
     done: list[tuple[rewriter.Plan, Answer]] = []
     step = await off_loop(_advance, gen, None)
     while isinstance(step, rewriter.Plan):

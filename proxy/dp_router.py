@@ -441,6 +441,8 @@ class DPRouter:
             self._answer_off_loop,
             log,
             reveal=self.reveal_sources,
+            params=execution.params,
+            param_oids=execution.param_oids,
         )
         return LocalResult(rows=rows, notices=(notice,))
 

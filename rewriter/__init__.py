@@ -93,10 +93,16 @@ def fingerprint(statement: DPStatement, params: Sequence[object] = ()) -> Finger
     return _fingerprint(statement.prepared, params)
 
 
-def steps(statement: Composed, schema: Schema) -> compose.Steps:
+def steps(
+    statement: Composed,
+    schema: Schema,
+    params: Sequence[object] = (),
+    param_oids: Sequence[int] = (),
+) -> compose.Steps:
     """The releases of a composed statement, in order, then its result (see
-    :func:`rewriter.compose.steps`: send each yielded plan's answers back)."""
-    return compose.steps(statement, schema, single_part)
+    :func:`rewriter.compose.steps`: send each yielded plan's answers back); ``params``: the
+    values of its ``$n`` (of the types ``param_oids``)."""
+    return compose.steps(statement, schema, single_part, params, param_oids)
 
 
 def run_composed(statement: Composed, schema: Schema, answer: Callable[[Plan], Released]) -> Result:

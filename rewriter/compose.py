@@ -61,7 +61,9 @@ from sqlglot import exp
 from dp.errors import InternalError, LaprasError
 
 from . import pgeval, pgtime
+from .dialect import POSTGRES
 from .errors import (
+    BindError,
     DomainTooLargeError,
     UndefinedColumnError,
     UndefinedTableError,
@@ -231,14 +233,14 @@ def compose(sql: str, tree: exp.Expr, schema: Schema, single: Single) -> Compose
     """The plan of a statement that names a protected table and is not one DP statement,
     checked with stand-in answers (no data, no budget): raises the refusal of the first part
     that cannot be answered, naming it."""
-    if any(isinstance(n, exp.Placeholder | exp.Parameter) for n in tree.walk()):
-        raise UnsupportedError(
-            "parameters ($1, ...) in a statement made of several DP aggregates are not supported",
-            hint="send the values as literals, or ask each aggregate as a statement of its own",
-        )
     zone = pgtime.SESSION_ZONE.get()
-    run_ = _Run(schema, {}, single, zone)
-    run_.dry = True
+    count = _parameters(tree)
+    if count:
+        # planned when executed, with the values bound (checked then with stand-in answers
+        # before anything is released); Describe comes from the backend, as for any DP
+        # statement with parameters
+        return Composed(sql=sql, query=sql, columns=(), time_zone=zone, param_types=(0,) * count)
+    run_ = _Run(schema, {}, single, zone, dry=True)
     result = _drive(run_.statement(tree.copy()), _stand_in)
     return Composed(
         sql=sql,
@@ -250,13 +252,34 @@ def compose(sql: str, tree: exp.Expr, schema: Schema, single: Single) -> Compose
     )
 
 
-def steps(statement: Composed, schema: Schema, single: Single) -> Steps:
+def steps(
+    statement: Composed,
+    schema: Schema,
+    single: Single,
+    params: Sequence[object] = (),
+    param_oids: Sequence[int] = (),
+) -> Steps:
     """The releases of ``statement`` in order (each yielded once; send its answers back),
-    then its result: the generator's return value (``StopIteration.value``)."""
+    then its result: the generator's return value (``StopIteration.value``). ``params``:
+    the values of ``$1 ...`` (of the types ``param_oids`` the backend inferred); the plan is
+    then checked with stand-in answers first, so that a part that cannot be answered is
+    refused before any release."""
     try:
-        tree = sqlglot.parse_one(statement.query, read="postgres")
+        tree = sqlglot.parse_one(statement.query, read=POSTGRES)
     except Exception:  # it parsed when it was classified: a bug
         raise InternalError("a composed statement no longer parses") from None
+    if statement.needs_params:
+        if len(params) != len(statement.param_types):
+            raise BindError(
+                f"bind message supplies {len(params)} parameters, but prepared statement "
+                f"requires {len(statement.param_types)}"
+            )
+        tree = _bound(tree, params, param_oids)
+        with pgtime.session_zone(statement.time_zone):
+            _drive(
+                _Run(schema, {}, single, statement.time_zone, dry=True).statement(tree.copy()),
+                _stand_in,
+            )
     run_ = _Run(schema, dict(statement.plans), single, statement.time_zone)
     gen = run_.statement(tree)
     answers: Released | None = None
@@ -269,7 +292,7 @@ def steps(statement: Composed, schema: Schema, single: Single) -> Steps:
                 result: Result = stop.value
                 break
         answers = yield plan
-    if tuple((c.name, c.type_oid) for c in result.columns) != tuple(
+    if statement.columns and tuple((c.name, c.type_oid) for c in result.columns) != tuple(
         (c.name, c.type_oid) for c in statement.columns
     ):
         raise InternalError("the columns of a composed statement changed at execution")
@@ -281,6 +304,43 @@ def run(
 ) -> Result:
     """Drive :func:`steps` with ``answer`` (synchronous: tests, benchmarks)."""
     return _drive(steps(statement, schema, single), answer)
+
+
+def _parameters(tree: exp.Expr) -> int:
+    """The number of ``$n`` parameters a statement has (the largest n)."""
+    top = 0
+    for n in tree.walk():
+        if isinstance(n, exp.Placeholder | exp.Parameter):
+            raw = n.this.this if isinstance(n.this, exp.Literal) else n.name
+            try:
+                top = max(top, int(str(raw)))
+            except ValueError:
+                raise UnsupportedError(
+                    "a named parameter in a statement over a protected table",
+                    hint="use $1, $2, ...",
+                ) from None
+    return top
+
+
+def _bound(tree: exp.Expr, params: Sequence[object], oids: Sequence[int]) -> exp.Expression:
+    """``tree`` with each ``$n`` replaced by its value as a constant of its type (the type
+    the backend inferred for it; text when it left it unknown)."""
+
+    def repl(n: exp.Expression) -> exp.Expression:
+        if not isinstance(n, exp.Placeholder | exp.Parameter):
+            return n
+        raw = n.this.this if isinstance(n.this, exp.Literal) else n.name
+        k = int(str(raw)) - 1
+        oid = oids[k] if k < len(oids) else 0
+        v = params[k]
+        if isinstance(v, bytes):
+            v = v.decode("utf-8", errors="replace")
+        t = _TYPES.get(oid)
+        if t is None:
+            return exp.Literal.string(str(v)) if v is not None else exp.Null()
+        return exp.paren(_literal(v, t))
+
+    return tree.copy().transform(repl)
 
 
 def _drive(gen: Steps, answer: Callable[[Plan], Released]) -> Result:
@@ -322,11 +382,19 @@ class _Run:
     """One planning of a composed statement: its releases (memoised by text: a CTE read
     twice is released once) and the evaluation of everything else."""
 
-    def __init__(self, schema: Schema, known: dict[str, Plan], single: Single, zone: str) -> None:
+    def __init__(
+        self,
+        schema: Schema,
+        known: dict[str, Plan],
+        single: Single,
+        zone: str,
+        *,
+        dry: bool = False,
+    ) -> None:
         self.schema = schema
         self.single = single
         self.zone = zone  # the session's TimeZone
-        self.dry = False  # planned with stand-in answers (classification)
+        self.dry = dry  # planned with stand-in answers (no data, nothing released)
         self.known = known
         self.memo: dict[str, Relation] = {}
         self.planned: dict[str, Plan] = {}  # every release's plan, by its text
@@ -391,7 +459,7 @@ class _Run:
 
     def select(self, node: exp.Select) -> Gen:
         node = yield from self.substitute(node)
-        key = node.sql(dialect="postgres")
+        key = node.sql(dialect=POSTGRES)
         hit = self.memo.get(key)
         if hit is not None:
             return hit
@@ -481,7 +549,7 @@ class _Run:
                 "scalar subquery",
             )
         rewritten = yield from self.semi_join(node, items, direct[0])
-        rel = yield from self.release(rewritten, rewritten.sql(dialect="postgres"))
+        rel = yield from self.release(rewritten, rewritten.sql(dialect=POSTGRES))
         if rel is None:
             raise self.unsupported(
                 f"this join of protected table {table}",
@@ -695,7 +763,7 @@ class _Run:
             pair = self.key_pair(conj, decl, talias, salias, rel)
             if pair is None:
                 raise self.unsupported(
-                    "the join condition " + conj.sql(dialect="postgres")[:80],
+                    "the join condition " + conj.sql(dialect=POSTGRES)[:80],
                     hint="join on equalities of the table's columns with the subquery's: "
                     "ON a.k = t.k AND ...",
                 )
@@ -1549,7 +1617,7 @@ def _multiset(rows: list[tuple[object, ...]]) -> dict[tuple[object, ...], int]:
 
 def _literal(v: object, t: str) -> exp.Expression:
     """A released value as a SQL constant of its type (PostgreSQL reads it back exactly)."""
-    to = exp.DataType.build(pgeval.sql_type(t) if t != "unknown" else "text", dialect="postgres")
+    to = exp.DataType.build(pgeval.sql_type(t) if t != "unknown" else "text", dialect=POSTGRES)
     if v is None:
         return exp.Cast(this=exp.Null(), to=to)
     if isinstance(v, bool):

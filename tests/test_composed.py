@@ -152,3 +152,33 @@ def test_composed_refusals_name_the_construct(pg: Any) -> None:
             conn.execute(
                 "SELECT n FROM (SELECT age AS n FROM adult) t, (SELECT count(*) FROM adult) u"
             )
+
+
+def test_parameters_are_bound_into_the_plan(pg: Any) -> None:
+    """psycopg binds ``%s`` on the server (``$1``): the backend describes the statement, and
+    the values enter the plan as constants of the types the backend inferred."""
+    config = _config(pg, stream_length=100)
+    start_epoch(config, [], epsilon=EPSILON)
+    sql = (
+        "SELECT sex, count(*) FROM adult WHERE age > (SELECT avg(age) FROM adult WHERE "
+        "race = %s) AND education = %s GROUP BY sex ORDER BY sex"
+    )
+    params = ["Black", "Bachelors"]
+    with psycopg.connect(pg.aggregator_dsn, autocommit=True) as direct:
+        ref = direct.execute(sql, params)
+        theirs = ref.fetchall()
+        types = [(d.name, d.type_code) for d in ref.description or ()]
+    with Proxy(config, sampler=ZeroSampler) as proxy, client(proxy) as (conn, notices):
+        cur = conn.execute(sql, params)
+        assert cur.fetchall() == theirs
+        assert [(d.name, d.type_code) for d in cur.description or ()] == types
+        assert "a plan of 2 releases" in notices[-1]
+        # another value: another plan; a part that cannot be answered is refused before any
+        # release (the threshold's second part compares a text column with an ordering)
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            conn.execute(
+                "SELECT count(*) FROM adult WHERE age > (SELECT avg(age) FROM adult) AND sex > %s",
+                ["M"],
+            )
+    released = [ev for _, kind, ev in _released(pg) if kind == "Released"]
+    assert len(released) == 2  # the first statement's two; the refused one released none
