@@ -30,9 +30,9 @@ checks the tail numerically).
   the cells (weights ``1 - f`` up to ``k``, ``-f`` after), so its noisy value and standard
   error are known; the interval is the set of values ``v_k`` where ``C_k - f N`` is not
   significantly below its threshold and the one before it not significantly above: the smallest
-  ``k`` where the test of "``C_k - fN`` reaches it" is not rejected, to the smallest ``k`` where
-  it is significantly reached. Only one test decides each end, so no correction for many tests
-  is needed. ``MIN`` and ``MAX`` are the percentiles at 0 and 1 (``percentile_disc``).
+  ``k`` where the test of "``C_k - fN`` reaches it" is not rejected, to the first ``k`` of the
+  last run of cells where it is significantly reached. Only one test decides each end (at the
+  true value, or just below it), so no correction for many tests is needed. ``MIN`` and ``MAX`` are the percentiles at 0 and 1 (``percentile_disc``).
 - A **count of distinct values** has the interval from the larger of two lower bounds, each at
   level 2.5% (the cells significantly above zero, Bonferroni over the cells; and the sign
   statistic below with Hoeffding's inequality), up to the number of cells: noise can never rule
@@ -42,7 +42,8 @@ checks the tail numerically).
 
 - **percentiles** invert the least-squares non-decreasing fit of the noisy cumulative counts
   (an isotonic regression through 0, so cells below zero do not lift the total as rounding
-  them up to 0 would), then are kept inside their interval;
+  them up to 0 would) at the rank ``f`` times the noisy total (unbiased), then are kept inside
+  their interval;
 - **MIN/MAX** are the first/last value whose *tail* -- the noisy number of rows at or beyond it,
   a sum of cells -- reaches :data:`TAIL_Z` of its own standard errors: one rare extreme value
   is found when the rows beyond it together stand out of the noise, which a cell-by-cell test
@@ -54,7 +55,9 @@ checks the tail numerically).
   does not (no estimator tells one row from none under noise of standard error 25).
 
 With exact answers (every ``s_i = 0``) each statistic is PostgreSQL's own, and its interval is
-that one value.
+that one value. With noise a statistic is never NULL while a cell can hold a row (whether a
+group holds rows is the data's secret, ``rewriter.domaincheck``): when the noisy total rounds to
+0, the cell with the largest noisy count stands for the group.
 """
 
 from __future__ import annotations
@@ -113,8 +116,7 @@ def _arrays(y: npt.ArrayLike, s: npt.ArrayLike) -> tuple[FloatArray, FloatArray]
 
 
 def has_rows(y: npt.ArrayLike) -> bool:
-    """Whether the histogram holds a row: its noisy total rounds to at least 1 (as a SUM or AVG
-    is NULL when its noisy count rounds to 0)."""
+    """Whether the histogram's (noisy) total rounds to at least one row."""
     return float(np.sum(np.asarray(y, dtype=np.float64))) >= 0.5
 
 
