@@ -6,14 +6,16 @@ that one client cannot turn into a lockout of the others (docs/configuration.md,
 
 1. **Pending logins** -- from accept until authenticated. They hold no session slot (so no
    number of clients that never finish logging in can lock the others out), and are bounded
-   apart: ``max_pending`` in all and ``max_pending_per_address`` per client address. A new
-   connection that would exceed a bound closes a pending login of its own address (for the
-   per-address bound; of any address for the overall one), so that a client arriving now
-   always gets its turn: first one whose user name has failed guesses in flight from its
-   address (see 3), then one that has not sent its start-up packet yet, else the oldest. A
-   flood mostly closes the flood's own sockets. The
-   server's login deadline (``login_timeout``, PostgreSQL's ``authentication_timeout``) ends
-   the rest.
+   apart: ``max_pending`` in all, and per client address ``max_pending_per_address`` that have
+   given their user name (their start-up packet) and as many that have not yet. A login that
+   would exceed a bound closes another, so that a client arriving now always gets its turn: a
+   new connection the oldest of its address that has given no name yet, one that has sent
+   nothing at all first (a silent one, not one whose packet waits to be read); a
+   login giving its name, one of its address whose name has failed guesses in flight (see 3),
+   else the oldest; a new connection over ``max_pending``, the same of any address. So a
+   login refused for its name (3) closes nobody, and a flood mostly closes its own sockets.
+   The server's login deadline (``login_timeout``, PostgreSQL's ``authentication_timeout``)
+   ends the rest.
 
 2. **Sessions** -- once authenticated, a login takes a slot (:func:`slot_refusal`): at most
    ``max_connections`` in all (counted by the server, across worker processes), at most
@@ -47,7 +49,7 @@ that one client cannot turn into a lockout of the others (docs/configuration.md,
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -117,57 +119,70 @@ class Admission(Generic[C]):
         guesses = default_guesses(max_pending_per_address) if max_guesses is None else max_guesses
         self.backoff = LoginBackoff(cap=failure_delay, max_guesses=guesses)
         self._pending: dict[C, str] = {}  # connection -> address, oldest first
-        self._by_address: dict[str, dict[C, None]] = {}  # the same, per address
-        self._names: dict[C, str] = {}  # the user name a pending login gave, once it has
+        # per address, oldest first: the pending logins that have not given their user name
+        # yet, and those that have (with the name)
+        self._unnamed: dict[str, dict[C, None]] = {}
+        self._named: dict[str, dict[C, str]] = {}
         self._users: Counter[str] = Counter()  # sessions per user
         self._addresses: Counter[str] = Counter()  # sessions per address
 
     # -- pending logins ------------------------------------------------------------------
 
-    def arrive(self, conn: C, address: str, *, now: float = 0.0) -> list[C]:
+    def arrive(
+        self,
+        conn: C,
+        address: str,
+        *,
+        now: float = 0.0,
+        heard: Callable[[C], bool] = lambda c: False,
+    ) -> list[C]:
         """Count a new connection as a pending login. Returns the pending logins to close to
-        make room for it (see the module for which)."""
+        make room for it (see the module for which; ``heard(c)``: whether ``c`` has sent
+        anything yet, read or not: a login whose start-up packet waits to be read is not
+        silent)."""
         closed: list[C] = []
-        mine = self._by_address.get(address, {})
-        if len(mine) >= self.max_pending_per_address:
-            closed.append(self._victim(mine, now))
+        unnamed = self._unnamed.get(address, {})
+        if len(unnamed) >= self.max_pending_per_address:
+            silent = next((c for c in unnamed if not heard(c)), None)
+            closed.append(silent if silent is not None else next(iter(unnamed)))
             self.leave(closed[-1])
         if len(self._pending) >= self.max_pending:
             closed.append(self._victim(self._pending, now))
             self.leave(closed[-1])
         self._pending[conn] = address
-        self._by_address.setdefault(address, {})[conn] = None
+        self._unnamed.setdefault(address, {})[conn] = None
         return closed
 
     def _victim(self, among: Iterable[C], now: float) -> C:
         """The pending login to close: one whose user name has guesses in flight from its
-        address, else one that has not given its user name yet, else the oldest (all
-        oldest first). A login that gave a name nobody is guessing at is closed last: a
-        flood's own logins go before it."""
-        unnamed: C | None = None
+        address, else the oldest (a login that gave a name nobody is guessing at goes last)."""
         oldest: C | None = None
         for c in among:
             oldest = c if oldest is None else oldest
-            name = self._names.get(c)
-            if name is None:
-                unnamed = c if unnamed is None else unnamed
-            elif self.backoff.guessing(self._pending[c], name, now=now):
+            address = self._pending[c]
+            name = self._named.get(address, {}).get(c)
+            if name is not None and self.backoff.guessing(address, name, now=now):
                 return c
-        victim = unnamed if unnamed is not None else oldest
-        assert victim is not None
-        return victim
+        assert oldest is not None
+        return oldest
 
-    def claim(self, conn: C, user: str, *, now: float) -> str | None:
+    def claim(self, conn: C, user: str, *, now: float) -> tuple[str | None, list[C]]:
         """A pending login gave its user name (its start-up packet). Returns why it is refused
         (53300: too many failed logins of that name from its address are in their delay), or
-        None."""
+        None and the pending logins of its address to close to make room for it."""
         address = self._pending.get(conn)
         if address is None:
-            return None
-        self._names[conn] = user
+            return None, []
         if self.backoff.at_bound(address, user, now=now):
-            return f'too many failed logins for user "{user}" from address "{address}"'
-        return None
+            return f'too many failed logins for user "{user}" from address "{address}"', []
+        self._forget(conn, address)
+        named = self._named.setdefault(address, {})
+        closed: list[C] = []
+        if len(named) >= self.max_pending_per_address:
+            closed.append(self._victim(named, now))
+            self.leave(closed[-1])
+        self._named.setdefault(address, {})[conn] = user
+        return None, closed
 
     def failed(self, conn: C, address: str, user: str, *, now: float) -> float:
         """``conn``'s password was judged wrong: it stops being a pending login (its delay
@@ -179,20 +194,23 @@ class Admission(Generic[C]):
     def leave(self, conn: C) -> None:
         """``conn`` is no longer a pending login (authenticated, failed, closed, evicted)."""
         address = self._pending.pop(conn, None)
-        if address is None:
-            return
-        self._names.pop(conn, None)
-        mine = self._by_address[address]
-        del mine[conn]
-        if not mine:
-            del self._by_address[address]
+        if address is not None:
+            self._forget(conn, address)
+
+    def _forget(self, conn: C, address: str) -> None:
+        for table in (self._unnamed, self._named):
+            mine = table.get(address)
+            if mine is not None and conn in mine:
+                del mine[conn]
+                if not mine:
+                    del table[address]
 
     @property
     def pending_count(self) -> int:
         return len(self._pending)
 
     def pending_from(self, address: str) -> int:
-        return len(self._by_address.get(address, ()))
+        return len(self._unnamed.get(address, ())) + len(self._named.get(address, ()))
 
     # -- sessions ------------------------------------------------------------------------
 

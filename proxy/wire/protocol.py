@@ -218,6 +218,16 @@ class ServerConnection:
     def buffered(self) -> int:
         return len(self._frames)
 
+    @property
+    def heard(self) -> bool:
+        """Whether the client has sent anything yet (admission: a silent login goes first)."""
+        return (
+            bool(self._frames)
+            or self._ssl_done
+            or self._gss_done
+            or (self.state is not ConnState.PRE_STARTUP)
+        )
+
     def next_event(self) -> Event:
         """The next complete frontend message, NEED_DATA, or CONNECTION_CLOSED.
 

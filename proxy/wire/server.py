@@ -165,7 +165,10 @@ class ProxyServer:
             return
         peer = client.transport.get_extra_info("peername")
         session = Session(self, client, address=sys.intern(str(peer[0])) if peer else "")
-        for old in self._admission.arrive(session, session.address, now=time.monotonic()):
+        closed = self._admission.arrive(
+            session, session.address, now=time.monotonic(), heard=_heard
+        )
+        for old in closed:
             self._evict(old)
         self._conn_tasks[session] = asyncio.get_running_loop().create_task(session.run())
 
@@ -178,7 +181,10 @@ class ProxyServer:
     def claim(self, session: Session) -> str | None:
         """``session`` gave its user name: why its login is refused (too many failures of
         that name from its address in their delay), or None."""
-        return self._admission.claim(session, session.user, now=time.monotonic())
+        refusal, closed = self._admission.claim(session, session.user, now=time.monotonic())
+        for old in closed:
+            self._evict(old)
+        return refusal
 
     def login_failed(self, session: Session) -> float:
         """``session``'s authentication failed: it leaves the pending logins, and the
@@ -372,6 +378,10 @@ async def _pass_cancel(path: str, pid: int, key: int) -> None:
         pass
     finally:
         writer.close()
+
+
+def _heard(session: Session) -> bool:
+    return session.conn.heard
 
 
 def _stop(task: asyncio.Task[Any]) -> None:
