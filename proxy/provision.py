@@ -50,7 +50,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from proxy import lineage
-from rewriter.guard import STAT_COLUMNS, restricted_function
+from rewriter.guard import STAT_COLUMNS, SYSTEM_COLUMNS, restricted_function
 
 AGGREGATOR = "lapras_aggregator"
 PASSTHROUGH = "lapras_passthrough"
@@ -302,6 +302,13 @@ def lock_down(conn: Any) -> list[str]:
                 " GRANT SELECT ON {t} TO pg_read_all_stats"
             ).format(t=pg_class, cols=others)
         )
+    # The system columns (tableoid, ctid, xmin ...) are not in the column list above; tools
+    # read them (DBD::Pg's table_info joins on c.tableoid), and they hold no statistic.
+    run(
+        sql.SQL("GRANT SELECT ({cols}) ON {t} TO PUBLIC").format(
+            t=pg_class, cols=sql.SQL(", ").join(map(sql.Identifier, SYSTEM_COLUMNS))
+        )
+    )
     for signature, _oid in _restricted_functions(conn, public_only=True):
         grantees: sql.Composable = sql.SQL("pg_read_all_stats")
         if signature.split("(")[0].split(".")[-1].startswith("pg_stat_statements"):

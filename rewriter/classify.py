@@ -369,7 +369,22 @@ def _classify_tree(
         text = hidden if hidden is not None else piece.text
         text = grant_select_visibility(text, schema) or text
         return Passthrough(sql=text, rewritten=text != piece.text)
+    for t, decl in refs:
+        if t.args.get("sample") is not None:
+            raise _sampled(decl.name)
     return _protected(piece, tree, refs, schema, census)
+
+
+def _sampled(table: str) -> UnsupportedError:
+    """TABLESAMPLE of a protected table, at any depth (a derived table is folded into the
+    statement that reads it: the sample would otherwise be dropped and the whole table
+    answered)."""
+    return UnsupportedError(
+        f"TABLESAMPLE of protected table {table} is not supported: a DP answer is computed "
+        "over the whole table",
+        hint="remove TABLESAMPLE: the answer's noise already stands in for sampling "
+        "(and a fraction of a count is the count times that fraction)",
+    )
 
 
 _STRINGS = (exp.Literal, exp.RawString, exp.National, exp.UnicodeString, exp.ByteString)

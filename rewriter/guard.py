@@ -62,6 +62,20 @@ _PG_CLASS_COLUMNS = (
 PG_CLASS_WITHOUT_STATISTICS = (
     "(SELECT " + ", ".join(_PG_CLASS_COLUMNS) + " FROM pg_catalog.pg_class)"
 )
+#: PostgreSQL's system columns, which no ``*`` shows; the lockdown grants them on pg_class, and
+#: the rewrite carries those a statement names (DBD::Pg joins on ``c.tableoid``).
+SYSTEM_COLUMNS = ("tableoid", "ctid", "xmin", "cmin", "xmax", "cmax")
+
+
+def _pg_class_without_statistics(system: Iterable[str]) -> str:
+    """The rewrite of pg_class, with the ``system`` columns after its own (named by the
+    statement: PostgreSQL shows them only when named, the derived table only if it has them).
+    """
+    extra = "".join(f", {c}" for c in SYSTEM_COLUMNS if c in set(system))
+    return PG_CLASS_WITHOUT_STATISTICS.replace(
+        " FROM pg_catalog.pg_class)", extra + " FROM pg_catalog.pg_class)"
+    )
+
 
 #: Statistics relations that PostgreSQL itself restricts to one's own sessions.
 _KEPT_RELATIONS = frozenset({"pg_stat_activity", "pg_stat_ssl", "pg_stat_gssapi"})
@@ -316,7 +330,9 @@ def _call_end(tokens: list[Token], name_end: int) -> int | None:
     return None
 
 
-def _table_edit(t: exp.Table, text: str, ctes: set[str]) -> tuple[int, int, str] | None:
+def _table_edit(
+    t: exp.Table, text: str, ctes: set[str], system: frozenset[str] = frozenset()
+) -> tuple[int, int, str] | None:
     if not isinstance(t.this, exp.Identifier) or not isinstance(t.parent, exp.From | exp.Join):
         return None
     name, db = t.name.lower(), t.db.lower()
@@ -327,7 +343,7 @@ def _table_edit(t: exp.Table, text: str, ctes: set[str]) -> tuple[int, int, str]
     if first is None or last is None:
         return None
     if name == "pg_class" and db in ("", "pg_catalog"):
-        replacement = PG_CLASS_WITHOUT_STATISTICS
+        replacement = _pg_class_without_statistics(system)
     elif restricted_relation(name) and db in ("", "pg_catalog", "public"):
         # The relation's own row type, named as the statement names the relation.
         replacement = f"(SELECT (NULL::{text[first[0] : last[1]]}).* WHERE false)"
@@ -394,7 +410,10 @@ def guard_statistics(tree: exp.Expr, text: str, tokens: list[Token] | None = Non
     tables = list(tree.find_all(exp.Table))
     if not _reads_pg_class_statistics(tree, tables):
         tables = [t for t in tables if t.name.lower() != "pg_class"]
-    edits = [e for t in tables if (e := _table_edit(t, text, ctes)) is not None]
+    system = frozenset(
+        n.name.lower() for n in tree.find_all(exp.Column) if n.name.lower() in SYSTEM_COLUMNS
+    )
+    edits = [e for t in tables if (e := _table_edit(t, text, ctes, system)) is not None]
     calls = [
         f
         for f in tree.find_all(exp.Anonymous)

@@ -4,8 +4,9 @@ PostgreSQL shows the analyst's own role, minus the statistics.
 psql (``\\d``, ``\\dt``, ``\\d+``, ``\\l``, ``\\dn``, ``\\du``, ``\\di``) is byte-identical to psql
 connected directly as the analyst's backend role; ``\\dt+`` and ``\\l+`` (which read sizes, refused
 by the database to that role) work and show every other column as the superuser sees it, with
-empty sizes. pgjdbc's DatabaseMetaData (getSQLKeywords included) and the SQLAlchemy Inspector
-give the same answers as directly.
+empty sizes. pgjdbc's DatabaseMetaData (getSQLKeywords included), the SQLAlchemy Inspector and
+DBD::Pg's ``table_info`` (which reads the system column ``pg_class.tableoid``) give the same
+answers as directly.
 """
 
 from __future__ import annotations
@@ -165,3 +166,72 @@ def test_sqlalchemy_inspector_is_identical(proxy: Any, pg: Any) -> None:
             engine.dispose()
 
     assert inspect(proxy.dsn) == inspect(pg.analyst_dsn(ANALYST[0]))
+
+
+#: What DBD::Pg 3.16 sends for ``$dbh->table_info(undef, "public", "%", "TABLE")`` (every Perl
+#: tool that lists tables through DBI): it joins pg_description on ``c.tableoid``, a system
+#: column, which the lockdown's column-level grant on pg_class must carry.
+DBD_PG_TABLE_INFO = """SELECT * FROM (
+                SELECT pg_catalog.quote_ident(pg_catalog.current_database()) AS "TABLE_CAT"
+                     , pg_catalog.quote_ident(n.nspname) AS "TABLE_SCHEM"
+                     , pg_catalog.quote_ident(c.relname) AS "TABLE_NAME"
+                       -- any temp table or temp view is LOCAL TEMPORARY for us
+                     , CASE WHEN pg_catalog.quote_ident(n.nspname) ~ '^pg_(toast_)?temp_' THEN
+                                 'LOCAL TEMPORARY'
+                            WHEN c.relkind ~ 'r|p' THEN
+                                 CASE WHEN pg_catalog.quote_ident(n.nspname) ~ '^pg_' THEN
+                                           'SYSTEM TABLE'
+                                      ELSE 'TABLE'
+                                  END
+                            WHEN c.relkind = 'v' THEN
+                                 CASE WHEN pg_catalog.quote_ident(n.nspname) ~ '^pg_' THEN
+                                           'SYSTEM VIEW'
+                                      ELSE 'VIEW'
+                                  END
+                            WHEN c.relkind = 'm' THEN
+                                 CASE WHEN pg_catalog.quote_ident(n.nspname) ~ '^pg_' THEN
+                                           'SYSTEM MATERIALIZED VIEW'
+                                      ELSE 'MATERIALIZED VIEW'
+                                  END
+                            WHEN c.relkind = 'f' THEN
+                                 CASE WHEN pg_catalog.quote_ident(n.nspname) ~ '^pg_' THEN
+                                           'SYSTEM FOREIGN TABLE'
+                                      ELSE 'FOREIGN TABLE'
+                                  END
+                            ELSE 'UNKNOWN'
+                         END AS "TABLE_TYPE"
+                     , d.description AS "REMARKS"
+                     , pg_catalog.quote_ident(t.spcname) AS "pg_tablespace_name"
+                     , pg_catalog.quote_ident(pg_catalog.pg_tablespace_location(t.oid)) AS "pg_tablespace_location" ,n.nspname AS pg_schema, c.relname AS pg_table
+                  FROM pg_catalog.pg_class AS c
+                  LEFT JOIN pg_catalog.pg_description AS d
+                       ON (c.oid = d.objoid AND c.tableoid = d.classoid AND d.objsubid = 0)
+                  LEFT JOIN pg_catalog.pg_namespace n ON (n.oid = c.relnamespace)
+                  LEFT JOIN pg_catalog.pg_tablespace t ON (t.oid = c.reltablespace)
+                 WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f')
+                     AND NOT (pg_catalog.quote_ident(n.nspname) ~ '^pg_(toast_)?temp_' AND NOT pg_catalog.has_schema_privilege(n.nspname, 'USAGE'))
+                     AND n.nspname = 'public'
+                     AND c.relname LIKE '%'
+                 ORDER BY "TABLE_TYPE", "TABLE_CAT", "TABLE_SCHEM", "TABLE_NAME"
+                ) ti WHERE "TABLE_TYPE" IN ('TABLE')"""
+
+
+def test_dbd_pg_table_info_is_identical(proxy: Any, pg: Any) -> None:
+    def rows(dsn: str) -> list[tuple[Any, ...]]:
+        with psycopg.connect(dsn) as conn:
+            return conn.execute(DBD_PG_TABLE_INFO).fetchall()
+
+    via = rows(proxy.dsn)
+    assert via == rows(pg.admin_dsn)
+    assert "adult" in [r[2] for r in via]
+
+
+def test_system_columns_of_pg_class_through_its_rewrite(proxy: Any) -> None:
+    """A statement that reads a statistic of pg_class is rewritten (the statistics NULL):
+    the system columns it names come through the rewrite too."""
+    with psycopg.connect(proxy.dsn) as conn:
+        row = conn.execute(
+            "SELECT c.relname, c.tableoid::regclass::text, c.xmin IS NOT NULL, c.reltuples"
+            " FROM pg_catalog.pg_class AS c WHERE c.relname = 'adult'"
+        ).fetchone()
+    assert row == ("adult", "pg_class", True, None)

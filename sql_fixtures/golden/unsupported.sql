@@ -596,3 +596,15 @@ LOCK TABLE adult;
 -- message: aggregate function corr() over released results
 -- hint: the aggregates answered over released results are
 SELECT corr(n, n) FROM (SELECT race, count(*) AS n FROM adult GROUP BY race) t;
+
+-- title: TABLESAMPLE of a protected table (a DP answer covers the whole table)
+-- expect: sqlstate 0A000
+SELECT count(*) FROM adult TABLESAMPLE SYSTEM (10);
+
+-- title: TABLESAMPLE inside a derived table (folded, it would answer the whole table)
+-- expect: sqlstate 0A000
+SELECT count(*) FROM (SELECT * FROM adult TABLESAMPLE BERNOULLI (10) REPEATABLE (1)) t;
+
+-- title: TABLESAMPLE inside a CTE with an alias and a filter
+-- expect: sqlstate 0A000
+WITH s AS (SELECT age FROM adult AS a TABLESAMPLE SYSTEM (5)) SELECT count(*) FROM s WHERE age > 30;

@@ -44,11 +44,10 @@ def _free_port() -> int:
 
 
 def _lapras() -> list[str]:
-    script = Path(sys.executable).parent / "lapras"
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("lapras")
-    return [found] if found else [sys.executable, "-m", "proxy.cli"]
+    """The ``lapras`` command of the tree under test: ``python -m proxy.cli`` run in it (the
+    installed ``lapras`` script imports whichever tree the package was installed from, which
+    for a git worktree is another one)."""
+    return [sys.executable, "-m", "proxy.cli"]
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """Perl DBI with DBD::Pg (Debian's libdbd-pg-perl): a grouped count, a prepared statement
 executed until DBD::Pg prepares it on the server, freed (DBD::Pg then sends SQL
-``DEALLOCATE dbdpg_p…`` itself) and followed by a COMMIT that must really commit, and a row
-read refused with 42501. The script is ``clients/dbd_pg.pl``."""
+``DEALLOCATE dbdpg_p…`` itself) and followed by a COMMIT that must really commit, a row read
+refused with 42501, and ``table_info`` (its catalogue query reads ``pg_class.tableoid``). The
+script is ``clients/dbd_pg.pl``."""
 
 from __future__ import annotations
 
@@ -98,3 +99,9 @@ def test_rows_refused(result: tuple[dict[str, Any], list[str]]) -> None:
     out, sent = result
     assert out.get("rows_sqlstate") == "42501", f"{out}{_explain(sent)}"
     assert out.get("after") == 1
+
+
+def test_table_info_lists_the_tables(result: tuple[dict[str, Any], list[str]]) -> None:
+    out, sent = result
+    assert not [e for e in out.get("errors", []) if "table_info" in e], f"{out}{_explain(sent)}"
+    assert "adult" in out.get("tables", []), f"{out}{_explain(sent)}"

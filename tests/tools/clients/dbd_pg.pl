@@ -46,7 +46,16 @@ my $rows_sth = $dbh->prepare("SELECT * FROM adult");
 if ($rows_sth->execute) { $out{rows} = "answered"; } else { $out{rows_sqlstate} = $dbh->state; }
 $dbh->rollback;
 
-# 4. still usable afterwards
+# 4. the tables, as every DBI tool lists them (DBD::Pg reads pg_class.tableoid)
+my $tables = $dbh->table_info(undef, "public", "%", "TABLE");
+if ($tables && !$dbh->err) {
+    $out{tables} = [map { $_->{TABLE_NAME} } @{$tables->fetchall_arrayref({})}];
+} else {
+    failure("table_info");
+}
+$dbh->rollback;
+
+# 5. still usable afterwards
 ($out{after}) = $dbh->selectrow_array("SELECT 1");
 $dbh->rollback;
 $dbh->disconnect;
