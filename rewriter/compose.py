@@ -566,11 +566,28 @@ class _Run:
     def substitute(self, node: exp.Select) -> Gen:
         """``node`` with each uncorrelated subquery of its expressions replaced by its
         released (public) value: a scalar subquery by a typed constant, ``x IN (subquery)``
-        by ``x IN (constants)``, ``EXISTS (subquery)`` by a boolean."""
+        by ``x IN (constants)``, ``EXISTS (subquery)`` by a boolean; and so in the SELECTs of
+        its derived tables (so that a derived table that only filters, with a threshold, is
+        still merged into the query that reads it)."""
+        nested = [
+            item
+            for item in _from_items(node)
+            if isinstance(item, exp.Subquery)
+            and isinstance(item.this, exp.Select)
+            and any(True for _ in _subqueries_deep(item.this))
+        ]
         found = list(_subqueries(node))
-        if not found:
+        if not found and not nested:
             return node
         node = node.copy()
+        for item in _from_items(node):
+            if (
+                isinstance(item, exp.Subquery)
+                and isinstance(item.this, exp.Select)
+                and any(True for _ in _subqueries_deep(item.this))
+            ):
+                body = yield from self.substitute(item.this)
+                item.set("this", body)
         found = list(_subqueries(node))
         for sub in found:
             outer = _correlated(sub)
@@ -1737,6 +1754,11 @@ def _inline_ctes(
         for cte in with_.expressions:
             alias = cte.args.get("alias")
             name = ident(alias.this) if alias is not None else ""
+            if name == table.name:
+                raise UnsupportedError(
+                    f"a CTE named like protected table {table.name}",
+                    hint="give the CTE another name",
+                )
             cols = [ident(c) for c in alias.columns] if alias is not None and alias.columns else []
             body = _inline_ctes(cte.this.copy(), env, table)
             env[name] = (body, cols)
@@ -1809,6 +1831,14 @@ def _subqueries(node: exp.Select) -> Iterator[exp.Expression]:
         for v in values:
             if isinstance(v, exp.Expression):
                 yield from visit(v)
+
+
+def _subqueries_deep(node: exp.Select) -> Iterator[exp.Expression]:
+    """The subqueries of ``node``'s expressions and of its derived tables' (recursively)."""
+    yield from _subqueries(node)
+    for item in _from_items(node):
+        if isinstance(item, exp.Subquery) and isinstance(item.this, exp.Select):
+            yield from _subqueries_deep(item.this)
 
 
 def _correlated(sub: exp.Expression) -> str | None:

@@ -159,3 +159,11 @@ SELECT (SELECT count(*) FROM adult) AS n;
 -- title: HAVING with a constant subquery
 -- expect: composed releases=1 columns=sex:25,count:20
 SELECT sex, count(*) FROM adult GROUP BY sex HAVING count(*) > (SELECT 1);
+
+-- title: a derived table that only filters, with a threshold released first
+-- expect: composed releases=2 columns=count:20
+SELECT count(*) FROM (SELECT * FROM adult WHERE age > (SELECT avg(age) FROM adult)) t;
+
+-- title: a CTE that filters with a threshold, grouped by the outer query
+-- expect: composed releases=2 columns=sex:25,n:20
+WITH older AS (SELECT * FROM adult WHERE age > (SELECT avg(age) FROM adult WHERE sex = 'Female')) SELECT sex, count(*) AS n FROM older GROUP BY sex ORDER BY sex;
