@@ -240,7 +240,7 @@ def compose(sql: str, tree: exp.Expr, schema: Schema, single: Single) -> Compose
         # before anything is released); Describe comes from the backend, as for any DP
         # statement with parameters
         return Composed(sql=sql, query=sql, columns=(), time_zone=zone, param_types=(0,) * count)
-    run_ = _Run(schema, {}, single, zone, dry=True)
+    run_ = _Run(schema, {}, single, dry=True)
     result = _drive(run_.statement(tree.copy()), _stand_in)
     return Composed(
         sql=sql,
@@ -277,10 +277,10 @@ def steps(
         tree = _bound(tree, params, param_oids)
         with pgtime.session_zone(statement.time_zone):
             _drive(
-                _Run(schema, {}, single, statement.time_zone, dry=True).statement(tree.copy()),
+                _Run(schema, {}, single, dry=True).statement(tree.copy()),
                 _stand_in,
             )
-    run_ = _Run(schema, dict(statement.plans), single, statement.time_zone)
+    run_ = _Run(schema, dict(statement.plans), single)
     gen = run_.statement(tree)
     answers: Released | None = None
     while True:
@@ -387,13 +387,11 @@ class _Run:
         schema: Schema,
         known: dict[str, Plan],
         single: Single,
-        zone: str,
         *,
         dry: bool = False,
     ) -> None:
         self.schema = schema
         self.single = single
-        self.zone = zone  # the session's TimeZone
         self.dry = dry  # planned with stand-in answers (no data, nothing released)
         self.known = known
         self.memo: dict[str, Relation] = {}
@@ -437,6 +435,15 @@ class _Run:
             node = node.this
         if isinstance(node, exp.Subquery):
             node = node.this
+        if isinstance(node, exp.Union) and _protected_tables(node, self.schema):
+            # a UNION of DP aggregates is one statement: one batch, one release
+            key = node.sql(dialect=POSTGRES)
+            hit = self.memo.get(key)
+            if hit is None:
+                hit = yield from self.release(node, key)
+            if hit is not None:
+                self.memo[key] = hit
+                return hit
         if isinstance(node, exp.SetOperation):
             return (yield from self.set_operation(node))
         if isinstance(node, exp.Values):
@@ -482,13 +489,13 @@ class _Run:
         self.memo[key] = rel
         return rel
 
-    def release(self, node: exp.Select, key: str) -> Gen:
+    def release(self, node: exp.Query, key: str) -> Gen:
         """The rows of ``node`` when it is one DP statement (released through the engine, or
         answered from public values, or a zero-row probe); None when it is not one."""
         plan = self.known.get(key)
         if plan is None:
             try:
-                got = self.single(key, node, self.schema)
+                got = self.single(key, cast(exp.Expression, node), self.schema)
             except LaprasError as e:
                 if e.detail is None and self.dry and self.depth:
                     # its constants are stand-ins for values not released yet: not shown

@@ -120,8 +120,8 @@ SELECT occupation FROM adult GROUP BY occupation HAVING count(*) > 3000 EXCEPT S
 -- expect: composed releases=1 columns=marital_status:25,n:20
 WITH c AS (SELECT marital_status, count(*) AS n FROM adult GROUP BY marital_status), r AS (SELECT marital_status, n, rank() OVER (ORDER BY n DESC) AS rk FROM c) SELECT marital_status, n FROM r WHERE rk <= 3 ORDER BY rk;
 
--- title: two CTE aggregates unioned
--- expect: composed releases=2 columns=who:25,avg_age:1700
+-- title: two CTE aggregates unioned (one batch: one release)
+-- expect: composed releases=1 columns=who:25,avg_age:1700
 WITH a AS (SELECT 'men' AS who, avg(age) AS avg_age FROM adult WHERE sex = 'Male'), b AS (SELECT 'women' AS who, avg(age) AS avg_age FROM adult WHERE sex = 'Female') SELECT * FROM a UNION ALL SELECT * FROM b ORDER BY who;
 
 -- title: UNION ALL of an aggregate over aggregates and a count (types resolved as PostgreSQL)
