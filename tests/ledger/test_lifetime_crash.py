@@ -26,8 +26,12 @@ KILLS = 6
 
 
 def _epochs(pg: Any) -> list[tuple[int, str, float, int, int]]:
-    """Every epoch of checkins: id, status, epsilon, its pins, its first events."""
+    """Every epoch of checkins: id, status, epsilon, its pins, its first events (none while
+    no process has lived long enough to create the ledger's schema: a kill may come first on a
+    loaded machine)."""
     with psycopg.connect(pg.state_dsn) as conn:
+        if conn.execute("SELECT to_regclass('lapras.epochs')").fetchone() == (None,):
+            return []
         rows = conn.execute(
             "SELECT e.id, e.status, (e.config->>'epsilon')::float8,"
             " (SELECT count(*) FROM lapras.histograms h WHERE h.epoch_id = e.id),"
