@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import gc
 import logging
 import math
@@ -250,6 +251,7 @@ class DPRouter:
         self._pruned_at = -math.inf
         self.log_sql = log_sql
         self.admins = admins
+        # by the session's TimeZone and the text (_key)
         self._cache: OrderedDict[str, tuple[rewriter.Statement, Route]] = OrderedDict()
         self._cache_size = cache_size
         self._pending: list[dict[str, Any]] = []
@@ -264,26 +266,28 @@ class DPRouter:
         ] = OrderedDict()
         self._plan_weights = 0
 
-    def _classified(self, sql: str) -> tuple[rewriter.Statement, Route]:
-        """The classification of one statement and its route, cached by text (both are pure
-        functions of it)."""
-        hit = self._cache.get(sql)
+    def _classified(self, sql: str, zone: str = "UTC") -> tuple[rewriter.Statement, Route]:
+        """The classification of one statement and its route, cached by text and the
+        session's TimeZone (both are pure functions of them)."""
+        key = _key(sql, zone)
+        hit = self._cache.get(key)
         if hit is not None:
-            self._cache.move_to_end(sql)
+            self._cache.move_to_end(key)
             return hit
-        hit = self._classify(sql)
-        self._remember(sql, hit)
+        hit = self._classify(sql, zone)
+        self._remember(key, hit)
         return hit
 
-    def _remember(self, sql: str, hit: tuple[rewriter.Statement, Route]) -> None:
-        self._cache[sql] = hit
-        self._cache.move_to_end(sql)
+    def _remember(self, key: str, hit: tuple[rewriter.Statement, Route]) -> None:
+        self._cache[key] = hit
+        self._cache.move_to_end(key)
         if len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
 
-    def _classify(self, sql: str) -> tuple[rewriter.Statement, Route]:
-        """The classification of one statement and its route (pure; any thread)."""
-        statements = rewriter.classify(sql, self.service.schema)
+    def _classify(self, sql: str, zone: str = "UTC") -> tuple[rewriter.Statement, Route]:
+        """The classification of one statement and its route (pure; any thread); ``zone``:
+        the session's TimeZone."""
+        statements = rewriter.classify(sql, self.service.schema, time_zone=zone)
         if len(statements) == 1:
             st = statements[0]
         elif not statements:
@@ -310,35 +314,40 @@ class DPRouter:
         refusal = _observe_settings(statement)
         if refusal is not None:
             return refusal
+        zone = statement.session.time_zone
         command = admin.parse(sql)
         if command is not None:
             return self._admin_route(statement, command)
         target = accuracy.preview_target(sql)
         if target is not None:
-            return self._preview_route(sql, *target)
+            return self._preview_route(sql, *target, zone=zone)
         if len(sql) > self.off_loop_chars:
-            return self._route_off_loop(sql, cache=False)
-        hit = self._cache.get(sql)
+            return self._route_off_loop(sql, zone, cache=False)
+        key = _key(sql, zone)
+        hit = self._cache.get(key)
         if hit is not None:
-            self._cache.move_to_end(sql)
+            self._cache.move_to_end(key)
             return hit[1]
         if rewriter.may_name_protected(sql, self.service.schema):
-            return self._route_off_loop(sql, cache=True)
-        return self._classified(sql)[1]
+            return self._route_off_loop(sql, zone, cache=True)
+        return self._classified(sql, zone)[1]
 
-    async def _preview_route(self, sql: str, kind: accuracy.PreviewKind, inner: str) -> Route:
+    async def _preview_route(
+        self, sql: str, kind: accuracy.PreviewKind, inner: str, zone: str = "UTC"
+    ) -> Route:
         """``EXPLAIN <stmt>`` / ``SELECT lapras.cost('<stmt>')``: a cost preview when ``stmt``
         is a DP statement (answered here, :mod:`proxy.accuracy`); else EXPLAIN is routed as
         before, and ``lapras.cost`` of anything else is refused."""
-        hit = self._cache.get(inner)
+        hit = self._cache.get(_key(inner, zone))
         if hit is None:
             if self._worker is None:
                 self._worker = ThreadPoolExecutor(
                     max_workers=1, thread_name_prefix="lapras-classify"
                 )
             loop = asyncio.get_running_loop()
-            hit = await loop.run_in_executor(self._worker, _off_loop, self._classify, inner)
-            self._remember(inner, hit)
+            classify = functools.partial(self._classify, zone=zone)
+            hit = await loop.run_in_executor(self._worker, _off_loop, classify, inner)
+            self._remember(_key(inner, zone), hit)
         st = hit[0]
         if isinstance(st, rewriter.DPStatement) and st.wrapper is None:
             explain = kind == "explain"
@@ -349,7 +358,7 @@ class DPRouter:
                 param_oids=st.param_types if st.needs_params else None,
             )
         if kind == "explain":
-            return await self._route_off_loop(sql, cache=True)
+            return await self._route_off_loop(sql, zone, cache=True)
         return Refuse(
             rewriter.UnsupportedError(
                 "lapras.cost() previews a differentially private statement over a protected "
@@ -359,13 +368,14 @@ class DPRouter:
             )
         )
 
-    async def _route_off_loop(self, sql: str, *, cache: bool) -> Route:
+    async def _route_off_loop(self, sql: str, zone: str, *, cache: bool) -> Route:
         if self._worker is None:
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lapras-classify")
         loop = asyncio.get_running_loop()
-        hit = await loop.run_in_executor(self._worker, _off_loop, self._classify, sql)
+        classify = functools.partial(self._classify, zone=zone)
+        hit = await loop.run_in_executor(self._worker, _off_loop, classify, sql)
         if cache:
-            self._remember(sql, hit)
+            self._remember(_key(sql, zone), hit)
         return hit[1]
 
     def _admin_route(self, statement: StatementInfo, command: admin.AdminCommand | str) -> Route:
@@ -611,6 +621,12 @@ def _observe_settings(statement: StatementInfo) -> Refuse | None:
     except LaprasError as err:
         return Refuse(err)
     return None
+
+
+def _key(sql: str, zone: str) -> str:
+    """The cache key of a statement's route: its text, in the session's TimeZone (a NUL
+    never occurs in a statement's text: the protocol ends strings with it)."""
+    return sql if zone == "UTC" else f"{zone}\x00{sql}"
 
 
 def _small(plan: rewriter.Plan) -> bool:

@@ -74,7 +74,14 @@ def cell_expr(attr: AttributeDecl) -> str:
             f"WHEN {c} >= {_num(lo)} AND {c} < {_num(hi)} THEN {i}"
             for i, (lo, hi) in enumerate(attr.bins)
         )
-        return f"CASE {null}{whens} END"
+        # a double's bins hold normal doubles and zero: subnormal values are in no cell
+        # (rewriter.binned, DBL_MIN)
+        tiny = (
+            f"WHEN {c} <> 0 AND abs({c}) < 2.2250738585072014e-308 THEN NULL "
+            if attr.pg_type == "float8"
+            else ""
+        )
+        return f"CASE {null}{tiny}{whens} END"
     lo, hi = attr.bins[0][0], attr.bins[-1][1]
     if attr.kind is Kind.DATE:
         first = dt.date.fromordinal(int(lo))

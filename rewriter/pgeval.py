@@ -296,14 +296,26 @@ def arith(op: str, a: object, b: object, t: str) -> object:
         return unsigned_zero(_CTX.remainder(x, y))
     assert isinstance(x, float) and isinstance(y, float)
     if op == "+":
-        return x + y
-    if op == "-":
-        return x - y
-    if op == "*":
-        return x * y
-    if y == 0.0:
-        raise EvalError("22012", "division by zero")
-    return x / y
+        r = x + y
+    elif op == "-":
+        r = x - y
+    elif op == "*":
+        r = x * y
+    else:
+        if y == 0.0:
+            raise EvalError("22012", "division by zero")
+        r = x / y
+    return float_checked(op, x, y, r)
+
+
+def float_checked(op: str, x: float, y: float, r: float) -> float:
+    """PostgreSQL's checks of a double's result (float8pl/mi/mul/div): an infinite result of
+    finite operands overflows, a zero product or quotient of nonzero operands underflows."""
+    if math.isinf(r) and not math.isinf(x) and not math.isinf(y):
+        raise EvalError("22003", "value out of range: overflow")
+    if r == 0.0 and op in "*/" and x != 0.0 and (y != 0.0 if op == "*" else not math.isinf(y)):
+        raise EvalError("22003", "value out of range: underflow")
+    return r
 
 
 def negate(v: object) -> object:
@@ -479,6 +491,11 @@ def cast(v: object, src: str, dst: str, typmod: Sequence[int] = (), zone: str = 
                 d = Decimal(v.strip())
             except InvalidOperation:
                 raise EvalError("22P02", "invalid input syntax for type numeric") from None
+        elif isinstance(v, float):
+            if not math.isfinite(v):
+                raise EvalError("22003", "cannot convert infinity or NaN to numeric")
+            # float8_numeric: the double printed with DBL_DIG (15) significant digits
+            d = unsigned_zero(Decimal(format(v, ".15g")))
         else:
             d = to_decimal(v)
         if len(typmod) >= 1:
@@ -511,24 +528,52 @@ def cast(v: object, src: str, dst: str, typmod: Sequence[int] = (), zone: str = 
     raise TypeMismatch(f"cannot cast type {sql_type(src)} to {sql_type(dst)}", sqlstate="42846")
 
 
-def _width_bucket(x: object, lo: object, hi: object, n: object) -> int:
+def _width_bucket(x: object, lo: object, hi: object, n: object, *, floats: bool = False) -> int:
+    """width_bucket(operand, b1, b2, count) as PostgreSQL 16 computes it. ``floats``: the
+    double precision version, which PostgreSQL picks when an argument is a double or all are
+    integers (float8 is the preferred numeric type): ``count * ((x - b1) / (b2 - b1))`` in
+    doubles, truncated, at most count - 1, plus 1 (width_bucket_float8). Otherwise the numeric
+    version: ``(x - b1) * count / (b2 - b1)`` exactly but the division rounded at
+    PostgreSQL's scale (select_div_scale), plus 1, floored (compute_bucket)."""
     assert isinstance(n, int)
     if n <= 0:
         raise EvalError("2201G", "count must be greater than zero")
-    fx, flo, fhi = to_decimal(x), to_decimal(lo), to_decimal(hi)
-    if flo == fhi:
+    if floats:
+        fx, flo, fhi = float(x), float(lo), float(hi)  # type: ignore[arg-type]
+        if math.isnan(fx) or math.isnan(flo) or math.isnan(fhi):
+            raise EvalError("2201G", "operand, lower bound, and upper bound cannot be NaN")
+        if flo == fhi:
+            raise EvalError("2201G", "lower bound cannot equal upper bound")
+        if flo < fhi:
+            if fx < flo:
+                return 0
+            if fx >= fhi:
+                return n + 1
+            q = n * ((fx - flo) / (fhi - flo))
+        else:
+            if fx > flo:
+                return 0
+            if fx <= fhi:
+                return n + 1
+            q = n * ((flo - fx) / (flo - fhi))
+        return min(int(q), n - 1) + 1
+    dx, dlo, dhi = to_decimal(x), to_decimal(lo), to_decimal(hi)
+    if dlo == dhi:
         raise EvalError("2201G", "lower bound cannot equal upper bound")
-    if flo < fhi:
-        if fx < flo:
+    if dlo < dhi:
+        if dx < dlo:
             return 0
-        if fx >= fhi:
+        if dx >= dhi:
             return n + 1
-        return int((fx - flo) * n / (fhi - flo)) + 1
-    if fx > flo:
-        return 0
-    if fx <= fhi:
-        return n + 1
-    return int((flo - fx) * n / (flo - fhi)) + 1
+        num, den = _CTX.multiply(_CTX.subtract(dx, dlo), Decimal(n)), _CTX.subtract(dhi, dlo)
+    else:
+        if dx > dlo:
+            return 0
+        if dx <= dhi:
+            return n + 1
+        num, den = _CTX.multiply(_CTX.subtract(dlo, dx), Decimal(n)), _CTX.subtract(dlo, dhi)
+    quotient = numeric_div(num, den)
+    return int(_CTX.add(quotient, Decimal(1)).to_integral_value(rounding="ROUND_FLOOR"))
 
 
 def _floor(v: object) -> object:
@@ -670,6 +715,12 @@ def call(name: str, args: Sequence[object], types: Sequence[str], result: str) -
         return impl(
             *(None if a is None else _num(a, result) if is_number(result) else a for a in args)
         )
+    if name == "width_bucket":
+        # PostgreSQL's choice of width_bucket(float8, ...) or width_bucket(numeric, ...)
+        floats = any(t in ("float4", "float8") for t in types[:3]) or all(
+            t in INTS for t in types[:3]
+        )
+        return _width_bucket(*args, floats=floats)
     try:
         return impl(*args)
     except (TypeError, ValueError, OverflowError, InvalidOperation):

@@ -25,9 +25,9 @@ import scipy.sparse as sp
 
 from dp.domain import QueryBatch
 
-from . import lookups, pgeval, pgtime
+from . import binned, lookups, pgeval, pgtime
 from .errors import BindError, DomainTooLargeError, InvalidValueError, UnsupportedError
-from .normalise import Logical, Value, _attrs_of, transform
+from .normalise import Logical, Value, _attrs_of, _fmt_expr, transform
 from .plan import (
     AggRef,
     AttrRef,
@@ -336,9 +336,15 @@ def _compared(attr: AttributeDecl, op: str, v: object) -> tuple[BoolArray, BoolA
         t[:cells], f[:cells], m[:cells] = a, b, ~(a | b)
     else:
         assert isinstance(v, Fraction)
-        half_open = True
+        # an integer column in numeric bins holds the integers of [lo, hi): closed bounds,
+        # so that an inclusive bound on a bin's last integer (k <= 999) is exact
+        integral = attr.pg_type in pgeval.INTS
         for i, (lo, hi) in enumerate(attr.bins):
-            all_, none = _bin_test(op, lo, hi, v, half_open, integral=not half_open)
+            if integral:
+                a_, b_ = Fraction(_ceil(lo)), Fraction(_ceil(hi) - 1)
+                all_, none = _bin_test(op, a_, b_, v, False, integral=True)
+            else:
+                all_, none = _bin_test(op, lo, hi, v, True, integral=False)
             t[i], f[i], m[i] = all_, none, not (all_ or none)
     return t, f, m
 
@@ -439,22 +445,22 @@ class _Values:
                 return env[e.name]
             raise ValueError("not a cell expression")
 
+        # a column in numeric bins holds one span per cell, evaluated as an interval
+        spans = any(a.kind is Kind.NUMERIC for a in attrs)
+        idx: tuple[int, ...] = ()
         try:
             for idx in itertools.product(*(range(len(c)) for c in per_cell)):
                 result: object = _UNSET
                 for combo in itertools.product(*(per_cell[k][i] for k, i in enumerate(idx))):
                     env.update(zip(names, combo, strict=True))
-                    v = evaluate_with(expr, leaf)
+                    v = binned.evaluate(expr, env) if spans else evaluate_with(expr, leaf)
                     if result is _UNSET:
                         result = v
                     elif v != result or type(v) is not type(result):
-                        raise UnsupportedError(
-                            "an expression cuts a declared bin of column "
-                            + ", ".join(a.name for a in attrs if not a.unit_bins)
-                            + f" of protected table {self.table.name}",
-                            hint="expressions over columns declared in bins must take one value per bin",
-                        )
+                        raise binned.Cut
                 out[idx] = result
+        except binned.Cut:
+            raise binned.cut_error(_fmt_expr(expr, (), (), []), attrs, idx, self.table) from None
         except pgeval.EvalError as e:
             err = InvalidValueError(
                 f"{e.message} for a value of the declared domain of column {', '.join(names)} "
@@ -483,12 +489,8 @@ def _cell_values(attr: AttributeDecl, table: TableDecl) -> list[list[object]]:
         cells = [
             [dt.date.fromordinal(d) for d in range(int(lo), int(hi) + 1)] for lo, hi in attr.bins
         ]
-    else:
-        raise UnsupportedError(
-            f"an expression over column {attr.name} of protected table {table.name}, "
-            "declared in numeric bins",
-            hint=f"compare {attr.name} with constants at its bin edges",
-        )
+    else:  # numeric bins: one span of values per cell (rewriter.binned)
+        return binned.cell_spans(attr)
     if attr.nullable:
         cells.append([None])
     return cells

@@ -58,10 +58,9 @@ async def close(cfg: Config, table: str) -> None:
 
 
 def cell(row: gowalla.Row) -> tuple[int, int, int, int]:
-    """The declared cell of a check-in (lat, lon in 10-degree bands, month, hour)."""
+    """The declared cell of a check-in (lat, lon in 10-degree bands, day, hour)."""
     _, _, lat, lon, day, hour = row
-    month = day.year * 12 + day.month - (2009 * 12 + 2)
-    return int((lat + 90) // 10), int((lon + 180) // 10), month, hour
+    return int((lat + 90) // 10), int((lon + 180) // 10), (day - dt.date(2009, 2, 1)).days, hour
 
 
 def bounded(rows: list[gowalla.Row], seed: str, rows_per_unit: int, per_cell: int) -> Counter:

@@ -53,6 +53,9 @@ class SessionInfo:
     #: The session's ``lapras.*`` settings (one object for the session's life; the router
     #: shows it every statement, :mod:`proxy.wire.settings`). None outside a session.
     settings: SessionSettings | None = field(default=None, compare=False)
+    # the session's TimeZone as the backend reports it (public: dates and timestamps with
+    # time zone are answered in it, see rewriter.pgtime)
+    time_zone: str = "UTC"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

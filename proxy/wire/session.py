@@ -1011,8 +1011,14 @@ class Session(Login, PoolClient, LocalAnswering):
         self, sql: str, protocol: str, name: str = "", oids: tuple[int, ...] = ()
     ) -> StatementInfo:
         app = self.relay.params.get("application_name", "")
+        zone = self.relay.params.get("TimeZone", "UTC")
         si = self._session_info
-        if si is None or si.txn_status != self.conn.txn_status or si.application_name != app:
+        if (
+            si is None
+            or si.txn_status != self.conn.txn_status
+            or si.application_name != app
+            or si.time_zone != zone
+        ):
             si = self._session_info = SessionInfo(
                 user=self.user,
                 database=self.database,
@@ -1021,6 +1027,7 @@ class Session(Login, PoolClient, LocalAnswering):
                 txn_status=self.conn.txn_status,
                 # the session's lapras.* settings, from its start-up values (one object)
                 settings=si.settings if si is not None else SessionSettings(self.relay.params),
+                time_zone=zone,
             )
         return StatementInfo(
             sql=sql,

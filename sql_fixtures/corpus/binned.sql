@@ -11,6 +11,7 @@ SELECT CASE WHEN lat >= 0 THEN 'north' ELSE 'south' END AS hemisphere, count(*) 
 
 -- id: binned.lon_width_bucket
 -- source: analyst, width_bucket aligned with the declared bins
+-- expect: refused 0A000 width_bucket in double precision cuts the bin [-70, -60): PostgreSQL computes 12 * ((lon + 180) / 360) in doubles and puts the last double below -60 in bucket 5, the rest of the bin in bucket 4 (floor(lon / 30) + 7 is answered)
 SELECT width_bucket(lon, -180, 180, 12) AS sector, count(*) FROM checkins GROUP BY 1 ORDER BY 1;
 
 -- id: binned.lat_range_edges

@@ -19,6 +19,8 @@ class Case:
     sql: str
     message: str | None = None  # a refusal's message contains this text
     hint: str | None = None  # and its hint this text
+    schema: str = "adult"  # the declaration: adult, or checkins (the Gowalla table, row level)
+    timezone: str = "UTC"  # the session's TimeZone (set on the backend's session too)
 
     @property
     def id(self) -> str:
@@ -35,7 +37,9 @@ def load_cases() -> list[Case]:
             headers: dict[str, str] = {}
             body: list[str] = []
             for line in chunk.split("\n"):
-                m = re.match(r"^-- (title|expect|params|message|hint): (.*)$", line)
+                m = re.match(
+                    r"^-- (title|expect|params|message|hint|schema|timezone): (.*)$", line
+                )
                 if m and not body:
                     headers[m.group(1)] = m.group(2).strip()
                 else:
@@ -50,6 +54,8 @@ def load_cases() -> list[Case]:
                     sql="\n".join(body).strip(),
                     message=headers.get("message"),
                     hint=headers.get("hint"),
+                    schema=headers.get("schema", "adult"),
+                    timezone=headers.get("timezone", "UTC"),
                 )
             )
     return cases

@@ -10,6 +10,7 @@ rewrites are valid SQL). Refused cases must never crash the rewriter.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from decimal import Decimal
 from typing import Any
@@ -20,11 +21,23 @@ from golden import Case, load_cases
 from pins import exact_answer, pin_table
 
 import rewriter
+import sql_fixtures.gowalla as gowalla
 from dp.pin import Pin
 from rewriter.plan import KeyRef
 from rewriter.reduce import marginal_name
 
 ADULT = rewriter.load_schema(__file__.rsplit("/tests/", 1)[0] + "/sql_fixtures/adult/lapras.toml")
+#: The check-ins as declared, but every row its own unit: the pin is then the table itself,
+#: and PostgreSQL's exact answer is the rewriter's on the exact histogram.
+CHECKINS = rewriter.parse_schema(
+    re.sub(
+        r"(?m)^(privacy_unit|max_rows_per_unit|lifetime_\w+) = .*$",
+        "",
+        gowalla.DECLARATION.read_text(),
+    ),
+    "gowalla-row-level.toml",
+)
+SCHEMAS = {"adult": ADULT, "checkins": CHECKINS}
 CASES = load_cases()
 
 
@@ -59,7 +72,7 @@ def _plan(st: rewriter.DPStatement, case: Case) -> rewriter.Plan:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_classification(case: Case) -> None:
-    statements = rewriter.classify(case.sql, ADULT)
+    statements = rewriter.classify(case.sql, SCHEMAS[case.schema], time_zone=case.timezone)
     kinds = [_kind(s) for s in statements]
     words = case.expect.split()
     if words[0] == "composed" and len(words) > 1:
@@ -112,8 +125,15 @@ def _pg_sql(sql: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def adult_pin(pg: Any) -> Pin:
-    return pin_table(pg.aggregator_dsn, ADULT, "adult")
+def pins(pg: Any) -> dict[str, Pin]:
+    """One pin per declared table, read as needed."""
+    return {}
+
+
+def _pin(pins: dict[str, Pin], pg: Any, schema: str) -> Pin:
+    if schema not in pins:
+        pins[schema] = pin_table(pg.aggregator_dsn, SCHEMAS[schema], schema)
+    return pins[schema]
 
 
 # one DP statement with its IR summary (multi-statement cases list kinds as "dp, passthrough",
@@ -132,12 +152,13 @@ def test_golden_marginal_names_parse() -> None:
 
 
 @pytest.mark.parametrize("case", DP_CASES, ids=[c.id for c in DP_CASES])
-def test_accepted_cases_are_exact(case: Case, pg: Any, adult_pin: Pin) -> None:
-    [st] = rewriter.classify(case.sql, ADULT)
+def test_accepted_cases_are_exact(case: Case, pg: Any, pins: dict[str, Pin]) -> None:
+    [st] = rewriter.classify(case.sql, SCHEMAS[case.schema], time_zone=case.timezone)
     assert isinstance(st, rewriter.DPStatement)
     plan = _plan(st, case)
-    ours = exact_answer(plan, adult_pin)
+    ours = exact_answer(plan, _pin(pins, pg, case.schema))
     with psycopg.connect(pg.aggregator_dsn, autocommit=True) as conn:
+        conn.execute("SELECT set_config('TimeZone', %s, false)", [case.timezone])
         cur = (
             conn.execute(_pg_sql(case.sql), list(case.params))
             if case.params
@@ -160,6 +181,10 @@ def test_accepted_cases_are_exact(case: Case, pg: Any, adult_pin: Pin) -> None:
         for x, y in zip(a, b, strict=True):
             if isinstance(y, Decimal) and x is not None:
                 assert abs(float(x) - float(y)) <= 1e-9 * max(1.0, abs(float(y))), (a, b)
+            elif isinstance(y, dt.datetime) and y.tzinfo is not None:
+                # the same instant, shown with the same offset (the session's zone)
+                assert isinstance(x, dt.datetime), (a, b)
+                assert (x, x.utcoffset()) == (y, y.utcoffset()), (a, b)
             else:
                 assert x == y, (a, b)
 

@@ -69,6 +69,10 @@ KEYS = [
     "floor(n / 4)", "floor(n / 4.0)", "ceil(n::numeric / 4)", "round(n / 4.0)",
     "round(n / 4.0, 1)", "round(n::float8 / 4)", "trunc(n / 4.0)", "abs(n)", "sign(n)",
     "width_bucket(n, -6, 7, 4)", "width_bucket(n, 10, 0, 3)", "floor(n / 3) * 3",
+    # width_bucket in double precision for integers, in numeric for numerics (they differ)
+    "width_bucket(n, -20, 2, 22)", "width_bucket(n::numeric, -20, 2, 22)",
+    "width_bucket(n / 7.0, -1, 1, 7)", "width_bucket(n::float8 / 7, 1, -1, 9)",
+    "(n::float8 / 3)::numeric", "(n::float8 * 1e15 / 7)::numeric",
     # NULL handling, CASE, COALESCE, NULLIF, GREATEST/LEAST
     "coalesce(n, 0)", "coalesce(n, 0.5)", "nullif(n, 0)", "greatest(n, 0)", "least(n, 2, 1.5)",
     "CASE WHEN n < 0 THEN 'neg' WHEN n = 0 THEN 'zero' ELSE 'pos' END",
