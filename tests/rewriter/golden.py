@@ -37,9 +37,7 @@ def load_cases() -> list[Case]:
             headers: dict[str, str] = {}
             body: list[str] = []
             for line in chunk.split("\n"):
-                m = re.match(
-                    r"^-- (title|expect|params|message|hint|schema|timezone): (.*)$", line
-                )
+                m = re.match(r"^-- (title|expect|params|message|hint|schema|timezone): (.*)$", line)
                 if m and not body:
                     headers[m.group(1)] = m.group(2).strip()
                 else:
