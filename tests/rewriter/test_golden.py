@@ -31,7 +31,7 @@ ADULT = rewriter.load_schema(__file__.rsplit("/tests/", 1)[0] + "/sql_fixtures/a
 #: and PostgreSQL's exact answer is the rewriter's on the exact histogram.
 CHECKINS = rewriter.parse_schema(
     re.sub(
-        r"(?m)^(privacy_unit|max_rows_per_unit|lifetime_\w+) = .*$",
+        r"(?m)^(privacy_unit|\w*rows_per_unit\w*|lifetime_\w+) = .*$",
         "",
         gowalla.DECLARATION.read_text(),
     ),
@@ -134,6 +134,11 @@ def _pin(pins: dict[str, Pin], pg: Any, schema: str) -> Pin:
     if schema not in pins:
         pins[schema] = pin_table(pg.aggregator_dsn, SCHEMAS[schema], schema)
     return pins[schema]
+
+
+@pytest.fixture(scope="module")
+def adult_pin(pg: Any, pins: dict[str, Pin]) -> Pin:
+    return _pin(pins, pg, "adult")
 
 
 # one DP statement with its IR summary (multi-statement cases list kinds as "dp, passthrough",
