@@ -800,6 +800,11 @@ class _Builder:
     def func(self, name: str, args: list[PostExpr]) -> PostExpr:
         args = pgtime.zone_args(name, args, Const(value=self.zone, pg_type="text"))
         types = [typeof(a) for a in args]
+        pgtime.check_constants(
+            name,
+            [a.value if isinstance(a, Const) else pgtime.NOT_CONSTANT for a in args],
+            types,
+        )
         t = pgeval.function_type(name, types)
         if name in ("greatest", "least"):
             args = [self._to(a, t) for a in args]

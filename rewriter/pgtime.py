@@ -868,9 +868,20 @@ _TRUNC = ("microseconds", "milliseconds", "second", "minute", "hour", "day", "we
           "quarter", "year", "decade", "century", "millennium")  # fmt: skip
 
 
-def _trunc_wall(field: str, w: dt.datetime, typ: str) -> dt.datetime:
+#: Words date_trunc does not take as units (PostgreSQL finds them among its special words,
+#: not its units: "not recognized", 22023); the time zone fields are "not supported" (0A000).
+_NOT_UNITS = frozenset({"dow", "doy", "epoch", "isodow", "isoyear", "julian"})
+
+
+def _trunc_check(field: str, typ: str) -> None:
+    if field in _NOT_UNITS:
+        raise EvalError("22023", f'unit "{field}" not recognized for type {_TYPE_WORDS[typ]}')
     if field not in _TRUNC:
         raise EvalError("0A000", f'unit "{field}" not supported for type {_TYPE_WORDS[typ]}')
+
+
+def _trunc_wall(field: str, w: dt.datetime, typ: str) -> dt.datetime:
+    _trunc_check(field, typ)
     y = w.year
     if field == "millennium":
         return dt.datetime(((y + 999) // 1000) * 1000 - 999, 1, 1)
@@ -1716,6 +1727,52 @@ def zone_args(name: str, args: list[_A], session: _A) -> list[_A]:
     appended for :data:`ZONED` functions (``args`` are IR nodes; ``session`` the node of the
     zone's name)."""
     return [*args, session] if name in ZONED else args
+
+
+def check_constants(name: str, values: Sequence[object], types: Sequence[str]) -> None:
+    """Refuse, when the statement is read, what PostgreSQL refuses whatever the rows: a unit
+    of ``date_trunc``/``extract``/``date_part`` it does not know or does not take for the
+    argument's type, a zone the proxy does not evaluate (``values``: the constant arguments,
+    :data:`NOT_CONSTANT` for the others). :class:`TypeMismatch` with PostgreSQL's SQLSTATE."""
+    try:
+        field = values[0] if values else NOT_CONSTANT
+        if name in ("date_trunc", "extract", "date_part") and isinstance(field, str):
+            typ = types[1]
+            if name == "date_part" and typ == DATE:
+                typ = TS  # date_part(text, date) reads the date as a timestamp
+            if name == "date_trunc" and typ == DATE:
+                typ = TSTZ
+            if typ in TYPES:
+                unit = _unit(field, typ)
+                if name == "date_trunc":
+                    _trunc_check(unit, typ)
+                elif unit not in _PARTS[typ]:
+                    raise EvalError(
+                        "0A000", f'unit "{field}" not supported for type {_TYPE_WORDS[typ]}'
+                    )
+        zone_arg = {"timezone": 0, "date_trunc": 2, "make_timestamptz": 6}.get(name)
+        # the zone the analyst wrote (the session's, appended last, is checked when read)
+        if zone_arg is not None and zone_arg < len(values) - 1:
+            z = values[zone_arg]
+            if z is not NOT_CONSTANT:
+                explicit_zone(z)
+    except EvalError as e:
+        raise TypeMismatch(e.message, sqlstate=e.sqlstate) from None
+
+
+#: Marks an argument that is not a constant (:func:`check_constants`).
+NOT_CONSTANT = object()
+
+_DATE_PARTS = frozenset({"day", "month", "year", "quarter", "week", "decade", "century",
+                         "millennium", "isoyear", "dow", "isodow", "doy", "epoch", "julian"})  # fmt: skip
+_TS_PARTS = _DATE_PARTS | {"hour", "minute", "second", "milliseconds", "microseconds"}
+_PARTS = {
+    DATE: _DATE_PARTS,
+    TS: _TS_PARTS,
+    TSTZ: _TS_PARTS | {"timezone", "timezone_hour", "timezone_minute"},
+    INTERVAL: frozenset({"millennium", "century", "decade", "year", "quarter", "month", "day",
+                         "hour", "minute", "second", "milliseconds", "microseconds", "epoch"}),
+}  # fmt: skip
 
 
 def written_args(name: str, args: Sequence[str]) -> list[str]:

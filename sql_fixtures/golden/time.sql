@@ -228,3 +228,85 @@ SELECT date_bin('6 hours', checkin_date + hour * interval '1 hour', TIMESTAMP '2
 -- expect: dp view=(checkin_date, hour) queries=24 columns=slot:25,count:20
 -- schema: checkins
 SELECT to_char(checkin_date + hour * interval '1 hour', 'HH12 AM') AS slot, count(*) FROM checkins GROUP BY 1;
+
+-- title: by month, date_trunc to the month keeps each month whole
+-- expect: dp view=(checkin_date) queries=21 columns=m:1082,count:20
+-- schema: checkins_by_month
+SELECT date_trunc('month', checkin_date)::date AS m, count(*) FROM checkins GROUP BY 1;
+
+-- title: by month, extract of the year and a comparison with the first of a month
+-- expect: dp view=(checkin_date) queries=2 columns=y:1700,count:20
+-- schema: checkins_by_month
+SELECT extract(year FROM checkin_date) AS y, count(*) FROM checkins WHERE checkin_date >= '2009-06-01' GROUP BY 1;
+
+-- title: by month, the day of week cuts a month
+-- expect: sqlstate 0A000
+-- schema: checkins_by_month
+-- message: EXTRACT(dow FROM checkin_date) cuts the declared bin 2009-02-01 to 2009-02-28 (one month) of column checkin_date
+-- hint: checkin_date is declared by month (unit = "month" in lapras.toml)
+SELECT extract(dow FROM checkin_date) AS dow, count(*) FROM checkins GROUP BY 1;
+
+-- title: by month, a weekly series cuts a month
+-- expect: sqlstate 0A000
+-- schema: checkins_by_month
+-- message: cuts the declared bin
+-- hint: declare checkin_date with unit = "day"
+SELECT DATE_TRUNC('week', checkin_date) AS __timestamp, COUNT(*) AS count FROM public.checkins GROUP BY DATE_TRUNC('week', checkin_date);
+
+-- title: the clock is not evaluated
+-- expect: sqlstate 0A000
+-- schema: checkins
+-- hint: write the date as a constant
+SELECT count(*) FROM checkins WHERE checkin_date >= CAST((NOW() + INTERVAL '-30 day') AS date);
+
+-- title: a date in words
+-- expect: sqlstate 0A000
+-- schema: checkins
+-- message: is not evaluated by the proxy: write it in ISO 8601
+SELECT count(*) FROM checkins WHERE checkin_date > 'Jan 1 2010';
+
+-- title: a date PostgreSQL does not read either
+-- expect: sqlstate 22008
+-- schema: checkins
+SELECT count(*) FROM checkins WHERE checkin_date > '2010-02-30';
+
+-- title: a time zone abbreviation in AT TIME ZONE
+-- expect: sqlstate 0A000
+-- schema: checkins
+-- message: time zone 'EST' is not evaluated by the proxy
+SELECT checkin_date AT TIME ZONE 'EST' AS t, count(*) FROM checkins GROUP BY 1;
+
+-- title: a unit date_trunc does not know
+-- expect: sqlstate 22023
+-- schema: checkins
+-- message: unit "fortnight" not recognized for type timestamp with time zone
+SELECT date_trunc('fortnight', checkin_date) AS t, count(*) FROM checkins GROUP BY 1;
+
+-- title: an interval result
+-- expect: sqlstate 0A000
+-- schema: checkins
+-- hint: extract(epoch FROM
+SELECT (checkin_date + hour * INTERVAL '1 hour') - DATE '2009-01-01' AS since, count(*) FROM checkins WHERE checkin_date = '2010-01-01' GROUP BY 1;
+
+-- title: ten-degree bands of latitude over ten-degree bins
+-- expect: dp view=(lat) queries=18 columns=band:701,count:20
+-- schema: checkins
+SELECT floor(lat / 10) * 10 AS band, count(*) FROM checkins GROUP BY 1 ORDER BY 1;
+
+-- title: hemispheres and a twenty-degree grid
+-- expect: dp view=(lat, lon) queries=180 columns=hemisphere:25,lat20:701,lon20:701,count:20
+-- schema: checkins
+SELECT CASE WHEN lat >= 0 THEN 'north' ELSE 'south' END AS hemisphere, floor(lat / 20) * 20 AS lat20, floor(lon / 20) * 20 AS lon20, count(*) FROM checkins GROUP BY 1, 2, 3;
+
+-- title: rounding a latitude cuts its bins
+-- expect: sqlstate 0A000
+-- schema: checkins
+-- message: round(lat) cuts the declared bin [-90, -80) of column lat
+-- hint: must take one value on each bin
+SELECT round(lat) AS r, count(*) FROM checkins GROUP BY 1;
+
+-- title: width_bucket in double precision cuts a bin by its own rounding
+-- expect: sqlstate 0A000
+-- schema: checkins
+-- message: cuts the declared bin [-70, -60) of column lon
+SELECT width_bucket(lon, -180, 180, 12) AS sector, count(*) FROM checkins GROUP BY 1;
