@@ -73,6 +73,12 @@ CHARTS = {
         "SELECT to_char(checkin_date, 'Dy') AS \"metric\", extract(isodow from checkin_date) "
         'AS "isodow", count(*) AS "value" FROM checkins GROUP BY 1, 2 ORDER BY 2'
     ),
+    # Tableau's YEAR() as a bigint, grouped (the garbage answer, 0 for 2009)
+    "tableau year": (
+        'SELECT CAST(EXTRACT(YEAR FROM "checkins"."checkin_date") AS BIGINT) AS '
+        '"yr:checkin_date:ok", COUNT(1) AS "cnt:checkins:ok" FROM "public"."checkins" '
+        '"checkins" GROUP BY 1'
+    ),
     "grafana hour of day": (
         'SELECT hour AS "metric", count(*) AS "value" FROM checkins '
         f"WHERE {FILTER} GROUP BY 1 ORDER BY 1"
