@@ -23,7 +23,7 @@ from sqlglot.errors import ParseError
 
 from dp.errors import InternalError, LaprasError
 
-from . import domaincheck, lookups, pgtime
+from . import domaincheck, lookups, pgtime, probes
 from .compose import Composed, compose
 from .derived import fold
 from .dialect import POSTGRES
@@ -459,11 +459,10 @@ def _wrapped(piece: Piece, wrapper: wrappers.Located, schema: Schema) -> Stateme
             hint="run the aggregate itself for a differentially private answer",
         )
     if isinstance(inner, ZeroRowProbe):
-        verb = {"declare": "DECLARE ... CURSOR", "prepare": "PREPARE", "copy": "COPY"}
-        raise UnsupportedError(
-            f"{verb[wrapper.kind]} of a zero-row probe of protected table {table} is not supported",
-            hint="send the probe itself (its columns come with no rows)",
-        )
+        # psqlODBC's DECLARE ... CURSOR WITH HOLD FOR <probe> (UseDeclareFetch): the probe as
+        # a statement of public values with no row, in its wrapper (rewriter.probes)
+        decl = schema.tables[table.split(", ")[0]]
+        inner = _dp(inner.sql, probes.zero_rows(decl, inner.columns, inner.sql))
     described = wrappers.describe(wrapper, piece.text, [c.name for c in inner.columns])
     return replace(inner, sql=piece.text, wrapper=described)
 
@@ -670,6 +669,13 @@ def _single(
     """The one DP statement (or zero-row probe) ``tree`` is, folding the wrappers tools put
     around one table (rewriter/derived.py); None when it is not that shape."""
     select = tree if isinstance(tree, exp.Select) else None
+    probe = None  # an existence check or a limited row count: the count it means
+    if select is not None:
+        probe = probes.rewrite(select, lambda t: _table_ref(t, schema))
+        if probe is not None:
+            select = probe
+            census = _Census.of(select)
+            refs = [(t, d) for t in census.tables if (d := _table_ref(t, schema)) is not None]
     found: tuple[lookups.Found, ...] = ()
     if select is not None:  # joins with public relations: taken out, kept aside
         got = lookups.extract(select, schema, lambda t: _table_ref(t, schema))
@@ -736,7 +742,8 @@ def _single(
             hint=f"{ACCEPTED}; zero-row probes (LIMIT 0, WHERE 1 = 0) are answered with the "
             "columns",
         )
-    return _dp(piece, normalise(select, table, table_node, count_rows=count_rows, lookups=found))
+    logical = normalise(select, table, table_node, count_rows=count_rows, lookups=found)
+    return _dp(piece, probes.exists(logical) if probe is not None else logical)
 
 
 def _union(piece: Piece, tree: exp.Union, schema: Schema) -> Statement | None:
@@ -791,11 +798,11 @@ def _union(piece: Piece, tree: exp.Union, schema: Schema) -> Statement | None:
     return _dp(piece, union_logical(parts, tree, distinct))
 
 
-def _dp(piece: Piece, logical: Logical) -> DPStatement:
+def _dp(piece: Piece | str, logical: Logical) -> DPStatement:
     """The DP statement of a normalised query (planned now unless it has parameters)."""
     logical = domaincheck.marked(logical)
     return DPStatement(
-        sql=piece.text,
+        sql=piece if isinstance(piece, str) else piece.text,
         prepared=logical,
         plan=reduce(logical) if not logical.param_types and not lookups.pending(logical) else None,
         columns=logical.columns,

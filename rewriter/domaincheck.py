@@ -29,10 +29,9 @@ noise scales), so they cost no privacy:
   (:func:`mark_ratios`): the sum is kept in ``[n lo, n hi]`` of the count it is divided by,
   and a count that rounds to zero while the group holds rows divides as one (with the sum the
   middle of the range). PostgreSQL's types are kept (``int8 / int8`` still truncates).
-- **min, max, percentiles, count(DISTINCT x)** come from the noisy histogram of ``x``: when no
-  value's count reaches its threshold, the value with the largest noisy count stands for the
-  group (so ``min``/``max`` are a declared value, not NULL, and ``count(DISTINCT x)`` is at
-  least one); a value no row of the group can have (public) is never counted.
+- **min, max, percentiles, count(DISTINCT x)** come from the noisy histogram of ``x``
+  (:mod:`rewriter.intervals`, from the ``Evidence`` here): only values a row of the group can
+  have (public) are read.
 
 Each value thus lies in the declared domain of its argument; the property test
 ``tests/rewriter/test_domain.py`` draws random statements of every supported kind, answers
@@ -166,6 +165,16 @@ def sum_parts(
     return total
 
 
+def exists(j: int, value: float, ev: Evidence | None) -> bool:
+    """An existence test (rewriter.probes) on count measure ``j`` (noisy ``value``): true when
+    the noisy count rounds to at least 1 — the count ``SELECT count(*)`` of the same rows shows,
+    so both agree, and with exact answers whether a row exists — and some declared value can
+    be there (public)."""
+    if ev is not None and ev.reachable and not ev.reachable[j]:
+        return False
+    return value >= 0.5
+
+
 def mean_parts(total: float, n: int, bounds: tuple[float, float] | None) -> tuple[float, int]:
     """The sum and count an AVG divides: the middle of its range, once, when the noisy count
     rounds to zero (the group holds rows: :func:`holds`)."""
@@ -174,29 +183,6 @@ def mean_parts(total: float, n: int, bounds: tuple[float, float] | None) -> tupl
     if bounds is None:
         return 0.0, 1
     return (bounds[0] + bounds[1]) / 2.0, 1
-
-
-def histogram(
-    j: int, counts: npt.NDArray[np.int64], values: Sequence[object], ev: Evidence | None
-) -> npt.NDArray[np.int64]:
-    """The counts of histogram measure ``j`` a statistic is read from: a value no row of the
-    group can have (public) counts zero; when no value's count reached its threshold but the
-    histogram holds rows by the rule of the module doc, the reachable value with the largest
-    noisy count counts one (it stands for the group)."""
-    if ev is None or not ev.reachable:
-        return counts
-    raw, se = ev.raw[j], ev.errors[j]
-    reach = ev.values[j]
-    assert isinstance(raw, np.ndarray) and isinstance(se, np.ndarray)
-    assert isinstance(reach, np.ndarray)
-    known = reach & np.array([v is not None for v in values], dtype=bool)
-    counts = np.where(reach, counts, 0)
-    if np.any(counts[known] > 0) or not known.any() or not np.any(se[known] > 0):
-        return counts
-    counts = counts.copy()
-    at = np.flatnonzero(known)
-    counts[at[int(np.argmax(raw[at]))]] = 1
-    return counts
 
 
 def _raw(ev: Evidence, j: int) -> float:
@@ -353,7 +339,7 @@ __all__ = [
     "Evidence",
     "count_value",
     "evidence",
-    "histogram",
+    "exists",
     "holds",
     "mark_ratios",
     "marked",

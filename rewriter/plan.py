@@ -488,6 +488,8 @@ def _agg(ref: AggRef, g: _Group) -> object:
             lo, hi = intervals.outwards(*intervals.around(float(v), _se(g, ref.value)))  # type: ignore[arg-type]
             return max(0, min(lo, n)) if ref.bound == "low" else max(hi, n)
         return n
+    if func == "exists":  # an existence test (rewriter.probes)
+        return domaincheck.exists(ref.value, float(v), g.evidence)  # type: ignore[arg-type]
     if func in intervals.HISTOGRAM_FUNCS:
         hist = _hist(g.evidence, ref.value, g.layouts[ref.value].values, v)
         if func == "mode":

@@ -133,10 +133,6 @@ COPY (SELECT count(*) FROM adult) TO STDOUT (FORMAT 'CSV');
 -- expect: sqlstate 42703
 COPY (SELECT count(*) FROM adult) TO STDOUT (FORMAT csv, FORCE_QUOTE (age));
 
--- title: COPY of a zero-row probe (send the probe itself)
--- expect: sqlstate 0A000
-COPY (SELECT * FROM adult LIMIT 0) TO STDOUT;
-
 -- title: EXPLAIN
 -- expect: sqlstate 42501
 EXPLAIN SELECT * FROM adult WHERE age = 30;
@@ -156,10 +152,6 @@ SELECT * FROM (SELECT * FROM adult) AS s;
 -- title: scalar subquery over the table
 -- expect: sqlstate 42501
 SELECT (SELECT age FROM adult LIMIT 1);
-
--- title: EXISTS probe of a row
--- expect: sqlstate 42501
-SELECT EXISTS (SELECT 1 FROM adult WHERE age = 90 AND sex = 'Female');
 
 -- title: IN subquery in a catalogue query
 -- expect: sqlstate 42501
