@@ -187,6 +187,7 @@ async def running(
             log_retention=log_retention(dict(config.privacy)),
             reveal_sources=bool(config.privacy.get("reveal_sources", False)),
             admins=frozenset(u.name for u in config.users if u.admin),
+            limits=config.server.dp,
         )
         s = config.server
         upstream, upstream_users = _upstreams(config)
@@ -222,7 +223,12 @@ async def running(
         # Every active epoch is loaded before the port accepts anything (the first DP
         # statement would otherwise replay the ledger while its session waits).
         await service.warm()
-        await server.start()
+        await router.start()  # the DP worker processes (proxy.dp_workers)
+        try:
+            await server.start()
+        except BaseException:
+            router.close()
+            raise
         try:
             yield App(
                 config=config,

@@ -449,6 +449,7 @@ def _config_check(args: argparse.Namespace) -> int:
         f"{len(config.users)} user(s)" + (", TLS" if config.server.tls_cert else "")
     )
     print(f"  protected tables: {tables or 'none'}")
+    print(f"  DP statements' work: {config.server.dp.summary()}")
     print(
         f"  epoch defaults: epsilon={cfg.epsilon}, delta={cfg.delta}, S={cfg.stream_length}, "
         f"mode={cfg.mode}, accountant={cfg.accountant_kind.value}, split={cfg.split}, "

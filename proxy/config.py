@@ -26,6 +26,7 @@ from typing import Any, Literal
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from proxy.dp_workers import WorkerLimits, parse_limits
 from proxy.provision import AGGREGATOR, PASSTHROUGH, analyst_role, data_database
 from rewriter.errors import ConfigError
 from rewriter.schema import Schema, schema_from_mapping
@@ -56,6 +57,9 @@ class ServerConfig:
     ``max_statement_size`` -- the longest SQL text (bytes) of a Query or Parse message the
     proxy accepts; a longer one is refused with 54000 before it is split, routed or parsed
     (:data:`STATEMENT_SIZE_BOUNDS`).
+
+    ``dp_workers``, ``dp_statement_timeout``, ``dp_statement_memory`` -- the worker processes
+    of DP statements' rewriter work and the limits of one piece of it (proxy.dp_workers).
     """
 
     host: str = "127.0.0.1"
@@ -83,6 +87,8 @@ class ServerConfig:
     pool_size: int = 20  # backend connections per pool (user, database, start-up parameters)
     pool_timeout: float = 60.0  # seconds a session waits for a free one
     server_idle_timeout: float = 600.0  # seconds an idle one is kept; 0 = until stop
+    # dp_workers, dp_statement_timeout, dp_statement_memory (proxy.dp_workers)
+    dp: WorkerLimits = field(default_factory=WorkerLimits)
 
 
 #: Accepted values of ``[server] max_statement_size`` (bytes). Clients send statements of up to
@@ -219,6 +225,7 @@ def _server(source: str, data: Any) -> ServerConfig:
             "pool_size",
             "pool_timeout",
             "server_idle_timeout",
+            *WorkerLimits.KEYS,
         }
     )
     auth = s.get("auth", str, "scram-sha-256")
@@ -291,6 +298,7 @@ def _server(source: str, data: Any) -> ServerConfig:
     if idle_keep < 0:
         raise s.error("server_idle_timeout", "must be >= 0 seconds (0 = keep until stopped)")
     return ServerConfig(
+        dp=parse_limits(s.get, s.error),
         host=host,
         pool_mode=pool_mode,
         pool_size=pool_size,

@@ -18,36 +18,35 @@ It plugs into the wire's one seam (:class:`proxy.wire.router.StatementRouter`):
 Every statement on a protected table goes to the query log (template, bindings, outcome; the
 raw SQL only when configured), which ``lapras predict`` reads.
 
-Classification is pure Python (sqlglot and the rewriter's passes) and takes about 10 ms per
-KiB of a worst-case statement: a statement longer than ``off_loop_chars``, or a new text that
-may name a protected table, is classified in the router's worker thread, so that the event
-loop keeps serving every other session meanwhile (docs/benchmarks.md, "Big statements");
-the others are classified at once; routes are cached by text.
+Classification is pure Python (sqlglot and the rewriter's passes): a new text that may name a
+protected table, or one longer than ``off_loop_chars``, is classified in a worker process
+(:mod:`proxy.dp_workers`), so that the event loop keeps serving every other session
+meanwhile and no statement holds the others' DP work; the others (catalogue and session
+traffic) are classified at once; routes are cached by text.
 
-The rewriter's work of each execution of a DP statement runs in a second worker thread
-(``lapras-answer``): binding a prepared statement's parameters (``rewriter.bind``, 0.2 to
-1 ms on Adult), and the rows and NOTICE of an answer of more than :data:`LOOP_QUERIES`
-linear queries (``rewriter.postprocess``, :func:`describe_answer`). The event loop keeps
-the I/O, the routing, and what costs less than a trip to the worker and back (about 20 to
-30 us): an exact repeat answered from the read callback (``execute_now``: the stored answer,
-no noise), and the rows of a small answer. Bound plans are kept by statement and parameter
-values (public: what the analyst sent), so that an exact repeat of a prepared statement is
-found without binding it again (docs/benchmarks.md, "DP answers off the event loop").
+The rewriter's work of each execution of a DP statement runs in the worker processes too:
+binding a prepared statement's parameters (``rewriter.bind``), and the rows and NOTICE of an
+answer of more than :data:`LOOP_QUERIES` linear queries (``rewriter.postprocess``,
+:func:`describe_answer`). Each piece is limited in time and memory (``[server]
+dp_statement_timeout``, ``dp_statement_memory``): one predicted above the time limit is
+refused before it starts (54000, :mod:`rewriter.cost`), one that runs past a limit is stopped
+(57014, 53200). The event loop keeps the I/O, the routing, the engine's answers (the state
+machine's own, :mod:`proxy.epochs`), and what costs less than a trip to a worker and back: an
+exact repeat answered from the read callback (``execute_now``: the stored answer, no noise),
+and the rows of a small answer. Bound plans are kept by statement and parameter values
+(public: what the analyst sent), so that an exact repeat of a prepared statement is found
+without binding it again (docs/benchmarks.md, "DP answers off the event loop").
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import functools
-import gc
 import logging
 import math
-import sys
-import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -59,9 +58,18 @@ import rewriter
 from dp import engine
 from dp.errors import LaprasError
 from proxy import accuracy, admin, composing
+from proxy.dp_workers import (
+    SETTING,
+    SLIM_CHARS,
+    DPWorkers,
+    StatementTimeout,
+    WorkerLimits,
+    WorkerOutOfMemory,
+    bind_text,
+    classify_text,
+)
 from proxy.epochs import Answer, EpochService
 from proxy.errors import InsufficientPrivilege
-from proxy.wire.heap import trim_heap
 from proxy.wire.router import (
     RELAY,
     AnswerLocally,
@@ -72,11 +80,14 @@ from proxy.wire.router import (
     Refuse,
     Relay,
     Route,
+    SessionInfo,
     StatementInfo,
 )
+from rewriter import cost
 from rewriter.schema import TableDecl
 
 log = logging.getLogger("lapras.router")
+_T = TypeVar("_T")
 
 #: Statements longer than this (characters) are classified in the worker thread. Below it a
 #: worst-case statement takes up to about 150 ms on the loop, once (its route is cached);
@@ -87,12 +98,13 @@ OFF_LOOP_CHARS = 16 * 1024
 #: it is applied (seconds, at most).
 LOG_DAYS, LOG_ROWS = 90.0, 1_000_000
 PRUNE_INTERVAL = 60.0
-#: The interpreter's switch interval while a worker classifies or answers: how long the event
-#: loop may wait for the worker to hand over the interpreter (Python's default is 5 ms).
-_SWITCH_INTERVAL = 0.001
 #: Answers of at most this many linear queries get their rows and NOTICE on the event loop
 #: (tens of microseconds, less than the trip to the worker); larger ones in the worker.
 LOOP_QUERIES = 8
+#: A binding predicted under this much work (rewriter.cost units: about 1 ms), of a statement
+#: of at most this many characters, is made on the event loop: a trip to a worker process
+#: and back costs the serving process about 0.3 ms of its interpreter, twice a small binding.
+INLINE_UNITS, INLINE_CHARS = 2_000, SLIM_CHARS
 #: Bound plans kept (by statement and parameters): at most this many, holding at most this
 #: many non-zero weights in all; a bigger plan is not kept.
 PLANS, PLAN_WEIGHTS = 1024, 4_000_000
@@ -100,8 +112,6 @@ PLANS, PLAN_WEIGHTS = 1024, 4_000_000
 _KEYED: frozenset[type] = frozenset(
     (type(None), bool, int, float, str, bytes, Decimal, dt.date, dt.datetime, dt.time)
 ) | {dt.timedelta, UUID}
-
-_T = TypeVar("_T")
 
 _HOW = {
     engine.DecisionKind.REPEAT: "a repeat of an earlier answer (the stored answer; no budget spent)",
@@ -221,6 +231,23 @@ def _route_of(st: rewriter.Statement) -> Route:
     return AnswerLocally(plan=st, columns=columns, describe_upstream=False)
 
 
+def _one(sql: str, statements: list[rewriter.Statement]) -> tuple[rewriter.Statement, Route]:
+    """The statement of a classified text (a Parse carries one) and its route."""
+    if len(statements) == 1:
+        st = statements[0]
+    elif not statements:
+        st = rewriter.Passthrough(sql=sql)  # an empty query: the backend answers it
+    else:
+        st = rewriter.Refused(
+            sql=sql,
+            error=rewriter.UnsupportedError(
+                "several statements in one prepared statement are not accepted",
+                hint="send one statement per Parse",
+            ),
+        )
+    return st, _route_of(st)
+
+
 class DPRouter:
     """Routes every statement with the rewriter and answers DP statements through epochs."""
 
@@ -235,13 +262,15 @@ class DPRouter:
         off_loop_chars: int = OFF_LOOP_CHARS,
         log_retention: tuple[float, int] = (LOG_DAYS, LOG_ROWS),
         reveal_sources: bool = False,
+        limits: WorkerLimits | None = None,
     ) -> None:
         """``log_interval``: seconds the query log gathers records before one write;
         ``off_loop_chars``: statements longer than this are classified in the worker thread;
         ``log_retention``: the query log keeps rows at most this many days, and at most this
         many rows (pruned at most every :data:`PRUNE_INTERVAL` seconds, after a write);
         ``reveal_sources``: NOTICEs say whether an answer came from the predicted release or
-        is a repeat (:func:`describe_answer`)."""
+        is a repeat (:func:`describe_answer`); ``limits``: the worker processes' number and
+        limits (``[server] dp_workers``, ``dp_statement_timeout``, ``dp_statement_memory``)."""
         self.service = service
         # the admin views' sources; the server sets the pools' (see proxy.app)
         self.admin_sources = admin.AdminSources(service)
@@ -257,8 +286,9 @@ class DPRouter:
         self._pending: list[dict[str, Any]] = []
         self._flusher: asyncio.Task[None] | None = None
         self.off_loop_chars = off_loop_chars
-        self._worker: ThreadPoolExecutor | None = None  # started at the first long statement
-        self._answering: ThreadPoolExecutor | None = None  # started at the first DP execution
+        # the rewriter's work for DP statements (classifying, binding, rows): proxy.dp_workers
+        self.workers = DPWorkers(service.schema, limits)
+        self._composing: ThreadPoolExecutor | None = None  # composed statements' plans
         # bound plans of prepared DP statements, by (id(statement), parameters); the statement
         # is kept with its plan so that its id stays its own (event loop only)
         self._plans: OrderedDict[
@@ -285,31 +315,23 @@ class DPRouter:
             self._cache.popitem(last=False)
 
     def _classify(self, sql: str, zone: str = "UTC") -> tuple[rewriter.Statement, Route]:
-        """The classification of one statement and its route (pure; any thread); ``zone``:
-        the session's TimeZone."""
-        statements = rewriter.classify(sql, self.service.schema, time_zone=zone)
-        if len(statements) == 1:
-            st = statements[0]
-        elif not statements:
-            st = rewriter.Passthrough(sql=sql)  # an empty query: the backend answers it
-        else:
-            st = rewriter.Refused(
-                sql=sql,
-                error=rewriter.UnsupportedError(
-                    "several statements in one prepared statement are not accepted",
-                    hint="send one statement per Parse",
-                ),
-            )
-        return st, _route_of(st)
+        """The classification of one statement and its route (pure); ``zone``: the
+        session's TimeZone."""
+        return _one(sql, rewriter.classify(sql, self.service.schema, time_zone=zone))
+
+    async def start(self) -> None:
+        """Start the worker processes (before the port accepts anything)."""
+        await self.workers.start()
 
     def route(self, statement: StatementInfo) -> Route | Awaitable[Route]:
         """Decided without waiting when the route is cached or the statement certainly names
         nothing protected (catalogue and session traffic: the relay's fast lane). A statement
-        that may name a protected table is classified in the worker thread the first time
-        (its expressions are evaluated over the declared domains, up to ``cell_limit`` values:
-        seconds at worst, which must not hold the event loop), then cached; one longer than
+        that may name a protected table is classified in a worker process the first time
+        (its expressions are evaluated over the declared domains: seconds at worst, which
+        must not hold the event loop; proxy.dp_workers), then cached; one longer than
         ``off_loop_chars`` is classified there and not cached (the cache would keep big
-        texts and their classification)."""
+        texts and their classification). A refusal by the predicted work (54000,
+        rewriter.cost) is cached like any refusal; a timeout (57014) is not."""
         sql = statement.sql
         refusal = _observe_settings(statement)
         if refusal is not None:
@@ -318,35 +340,34 @@ class DPRouter:
         command = admin.parse(sql)
         if command is not None:
             return self._admin_route(statement, command)
+        user = statement.session.user
         target = accuracy.preview_target(sql)
         if target is not None:
-            return self._preview_route(sql, *target, zone=zone)
+            return self._preview_route(sql, user, *target, zone=zone)
         if len(sql) > self.off_loop_chars:
-            return self._route_off_loop(sql, zone, cache=False)
+            return self._route_off_loop(sql, user, zone, cache=False)
         key = _key(sql, zone)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
             return hit[1]
         if rewriter.may_name_protected(sql, self.service.schema):
-            return self._route_off_loop(sql, zone, cache=True)
+            return self._route_off_loop(sql, user, zone, cache=True)
         return self._classified(sql, zone)[1]
 
     async def _preview_route(
-        self, sql: str, kind: accuracy.PreviewKind, inner: str, zone: str = "UTC"
+        self, sql: str, user: str, kind: accuracy.PreviewKind, inner: str, zone: str = "UTC"
     ) -> Route:
         """``EXPLAIN <stmt>`` / ``SELECT lapras.cost('<stmt>')``: a cost preview when ``stmt``
         is a DP statement (answered here, :mod:`proxy.accuracy`); else EXPLAIN is routed as
         before, and ``lapras.cost`` of anything else is refused."""
         hit = self._cache.get(_key(inner, zone))
         if hit is None:
-            if self._worker is None:
-                self._worker = ThreadPoolExecutor(
-                    max_workers=1, thread_name_prefix="lapras-classify"
-                )
-            loop = asyncio.get_running_loop()
-            classify = functools.partial(self._classify, zone=zone)
-            hit = await loop.run_in_executor(self._worker, _off_loop, classify, inner)
+            statements = await self.workers.run(
+                classify_text, inner, self.service.schema, zone,
+                user=user, units=cost.text_units(inner),
+            )  # fmt: skip
+            hit = _one(inner, statements)
             self._remember(_key(inner, zone), hit)
         st = hit[0]
         if isinstance(st, rewriter.DPStatement) and st.wrapper is None:
@@ -358,7 +379,7 @@ class DPRouter:
                 param_oids=st.param_types if st.needs_params else None,
             )
         if kind == "explain":
-            return await self._route_off_loop(sql, zone, cache=True)
+            return await self._route_off_loop(sql, user, zone, cache=True)
         return Refuse(
             rewriter.UnsupportedError(
                 "lapras.cost() previews a differentially private statement over a protected "
@@ -368,12 +389,11 @@ class DPRouter:
             )
         )
 
-    async def _route_off_loop(self, sql: str, zone: str, *, cache: bool) -> Route:
-        if self._worker is None:
-            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lapras-classify")
-        loop = asyncio.get_running_loop()
-        classify = functools.partial(self._classify, zone=zone)
-        hit = await loop.run_in_executor(self._worker, _off_loop, classify, sql)
+    async def _route_off_loop(self, sql: str, user: str, zone: str, *, cache: bool) -> Route:
+        statements = await self.workers.run(
+            classify_text, sql, self.service.schema, zone, user=user, units=cost.text_units(sql)
+        )
+        hit = _one(sql, statements)
         if cache:
             self._remember(_key(sql, zone), hit)
         return hit[1]
@@ -406,6 +426,7 @@ class DPRouter:
         if not isinstance(st, rewriter.DPStatement):
             return LocalResult(rows=())
         params = execution.params
+        user = execution.statement.session.user
         plan = st.plan if st.plan is not None else self._bound(st, params)
         if plan is None:
             # a join with declared public tables: their rows as the epoch holds them (a plan
@@ -414,25 +435,74 @@ class DPRouter:
             public = (
                 await self.service.public_rows(st.prepared.table.name, names) if names else None
             )
-            plan = await self._answer_off_loop(rewriter.bind, st, params, public)
+            plan = await self._bind(st, params, public, execution.statement.session)
             if public is None:
                 self._keep(st, params, plan)
+        self.workers.check_rows(plan.num_groups, len(plan.columns))  # before any charge
         if plan.batch.num_queries == 0:
             if _small(plan):
                 return self._public(execution, plan, _public_rows(plan))
-            return self._public(execution, plan, await self._answer_off_loop(_public_rows, plan))
+            rows = await self.workers.run(_public_rows, plan, user=user, units=_row_units(plan))
+            return self._public(execution, plan, rows)
         try:
             answer = await self.service.answer(plan, max_error=self._requested(execution, plan))
         except LaprasError:
             self._log(execution.statement, plan, "refused")
             raise
-        if _small(plan):
-            rendered = _rendered(plan, answer, self.reveal_sources, self._unit(plan))
-        else:
-            rendered = await self._answer_off_loop(
-                _rendered, plan, answer, self.reveal_sources, self._unit(plan)
-            )
+        # The answer is made (and perhaps charged): a failure from here on says so.
+        unit = self._unit(plan)
+        try:
+            if _small(plan):
+                rendered = _rendered(plan, answer, self.reveal_sources, unit)
+            else:
+                rendered = await self.workers.run(
+                    _rendered, plan, answer, self.reveal_sources, unit,
+                    user=user, units=_row_units(plan),
+                )  # fmt: skip
+        except (StatementTimeout, WorkerOutOfMemory) as e:
+            self._log(execution.statement, plan, answer.kind.value)
+            raise _unshown(e, answer) from None
         return self._result(execution, plan, answer, rendered)
+
+    async def _bind(
+        self,
+        st: rewriter.DPStatement,
+        params: tuple[object, ...],
+        public: Mapping[str, Sequence[tuple[object, ...]]] | None,
+        session: SessionInfo,
+    ) -> rewriter.Plan:
+        """The plan of ``st`` bound to ``params`` (and the rows of the public tables it joins):
+        on the event loop when that is predicted cheaper than a trip to a worker, else in a
+        worker process (which reads the statement again, in the TimeZone it was read in, when
+        it does not hold it)."""
+        plan = self._bind_inline(st, params, public)
+        if plan is None:
+            plan = await self.workers.run(
+                bind_text, st.sql, self.service.schema, session.time_zone, params, public,
+                user=session.user,
+            )  # fmt: skip
+        return plan
+
+    def _bind_inline(
+        self,
+        st: rewriter.DPStatement,
+        params: tuple[object, ...],
+        public: Mapping[str, Sequence[tuple[object, ...]]] | None,
+    ) -> rewriter.Plan | None:
+        """The plan of a binding predicted to take less than a trip to a worker and back
+        (:data:`INLINE_UNITS`, a statement of at most :data:`INLINE_CHARS`), bound here, on
+        the event loop; None for the others (bound in a worker process). A binding above the
+        full limit is refused here as there (54000)."""
+        if len(st.sql) > INLINE_CHARS:
+            return None  # classified in a worker, and kept there only (proxy.dp_workers)
+        try:
+            full = self.workers.full_units
+            with cost.limited(INLINE_UNITS, setting=SETTING, full=full or math.inf):
+                return rewriter.bind(st, params, public)
+        except cost.WorkLimitError as e:
+            if e.escalate:
+                return None
+            raise
 
     async def _composed(self, execution: Execution, st: rewriter.Composed) -> LocalResult:
         """A statement made of several DP releases: each answered as a statement of its own,
@@ -455,6 +525,17 @@ class DPRouter:
             param_oids=execution.param_oids,
         )
         return LocalResult(rows=rows, notices=(notice,))
+
+    async def _answer_off_loop(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)`` in the composing thread, under the limit of predicted work: a
+        composed statement's plan is a generator (rewriter.steps), which cannot cross to a
+        worker process; its steps are refused by their predicted work (54000) as a single
+        statement's are, but not stopped by the timer (docs/admin.md)."""
+        if self._composing is None:
+            self._composing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lapras-compose")
+        full = self.workers.full_units
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._composing, _limited, full, fn, *args)
 
     def execute_now(self, execution: Execution) -> LocalResult | None:
         """A stored answer (an exact repeat) of a small plan at once, from the read callback;
@@ -498,7 +579,7 @@ class DPRouter:
         params = execution.params
         plan = st.plan if st.plan is not None else self._bound(st, params)
         if plan is None:
-            plan = await self._answer_off_loop(rewriter.bind, st, params)
+            plan = await self._bind(st, params, None, execution.statement.session)
         max_error = self._requested(execution, plan)
         if plan.batch.num_queries == 0:  # the declared values answer it: no epoch needed
             rows = accuracy.public_preview_rows(pv.kind, max_error)
@@ -532,13 +613,6 @@ class DPRouter:
         while len(self._plans) > PLANS or self._plan_weights > PLAN_WEIGHTS:
             _, (_, dropped) = self._plans.popitem(last=False)
             self._plan_weights -= _weights(dropped)
-
-    async def _answer_off_loop(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """``fn(*args)`` in the answering worker thread (with the switch interval lowered)."""
-        if self._answering is None:
-            self._answering = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lapras-answer")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._answering, _quick, fn, *args)
 
     def _result(
         self,
@@ -579,19 +653,19 @@ class DPRouter:
             self._flusher = asyncio.get_running_loop().create_task(self._flush_log())
 
     async def drain(self) -> None:
-        """Wait for the query-log writes still in flight, and stop the worker thread (at
+        """Wait for the query-log writes still in flight, and stop the worker processes (at
         shutdown)."""
         if self._flusher is not None:
             await asyncio.gather(self._flusher, return_exceptions=True)
         self.close()
 
     def close(self) -> None:
-        """Stop the worker threads: queued work is dropped, what is under way ends on its own
-        (nothing waits for it any more). A later statement starts new ones."""
-        for worker in (self._worker, self._answering):
-            if worker is not None:
-                worker.shutdown(wait=False, cancel_futures=True)
-        self._worker = self._answering = None
+        """Stop the worker processes (work under way or queued is refused, 57P01) and the
+        composing thread (queued work is dropped)."""
+        self.workers.close()
+        if self._composing is not None:
+            self._composing.shutdown(wait=False, cancel_futures=True)
+            self._composing = None
 
     async def _flush_log(self) -> None:
         """Write what accumulated, in batches, until nothing is pending (one task at a time;
@@ -679,71 +753,31 @@ def _counted(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
-def _off_loop(classify: Callable[[str], _T], sql: str) -> _T:
-    """``classify(sql)`` in a worker thread, disturbing the event loop as little as it can.
-
-    - The garbage collector is paused meanwhile: while a big statement is parsed, its tokens
-      and nodes are most of the live objects, and each full collection walks them all,
-      holding the interpreter for up to a second (measured: 1.07 s on a 1 MiB statement).
-      The rewriter frees its trees and tokens by reference counting, a node at a time
-      (rewriter.classify ``_dismantle``), so nothing is left for the collector afterwards.
-    - The interpreter's switch interval is shortened, so the loop gets the interpreter back
-      within about a millisecond whenever it has work.
-    - Afterwards the C heap's free memory is given back to the system (glibc), since a 1 MiB
-      statement takes a few hundred MB while it is classified.
-
-    Both settings are the process's: the first classification under way (of any router in
-    the process) sets them, the last one to end restores them (the switch interval: the last
-    piece of work of either worker, see :func:`_quick`).
-    """
-    _quiet(+1, pause_gc=True)
-    try:
-        return classify(sql)
-    finally:
-        _quiet(-1, pause_gc=True)
-        trim_heap()
-
-
-def _quick(fn: Callable[..., _T], *args: Any) -> _T:
-    """``fn(*args)`` in the answering worker thread (a bind, the rows of an answer: under a
-    few milliseconds), with the switch interval shortened as :func:`_off_loop` does, so
-    that the event loop waits at most about a millisecond for the interpreter. The
-    collector is left running: under a steady DP load the worker is almost always busy."""
-    _quiet(+1, pause_gc=False)
-    try:
+def _limited(full: float | None, fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` under the full limit of predicted work (rewriter.cost), if any."""
+    if full is None:
         return fn(*args)
-    finally:
-        _quiet(-1, pause_gc=False)
+    with cost.limited(full, setting=SETTING):
+        return fn(*args)
 
 
-def _quiet(step: int, *, pause_gc: bool) -> None:
-    """Enter (``step`` +1) or leave (-1) a piece of worker work: the first one under way
-    shortens the switch interval and the last one restores it; the same, separately, for
-    pausing the garbage collector (classifications only)."""
-    global _quiet_depth, _quiet_interval, _gc_depth, _gc_saved
-    with _quiet_lock:
-        if step > 0:
-            if _quiet_depth == 0:
-                _quiet_interval = sys.getswitchinterval()
-                sys.setswitchinterval(min(_quiet_interval, _SWITCH_INTERVAL))
-            _quiet_depth += 1
-            if pause_gc:
-                if _gc_depth == 0:
-                    _gc_saved = gc.isenabled()
-                    gc.disable()
-                _gc_depth += 1
-            return
-        _quiet_depth -= 1
-        if _quiet_depth == 0:
-            sys.setswitchinterval(_quiet_interval)
-        if pause_gc:
-            _gc_depth -= 1
-            if _gc_depth == 0 and _gc_saved:
-                gc.enable()
+def _row_units(plan: rewriter.Plan) -> float:
+    """The predicted work of an answer's rows (rewriter.cost units)."""
+    return cost.row_units(plan.num_groups, len(plan.columns))
 
 
-_quiet_lock = threading.Lock()
-_quiet_depth = 0
-_quiet_interval = 0.005
-_gc_depth = 0
-_gc_saved = True
+def _unshown(error: LaprasError, answer: Answer) -> LaprasError:
+    """The error of an answer made, and perhaps charged, whose rows could not be made in
+    time (or memory): the answer is stored (a repeat is given it at no cost), and the
+    message says what it cost (docs/admin.md, "Limits of a DP statement's work")."""
+    spent = (
+        f"the answer was charged {answer.charge:.4g} {answer.status.unit} of the budget and is "
+        "stored"
+        if answer.charge > 0
+        else "the answer is stored (no budget was spent)"
+    )
+    before = f"{error.detail} " if error.detail else ""
+    error.detail = f"{before}The statement's answer was made before its rows: {spent}."
+    again = "run the same statement again to get the stored answer at no further cost"
+    error.hint = f"{again}, when the proxy is less busy; {error.hint}" if error.hint else again
+    return error

@@ -23,7 +23,7 @@ from sqlglot.errors import ParseError
 
 from dp.errors import InternalError, LaprasError
 
-from . import domaincheck, lookups, pgtime, probes
+from . import cost, domaincheck, lookups, pgtime, probes
 from .compose import Composed, compose
 from .derived import fold
 from .dialect import POSTGRES
@@ -139,9 +139,15 @@ def classify(sql: str, schema: Schema, *, time_zone: str = "UTC") -> list[Statem
     quick = _innocent(sql, schema)
     if quick is not None:
         return [quick]
+    try:
+        cost.spend_text(sql)  # before anything reads it (rewriter.cost)
+    except cost.WorkLimitError as e:
+        return [Refused(sql=sql, error=e)]
     tokens = tokenize(sql)
     try:
         pieces = split_tokens(sql, tokens)
+    except MemoryError:  # the caller's limit (proxy.dp_workers), not the statement's fault
+        raise
     except Exception:
         pieces = [Piece(text=sql, offset=0, tokens=None)]
     try:
@@ -194,6 +200,8 @@ def classify_piece(piece: Piece, schema: Schema) -> Statement:
         return Refused(sql=piece.text, error=_detached(e))
     except RecursionError:
         return Refused(sql=piece.text, error=UnsupportedError("statement is nested too deeply"))
+    except MemoryError:  # the caller's limit (proxy.dp_workers), not the statement's fault
+        raise
     except Exception:  # a bug: refuse rather than relay
         return Refused(
             sql=piece.text, error=InternalError("internal error while classifying the statement")
@@ -310,6 +318,8 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
             raise _statistics_refusal() from None
         visible = grant_select_visibility(piece.text, schema)
         return Passthrough(sql=visible or piece.text, rewritten=visible is not None)
+    except MemoryError:  # the caller's limit (proxy.dp_workers), not the statement's fault
+        raise
     except Exception:  # tokenizer errors and sqlglot bugs
         if named or statistics:
             raise SqlSyntaxError(

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from dp.domain import QueryBatch
 
-from . import binned, lookups, pgeval, pgtime
+from . import binned, cost, lookups, pgeval, pgtime
 from .errors import BindError, DomainTooLargeError, InvalidValueError, UnsupportedError
 from .normalise import Logical, Value, _attrs_of, _fmt_expr, transform
 from .plan import (
@@ -414,14 +414,15 @@ class _Values:
         self.table = table
         self.limit = limit
         self.axes = {a.name: i for i, a in enumerate(view.attributes)}
-        self._memo: dict[PostExpr, npt.NDArray[np.object_]] = {}
+        self._memo: dict[PostExpr, tuple[npt.NDArray[np.object_], int, str]] = {}
 
     def of(self, expr: PostExpr) -> npt.NDArray[np.object_]:
         """An object array broadcastable to the view's shape: the expression's value in each
         cell (an axis of length 1 for each attribute it does not read)."""
         hit = self._memo.get(expr)
-        if hit is not None:
-            return hit
+        if hit is not None:  # spent again: once per piece of work, cached or not (cost)
+            cost.spend_values(hit[1], _size(expr), hit[2], key=expr)
+            return hit[0]
         names = sorted(_attrs_of(expr), key=lambda n: self.axes[n])
         attrs = [self.table.attributes[n] for n in names]
         per_cell = [_cell_values(a, self.table) for a in attrs]
@@ -434,6 +435,7 @@ class _Values:
                 f"protected table {self.table.name}, above the cell limit ({self.limit:,})",
                 hint="use fewer columns in one expression, or declare coarser domains",
             )
+        cost.spend_values(total, _size(expr), ", ".join(names), key=expr)
         shape = [1] * len(self.view.attributes)
         for name, cells in zip(names, per_cell, strict=True):
             shape[self.axes[name]] = len(cells)
@@ -470,11 +472,16 @@ class _Values:
             err.sqlstate = e.sqlstate  # type: ignore[misc]
             raise err from None
         arr = out.reshape(shape)
-        self._memo[expr] = arr
+        self._memo[expr] = (arr, total, ", ".join(names))
         return arr
 
 
 _UNSET = object()
+
+
+def _size(expr: PostExpr) -> int:
+    """The number of nodes of an expression (its evaluation's cost per value)."""
+    return sum(1 for _ in nodes(expr))
 
 
 def _cell_values(attr: AttributeDecl, table: TableDecl) -> list[list[object]]:
@@ -894,6 +901,7 @@ def reduce(
         return _reduce_union(logical, params, view, reuse=reuse)
     domain = view.domain
     shape = domain.shape
+    cost.spend_cells(domain.size, len(logical.measures), view.name)
     values = _Values(view, table, table.cell_limit)
     masks = _Masks(view, params, values)
     where = logical.where
@@ -939,6 +947,8 @@ def reduce(
     group_keys: list[tuple[object, ...]] = []
     grouped: list[tuple[int, ...]] = []  # per group, the keys of its grouping set
     last: tuple[int, ...] = ()
+    groups = sum(min(math.prod(len(keys_of[k]) for k in one), nz.size) for one in sets)
+    cost.spend_groups(groups, len(logical.columns))
     for one in sets:
         grouped.extend([last] * (len(group_keys) - len(grouped)))
         last = tuple(one)

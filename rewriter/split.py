@@ -38,6 +38,8 @@ def tokenize(sql: str) -> list[Token] | None:
     """
     try:
         return list(_Tokenizer().tokenize(sql))
+    except MemoryError:  # the caller's limit (proxy.dp_workers), not the statement's fault
+        raise
     except Exception:  # sqlglot raises TokenError and, on odd input, other errors
         return None
 

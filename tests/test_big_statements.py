@@ -3,7 +3,7 @@ classified off the event loop while the other sessions keep being answered.
 
 ``[server] max_statement_size`` bounds the SQL text of a Query or a Parse (54000 beyond it,
 the session goes on); a statement longer than the router's ``off_loop_chars`` (16 KiB) is
-classified in the router's worker thread (proxy.dp_router).
+classified in a worker process of the heavy lane (proxy.dp_router, proxy.dp_workers).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from psycopg.pq import DiagnosticField, ExecStatus
 
 from proxy.config import Config, parse_config
 from proxy.dp_router import OFF_LOOP_CHARS
+from proxy.dp_workers import Lane
 from rewriter.errors import ConfigError
 
 LIMIT = 64 * 1024
@@ -151,5 +152,6 @@ def test_statements_just_under_the_limit_are_classified_while_others_are_answere
         finally:
             stop.set()
             other.join(30)
-        assert proxy.app is not None and proxy.app.router._worker is not None  # off the loop
+        assert proxy.app is not None  # classified in the heavy lane's worker processes
+        assert proxy.app.router.workers.finished[Lane.HEAVY] >= 4
     assert answered and all(a == (1,) for a in answered)

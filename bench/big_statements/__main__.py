@@ -3,6 +3,8 @@
     python -m bench.big_statements                 # 3 big statements of each kind, 8 at once
     python -m bench.big_statements --quick         # 1 of each kind, 2 at once
     python -m bench.big_statements --write-docs    # also replace the docs section
+    python -m bench.big_statements --worst         # another session's new DP statements while
+                                                   # sessions send worst-case ones (worst.py)
 
 Starts the embedded PostgreSQL in a temporary folder, provisions Adult, starts an epoch, and
 runs ``lapras serve`` as its own process (the deployment shape; default ``[server]
@@ -30,6 +32,7 @@ import asyncio
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -147,6 +150,11 @@ async def at_once(
 
 
 def main() -> None:
+    if "--worst" in sys.argv[1:]:
+        from bench.big_statements import worst
+
+        worst.main(sys.argv[1:])
+        return
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
