@@ -53,10 +53,11 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 import numpy as np
+import psycopg
 
 import rewriter
 from dp import engine
-from dp.errors import LaprasError
+from dp.errors import InternalError, LaprasError
 from proxy import accuracy, admin, composing
 from proxy.dp_workers import (
     SETTING,
@@ -70,6 +71,7 @@ from proxy.dp_workers import (
 )
 from proxy.epochs import Answer, EpochService
 from proxy.errors import InsufficientPrivilege
+from proxy.ledger import unavailable_error
 from proxy.wire.router import (
     RELAY,
     AnswerLocally,
@@ -112,6 +114,8 @@ PLANS, PLAN_WEIGHTS = 1024, 4_000_000
 _KEYED: frozenset[type] = frozenset(
     (type(None), bool, int, float, str, bytes, Decimal, dt.date, dt.datetime, dt.time)
 ) | {dt.timedelta, UUID}
+
+_INTERNAL = "internal error in the LAPRAS proxy; see the server log"
 
 _HOW = {
     engine.DecisionKind.REPEAT: "a repeat of an earlier answer (the stored answer; no budget spent)",
@@ -449,6 +453,8 @@ class DPRouter:
         except LaprasError:
             self._log(execution.statement, plan, "refused")
             raise
+        except psycopg.OperationalError as e:  # the state database's connection broke
+            raise unavailable_error(e) from None
         # The answer is made (and perhaps charged): a failure from here on says so.
         unit = self._unit(plan)
         try:
@@ -459,9 +465,13 @@ class DPRouter:
                     _rendered, plan, answer, self.reveal_sources, unit,
                     user=user, units=_row_units(plan),
                 )  # fmt: skip
-        except (StatementTimeout, WorkerOutOfMemory) as e:
+        except (StatementTimeout, WorkerOutOfMemory, InternalError) as e:
             self._log(execution.statement, plan, answer.kind.value)
             raise _unshown(e, answer) from None
+        except Exception:  # a bug
+            log.exception("the rows of an answer could not be made")
+            self._log(execution.statement, plan, answer.kind.value)
+            raise _unshown(InternalError(_INTERNAL), answer) from None
         return self._result(execution, plan, answer, rendered)
 
     async def _bind(

@@ -813,3 +813,29 @@ def conflict_error(table: str) -> EpochConflictError:
         f"an epoch is already active for table {table}",
         hint="close it first (lapras epoch close): a budget is never reset silently",
     )
+
+
+class StateUnavailableError(LaprasError):
+    """The proxy's connection to its state database failed while a statement needed it:
+    the backend's SQLSTATE when it sent one (``57P01`` when an administrator terminated the
+    connection, ``57P02``/``57P03`` at a shutdown or crash), else ``08006``
+    connection_failure. An ERROR of the statement, not of the analyst's session: the next
+    statement reconnects (:meth:`PgLedger._locked`)."""
+
+    sqlstate = "08006"
+
+
+def unavailable_error(error: psycopg.Error) -> StateUnavailableError:
+    """The refusal of a statement that met a broken state-database connection (the backend's
+    text is not forwarded: a fixed message per case)."""
+    code = error.sqlstate if error.sqlstate and error.sqlstate[:2] in ("57", "08") else None
+    err = StateUnavailableError(
+        "the proxy's connection to its state database was "
+        + ("terminated by an administrator command" if code == "57P01" else "lost")
+        + "; the statement was not answered",
+        hint="run it again: the proxy reconnects (a stored answer is returned as before, "
+        "a charge that was committed is not made twice)",
+    )
+    if code is not None:
+        err.sqlstate = code  # type: ignore[misc]
+    return err

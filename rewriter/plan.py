@@ -658,7 +658,10 @@ def windows_of(exprs: object) -> list[Window]:
 
 def window_values(found: Sequence[Window], plain: Sequence[Leaf]) -> list[dict[Window, object]]:
     """The value of each window function of ``found`` for each row (``plain[i]`` gives row
-    ``i``'s leaves), as PostgreSQL computes them: partitions, the rows ordered in each (peers:
+    ``i``'s leaves), as PostgreSQL computes them (a value PostgreSQL would raise an error for
+    with these noisy values, an argument ``100 / count(*)`` at a noisy count of zero or a sum
+    out of range, is NULL, as in the select list: :func:`_post_eval`): partitions, the rows
+    ordered in each (peers:
     rows equal in the ORDER BY), and the frame: by default from the partition's start to the
     current row's last peer (the whole partition when the window is not ordered), else the
     window's ROWS or GROUPS frame (:class:`Frame`). ``lag``
@@ -669,12 +672,12 @@ def window_values(found: Sequence[Window], plain: Sequence[Leaf]) -> list[dict[W
     for w in found:
         parts: dict[tuple[object, ...], list[int]] = {}
         for i, leaf in enumerate(plain):
-            parts.setdefault(tuple(evaluate_with(p, leaf) for p in w.partition), []).append(i)
+            parts.setdefault(tuple(_post_eval(p, leaf) for p in w.partition), []).append(i)
         for members in parts.values():
-            okeys = [[evaluate_with(o.expr, plain[i]) for o in w.order] for i in members]
+            okeys = [[_post_eval(o.expr, plain[i]) for o in w.order] for i in members]
             ordered = [members[k] for k in _sort(w.order, okeys)] if w.order else members
-            peers = [tuple(evaluate_with(o.expr, plain[i]) for o in w.order) for i in ordered]
-            args = [evaluate_with(w.arg, plain[i]) if w.arg is not None else 1 for i in ordered]
+            peers = [tuple(_post_eval(o.expr, plain[i]) for o in w.order) for i in ordered]
+            args = [_post_eval(w.arg, plain[i]) if w.arg is not None else 1 for i in ordered]
             n = len(ordered)
             # peer groups: each row's group number, and each group's first and last row
             group = [0] * n
@@ -688,19 +691,18 @@ def window_values(found: Sequence[Window], plain: Sequence[Leaf]) -> list[dict[W
                 lasts[g] = pos
             for pos, i in enumerate(ordered):
                 here = group[pos]
-                out[i][w] = _window_row(
-                    w,
-                    _Row(
-                        pos=pos,
-                        rank=firsts[here] + 1,
-                        dense=here + 1,
-                        last_peer=lasts[here],
-                        frame=_frame(w.frame, pos, group, firsts, lasts),
-                        n=n,
-                    ),
-                    args,
-                    plain[i],
+                row = _Row(
+                    pos=pos,
+                    rank=firsts[here] + 1,
+                    dense=here + 1,
+                    last_peer=lasts[here],
+                    frame=_frame(w.frame, pos, group, firsts, lasts),
+                    n=n,
                 )
+                try:
+                    out[i][w] = _window_row(w, row, args, plain[i])
+                except pgeval.EvalError:  # as the select list's (_post_eval): NULL
+                    out[i][w] = None
     return out
 
 
@@ -950,6 +952,8 @@ def aggregate_errors(
     ``lapras_interval_low/high``. ``names``: the aggregates' labels, one per output column.
     Post-processing of public noise scales and noisy answers only."""
     flat = np.asarray(answers, dtype=np.float64).reshape(-1)
+    if plan.post.count_rows:
+        return []  # the number of groups (after HAVING): no simple expression either
     if plan.parts:
         sef = np.asarray(std_errors, dtype=np.float64).reshape(-1)
         merged: dict[str, tuple[float, float]] = {}
@@ -996,6 +1000,8 @@ def histogram_intervals(
     ``per group`` for values without a width (text). Post-processing only."""
     flat = np.asarray(answers, dtype=np.float64).reshape(-1)
     sef = np.asarray(std_errors, dtype=np.float64).reshape(-1)
+    if plan.post.count_rows:
+        return []  # the number of groups (after HAVING) is the output, not these aggregates
     if plan.parts:
         return [
             text

@@ -504,8 +504,10 @@ def _cell_values(attr: AttributeDecl, table: TableDecl) -> list[list[object]]:
 
 
 def _truth(values: npt.NDArray[np.object_]) -> Mask:
-    t = np.frompyfunc(lambda v: v is True, 1, 1)(values).astype(bool)
-    f = np.frompyfunc(lambda v: v is False, 1, 1)(values).astype(bool)
+    # np.asarray: over a marginal of no column the values are a 0-d array, which a ufunc
+    # returns as a scalar
+    t = np.asarray(np.frompyfunc(lambda v: v is True, 1, 1)(values), dtype=bool)
+    f = np.asarray(np.frompyfunc(lambda v: v is False, 1, 1)(values), dtype=bool)
     return t, f, np.zeros(t.shape, dtype=bool)
 
 
@@ -602,14 +604,15 @@ def _measure_parts(
         return per.reshape(axes), None, ()
     assert meas.expr is not None
     small = values.of(meas.expr)
-    known = np.frompyfunc(lambda x: x is not None, 1, 1)(small).astype(bool)
+    known = np.asarray(np.frompyfunc(lambda x: x is not None, 1, 1)(small), dtype=bool)
     if meas.kind is MeasureKind.COUNT:
         return known.astype(np.float64), None, ()
     if meas.kind is MeasureKind.HIST:
         distinct = sorted({x for x in small.reshape(-1) if x is not None}, key=_order_key)
         index = {x: i for i, x in enumerate(distinct)}
         small_codes = np.frompyfunc(lambda x: index.get(x, 0) if x is not None else 0, 1, 1)
-        return known.astype(np.float64), small_codes(small).astype(np.int64), tuple(distinct)
+        codes = np.asarray(small_codes(small), dtype=np.int64)
+        return known.astype(np.float64), codes, tuple(distinct)
     num = _numbers(small, 0.0)
     return (num * num if meas.kind is MeasureKind.SUMSQ else num), None, ()
 
@@ -758,6 +761,7 @@ class _Static:
         # bound as they are (:func:`_bind` replaces constants that are parameters only; the
         # parameters a comparison holds are read by the masks)
         self.where_free = not _has_const_param(logical.where)
+        self.measures_free = _measures_free(logical)
         self.post_free = not _has_const_param((logical.outputs, logical.having, logical.order_by))
         self.key = _template_key(logical.template)
 
@@ -785,6 +789,11 @@ def _static(logical: Logical, view: ViewDecl | None) -> _Static:
         except KeyError:
             break
     return made
+
+
+def _measures_free(logical: Logical) -> list[bool]:
+    """For each measure, whether its expression holds no parameter (bound as it is)."""
+    return [not _has_const_param(m) for m in logical.measures]
 
 
 def _has_param(e: object) -> bool:
@@ -977,11 +986,14 @@ def reduce(
             )
             group_cells.append(nz[order[bounds[gi] : bounds[gi + 1]]])
 
-    # measures: weights, scales, layout; identical measures share their rows
+    # measures: weights, scales, layout; identical measures share their rows. A measure
+    # whose expression holds a parameter (``sum($1::int)``) is bound, and not kept.
     asked = static.asked if static is not None else _asked(logical)
+    mfree = static.measures_free if static is not None else _measures_free(logical)
+    measures = tuple(m if mfree[j] else _bind(m, params) for j, m in enumerate(logical.measures))
     computed = [
-        _measure_weights(m, table, masks, values, shape, static, j)
-        for j, m in enumerate(logical.measures)
+        _measure_weights(m, table, masks, values, shape, static if mfree[j] else None, j)
+        for j, m in enumerate(measures)
     ]
     if joined is not None:  # each (cell, relation rows) as often as the join holds it
         computed = [(_collapsed(_padded(w, len(shape)) * present), c, v) for w, c, v in computed]
@@ -1016,11 +1028,12 @@ def reduce(
 
     # the range of each summed expression in each group (AVG stays inside it)
     ranges: list[list[tuple[float, float] | None]] = [[None] * len(layouts) for _ in group_keys]
-    for j, meas in enumerate(logical.measures):
+    for j, meas in enumerate(measures):
         if meas.kind is not MeasureKind.SUM or meas.expr is None:
             continue
         small_num = _numbers(
-            (static.values if static is not None else values).of(meas.expr), math.nan
+            (static.values if static is not None and mfree[j] else values).of(meas.expr),
+            math.nan,
         )
         num = np.broadcast_to(small_num, shape).reshape(-1)
         if meas.filter is not None:
@@ -1050,7 +1063,7 @@ def reduce(
         view=view.name,
         domain=domain,
         batch=batch,
-        measures=logical.measures,
+        measures=measures,
         columns=logical.columns,
         group_keys=tuple(group_keys),
         post=post,

@@ -357,3 +357,16 @@ SELECT education_num, avg(count(*)) OVER (ORDER BY education_num ROWS BETWEEN 2 
 -- title: GROUPS and RANGE frames
 -- expect: dp view=(education_num) queries=16 columns=education_num:23,near:1700,last:20,rest:1700
 SELECT education_num, sum(count(*)) OVER (ORDER BY education_num / 4 GROUPS BETWEEN 1 PRECEDING AND 1 FOLLOWING) AS near, last_value(count(*)) OVER (ORDER BY education_num RANGE BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS last, sum(count(*)) OVER (ORDER BY education_num / 4 RANGE BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS rest FROM adult GROUP BY 1 ORDER BY 1;
+
+-- title: a SUM of NULL is NULL, known without the data (issue 41, item 5)
+-- expect: dp view=() queries=1 columns=sum:20
+SELECT sum(null::int) FROM adult;
+
+-- title: a parameter inside an aggregate is bound (issue 41, item 5)
+-- expect: dp view=() queries=2 columns=sum:20
+-- params: [3]
+SELECT sum($1::int) FROM adult;
+
+-- title: counting the groups an inner HAVING keeps (issue 41, item 5)
+-- expect: dp view=(sex) queries=2 columns=count:20
+SELECT count(*) FROM (SELECT sex, count(*) FROM adult GROUP BY sex HAVING count(*) > 10) t;
