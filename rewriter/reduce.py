@@ -26,6 +26,7 @@ import scipy.sparse as sp
 from dp.domain import QueryBatch
 
 from . import binned, cost, lookups, pgeval, pgtime
+from .canonical import canonical
 from .errors import BindError, DomainTooLargeError, InvalidValueError, UnsupportedError
 from .normalise import Logical, Value, _attrs_of, _fmt_expr, transform
 from .plan import (
@@ -714,7 +715,7 @@ def _reduce_union(
     """A UNION: each branch reduced over the one marginal covering them all, their batches
     stacked into one (one release, one charge; the sensitivity of the stack is recomputed)."""
     parts = tuple(
-        reduce(b, params[: len(b.param_types)], view=view, reuse=reuse) for b in logical.branches
+        _reduce(b, params[: len(b.param_types)], view=view, reuse=reuse) for b in logical.branches
     )
     return Plan(
         table=logical.table.qualified,
@@ -877,6 +878,18 @@ def _first_identical(
 
 
 def reduce(
+    logical: Logical,
+    params: Sequence[object] = (),
+    *,
+    view: ViewDecl | None = None,
+    reuse: bool = False,
+) -> Plan:
+    """:func:`_reduce`, over the smallest marginal the queries depend on (rewriter.canonical:
+    a condition true for every declared value asks what the statement without it asks)."""
+    return canonical(_reduce(logical, params, view=view, reuse=reuse), marginal_name)
+
+
+def _reduce(
     logical: Logical,
     params: Sequence[object] = (),
     *,

@@ -79,7 +79,7 @@ def test_free_when_earlier_releases_meet_it_charged_the_least_when_not(
         # a request below the release's stated error: a fresh release, of the least charge
         # that meets it (combined with the earlier releases of its marginal)
         conn.execute(f"SET lapras.max_error = {stated * 0.8:.4f}")
-        conn.execute("SELECT sex, count(*) FROM adult WHERE age >= 17 GROUP BY sex").fetchall()
+        conn.execute("SELECT sex, count(*) FROM adult WHERE age >= 18 GROUP BY sex").fetchall()
         assert "fresh noise" in notices[-1] and _charges(pg) == base + 1
         assert _error(notices[-1]) <= stated * 0.8 * 1.0001
         # a request the budget cannot meet: refused, saying what it can give, nothing charged

@@ -844,7 +844,7 @@ SELECT oid, typname, typreceive, typbasetype, typrelid, typarray FROM pg_catalog
 COPY (SELECT * FROM adult) TO STDOUT (FORMAT binary);
 
 -- title: T.4 connectorx 0.4 #1 the row count of a grouped result (before its binary COPY)
--- expect: dp view=(sex) queries=0 columns=count:20
+-- expect: dp view=() queries=0 columns=count:20
 SELECT count(*) FROM (SELECT sex, count(*) AS n FROM adult GROUP BY sex) AS CXTMPTAB_COUNT;
 
 -- title: T.4 connectorx 0.4 #2 the row count of SELECT *
@@ -968,7 +968,7 @@ WHERE
 LIMIT 10000;
 
 -- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #5 a native filter's value list
--- expect: dp view=(sex) queries=0 columns=sex:25
+-- expect: dp view=() queries=0 columns=sex:25
 SELECT
   sex AS sex
 FROM public.adult
@@ -979,7 +979,7 @@ ORDER BY
 LIMIT 1000;
 
 -- title: T.10 Superset 6.1 (SQLAlchemy 1.4, psycopg2) #6 the explore view's column values
--- expect: dp view=(sex) queries=0 columns=column_values:25
+-- expect: dp view=() queries=0 columns=column_values:25
 SELECT DISTINCT sex AS column_values
 FROM public.adult
  LIMIT 10000;

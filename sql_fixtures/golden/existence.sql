@@ -19,7 +19,7 @@ SELECT 1 FROM "adult" AS "t1" WHERE ("t1"."sex" = 'Female') LIMIT 1;
 SELECT EXISTS (SELECT * FROM adult WHERE adult.native_country = 'Holand-Netherlands') AS anon_1;
 
 -- title: EXISTS that is false
--- expect: dp view=(age) queries=1 columns=exists:16
+-- expect: dp view=() queries=1 columns=exists:16
 SELECT EXISTS (SELECT 1 FROM adult WHERE age > 90);
 
 -- title: NOT EXISTS, named as PostgreSQL names it

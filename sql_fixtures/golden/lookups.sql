@@ -63,7 +63,7 @@ SELECT r.region, s.kind, count(*) FROM adult a JOIN (VALUES ('Private', 'private
 SELECT sex, count(*) FROM adult WHERE education IN (SELECT e FROM (VALUES ('Bachelors'), ('Masters'), ('Doctorate')) AS v(e)) GROUP BY sex ORDER BY sex;
 
 -- title: NOT IN with a NULL in the list keeps no row, as in PostgreSQL
--- expect: dp view=(education) queries=1 columns=count:20
+-- expect: dp view=() queries=1 columns=count:20
 SELECT count(*) FROM adult WHERE education NOT IN (SELECT e FROM (VALUES ('Bachelors'), (NULL)) AS v(e));
 
 -- title: NOT IN without NULL

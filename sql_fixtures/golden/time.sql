@@ -225,7 +225,7 @@ SELECT CASE WHEN extract(isodow FROM checkin_date) >= 6 THEN 'weekend' ELSE 'wee
 SELECT date_bin('6 hours', checkin_date + hour * interval '1 hour', TIMESTAMP '2001-01-01') AS slot, count(*) FROM checkins WHERE checkin_date = '2010-06-01' GROUP BY 1 ORDER BY 1;
 
 -- title: analyst, the hour of a check-in as a time of day in words
--- expect: dp view=(checkin_date, hour) queries=24 columns=slot:25,count:20
+-- expect: dp view=(hour) queries=24 columns=slot:25,count:20
 -- schema: checkins
 SELECT to_char(checkin_date + hour * interval '1 hour', 'HH12 AM') AS slot, count(*) FROM checkins GROUP BY 1;
 
