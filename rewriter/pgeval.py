@@ -25,57 +25,45 @@ import datetime as dt
 import math
 import re
 from collections.abc import Callable, Sequence
-from decimal import ROUND_DOWN, ROUND_HALF_UP, Context, Decimal, InvalidOperation
+from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal, InvalidOperation
 from functools import lru_cache
 
-INTS = ("int2", "int4", "int8")
-NUMBERS = ("int2", "int4", "int8", "numeric", "float4", "float8")
-TEXTS = ("text", "varchar", "bpchar", "unknown")
+from .pgtypes import CTX as _CTX
+from .pgtypes import (
+    INTS,
+    NUMBERS,
+    PG_NAMES,
+    TEXTS,
+    EvalError,
+    TypeMismatch,
+    div_scale,
+    is_number,
+    is_text,
+    numeric_div,
+    numeric_scale,
+    sql_type,
+    unsigned_zero,
+)
+
+__all__ = [
+    "INTS",
+    "NUMBERS",
+    "PG_NAMES",
+    "TEXTS",
+    "EvalError",
+    "TypeMismatch",
+    "is_number",
+    "is_text",
+    "numeric_div",
+    "sql_type",
+    "unsigned_zero",
+]
+
 _RANK = {"int2": 0, "int4": 1, "int8": 2, "numeric": 3, "float4": 4, "float8": 5}
-_CTX = Context(prec=1100)  # enough for PostgreSQL's display scales (at most 1000)
 _INT_RANGE = {"int2": 2**15, "int4": 2**31, "int8": 2**63}
 
 
-class EvalError(Exception):
-    """An error PostgreSQL raises for some argument values (``sqlstate``, ``message``)."""
-
-    def __init__(self, sqlstate: str, message: str) -> None:
-        super().__init__(message)
-        self.sqlstate = sqlstate
-        self.message = message
-
-
-class TypeMismatch(Exception):
-    """No operator or function of PostgreSQL's takes these argument types (42883/42804)."""
-
-    def __init__(self, message: str, sqlstate: str = "42883") -> None:
-        super().__init__(message)
-        self.message = message
-        self.sqlstate = sqlstate
-
-
-PG_NAMES = {
-    "int2": "smallint", "int4": "integer", "int8": "bigint", "numeric": "numeric",
-    "float4": "real", "float8": "double precision", "text": "text", "varchar": "character varying",
-    "bpchar": "character", "bool": "boolean", "date": "date", "unknown": "unknown",
-    "timestamptz": "timestamp with time zone", "timestamp": "timestamp without time zone",
-    "interval": "interval",
-}  # fmt: skip
-
-
-def sql_type(t: str) -> str:
-    return PG_NAMES.get(t, t)
-
-
 # --- types --------------------------------------------------------------------------------
-
-
-def is_number(t: str) -> bool:
-    return t in NUMBERS
-
-
-def is_text(t: str) -> bool:
-    return t in TEXTS
 
 
 def numeric_join(a: str, b: str) -> str:
@@ -171,46 +159,6 @@ def to_decimal(v: object) -> Decimal:
     raise TypeError("not a number")
 
 
-def _weight_first(d: Decimal) -> tuple[int, int]:
-    """PostgreSQL's numeric weight (base-10000 digits before the point, minus one) and first
-    base-10000 digit of ``d`` (0, 0 for zero)."""
-    if d == 0:
-        return 0, 0
-    a = abs(d)
-    adj = a.adjusted()  # exponent of the leading decimal digit
-    weight = adj // 4
-    first = int((a.scaleb(-4 * weight)).to_integral_value(rounding=ROUND_DOWN))
-    return weight, first
-
-
-def _scale(d: Decimal) -> int:
-    exp = d.as_tuple().exponent
-    return max(0, -exp) if isinstance(exp, int) else 0
-
-
-def _div_scale(a: Decimal, b: Decimal) -> Decimal:
-    """The quantum of ``a / b`` at PostgreSQL's numeric result scale (select_div_scale: at
-    least 16 significant digits, at least the operands' scales, at most 1000)."""
-    w1, f1 = _weight_first(a)
-    w2, f2 = _weight_first(b)
-    qweight = w1 - w2 - (1 if f1 <= f2 else 0)
-    rscale = min(max(16 - qweight * 4, _scale(a), _scale(b), 0), 1000)
-    return Decimal(1).scaleb(-rscale)
-
-
-def numeric_div(a: Decimal, b: Decimal) -> Decimal:
-    """``a / b`` for numeric, rounded to PostgreSQL's result scale (select_div_scale)."""
-    if b == 0:
-        raise EvalError("22012", "division by zero")
-    q = _CTX.divide(a, b)
-    return unsigned_zero(q.quantize(_div_scale(a, b), rounding=ROUND_HALF_UP, context=_CTX))
-
-
-def unsigned_zero(d: Decimal) -> Decimal:
-    """PostgreSQL's numeric has no negative zero."""
-    return d.copy_abs() if d.is_zero() else d
-
-
 def numeric_variance(num: Decimal, den: Decimal, *, root: bool) -> Decimal:
     """``num / den`` (and its square root for a standard deviation) at the scale PostgreSQL's
     numeric variance and stddev give (numeric_stddev_internal: select_div_scale, then sqrt at
@@ -218,7 +166,7 @@ def numeric_variance(num: Decimal, den: Decimal, *, root: bool) -> Decimal:
     var = _CTX.divide(num, den)
     if root:
         var = var.sqrt(context=_CTX)
-    return var.quantize(_div_scale(num, den), rounding=ROUND_HALF_UP, context=_CTX)
+    return var.quantize(div_scale(num, den), rounding=ROUND_HALF_UP, context=_CTX)
 
 
 def round_numeric(d: Decimal, s: int) -> Decimal:
@@ -242,7 +190,7 @@ def typmod_numeric(d: Decimal, precision: int, scale: int) -> Decimal:
     """A cast to numeric(precision, scale): rounded half away from zero; 22003 when the
     integer digits do not fit."""
     r = round_numeric(d, scale)
-    digits = len(r.as_tuple().digits) - _scale(r) if r != 0 else 0
+    digits = len(r.as_tuple().digits) - numeric_scale(r) if r != 0 else 0
     if digits > precision - scale:
         raise EvalError("22003", "numeric field overflow")
     return r
@@ -727,4 +675,6 @@ def call(name: str, args: Sequence[object], types: Sequence[str], result: str) -
         raise EvalError("22023", f"invalid argument for function {name}") from None
 
 
-from . import pgtime  # noqa: E402  (dates and times: registers its functions here)
+from . import pgtime  # noqa: E402  (dates and times)
+
+FUNCTIONS.update(pgtime.FUNCTIONS)

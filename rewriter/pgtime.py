@@ -29,7 +29,7 @@ session's ``TimeZone`` parameter, which PostgreSQL reports to the client) and wr
 each such operation as an argument (:data:`ZONED`), so plans carry it and nothing is read
 from the environment.
 
-Errors PostgreSQL raises for a value are :class:`rewriter.pgeval.EvalError` with its
+Errors PostgreSQL raises for a value are :class:`rewriter.pgtypes.EvalError` with its
 SQLSTATE; input PostgreSQL would read but the proxy does not (dates in words, time zone
 abbreviations, ``'now'``) is :class:`Unsupported` (0A000), never a guess.
 """
@@ -48,8 +48,10 @@ from functools import lru_cache
 from typing import TypeVar
 from zoneinfo import ZoneInfo, available_timezones
 
-from . import pgeval
-from .pgeval import EvalError, TypeMismatch
+from dp.errors import InternalError
+
+from . import pgtypes
+from .pgtypes import EvalError, TypeMismatch
 
 DATE, TS, TSTZ, INTERVAL = "date", "timestamp", "timestamptz", "interval"
 #: The types this module owns.
@@ -555,13 +557,13 @@ def cast(
     TimeZone, for conversions into ``timestamp with time zone``)."""
     if v is None:
         return None
-    if dst in pgeval.TEXTS or dst == "text":
+    if dst in pgtypes.TEXTS or dst == "text":
         if isinstance(v, dt.date | Interval):
             s = text(v)
             if typmod and dst in ("varchar", "bpchar"):
                 s = s[: typmod[0]].ljust(typmod[0] if dst == "bpchar" else 0)
             return s
-        return pgeval.cast(v, src, dst, typmod)
+        raise InternalError("a cast to text of a value that is not a date or time")
     if isinstance(v, str):
         if dst == DATE:
             return parse_date(v)
@@ -592,13 +594,13 @@ def cast(
         if dst == TSTZ:
             return localize(_midnight(v), zone_name)
     raise TypeMismatch(
-        f"cannot cast type {pgeval.sql_type(src)} to {pgeval.sql_type(dst)}", sqlstate="42846"
+        f"cannot cast type {pgtypes.sql_type(src)} to {pgtypes.sql_type(dst)}", sqlstate="42846"
     )
 
 
 def castable(src: str, dst: str) -> bool:
     """Whether PostgreSQL has a cast from ``src`` to ``dst`` (one of them a time type)."""
-    if src == dst or src == "unknown" or dst in pgeval.TEXTS or src in pgeval.TEXTS:
+    if src == dst or src == "unknown" or dst in pgtypes.TEXTS or src in pgtypes.TEXTS:
         return True
     return src in DATETIMES and dst in DATETIMES
 
@@ -634,7 +636,7 @@ def common(types: Sequence[str]) -> str:
     if INTERVAL in kinds:
         raise TypeMismatch(
             "types interval and "
-            + pgeval.sql_type(next(iter(kinds - {INTERVAL})))
+            + pgtypes.sql_type(next(iter(kinds - {INTERVAL})))
             + " cannot be matched",
             sqlstate="42804",
         )
@@ -655,9 +657,9 @@ def comparable(a: str, b: str) -> bool:
 def arith_type(op: str, a: str, b: str) -> str | None:
     """The result type of ``a op b`` when a time type is involved; None when PostgreSQL has no
     such operator."""
-    num = pgeval.NUMBERS
+    num = pgtypes.NUMBERS
     if op == "+":
-        if (a == DATE and b in pgeval.INTS) or (b == DATE and a in pgeval.INTS):
+        if (a == DATE and b in pgtypes.INTS) or (b == DATE and a in pgtypes.INTS):
             return DATE
         if {a, b} == {DATE, INTERVAL} or {a, b} == {TS, INTERVAL}:
             return TS
@@ -667,7 +669,7 @@ def arith_type(op: str, a: str, b: str) -> str | None:
             return INTERVAL
         return None
     if op == "-":
-        if a == DATE and b in pgeval.INTS:
+        if a == DATE and b in pgtypes.INTS:
             return DATE
         if a == b == DATE:
             return "int4"
@@ -1031,8 +1033,8 @@ def extract(field: object, v: object, *, numeric: bool = True) -> object:
         day_us = ((w.hour * 60 + w.minute) * 60) * _USEC + sec_us
         if numeric:
             j = Decimal(w.date().toordinal() + _JULIAN_OFFSET)
-            return pgeval.arith(
-                "+", j, pgeval.numeric_div(Decimal(day_us), Decimal(_DAY_US)), "numeric"
+            return pgtypes.unsigned_zero(
+                pgtypes.CTX.add(j, pgtypes.numeric_div(Decimal(day_us), Decimal(_DAY_US)))
             )
         return (w.date().toordinal() + _JULIAN_OFFSET) + day_us / float(_DAY_US)
     if typ == TSTZ and f in ("timezone", "timezone_hour", "timezone_minute"):
@@ -1600,7 +1602,7 @@ def _t_trunc(args: Sequence[str]) -> str:
             "date_trunc of an interval is not evaluated by the proxy", sqlstate="0A000"
         )
     if t not in DATETIMES:
-        raise TypeMismatch(f"function date_trunc(text, {pgeval.sql_type(t)}) does not exist")
+        raise TypeMismatch(f"function date_trunc(text, {pgtypes.sql_type(t)}) does not exist")
     if len(args) > 3:  # an explicit zone: date_trunc(text, timestamptz, text)
         return TSTZ
     return TS if t == TS else TSTZ
@@ -1608,40 +1610,40 @@ def _t_trunc(args: Sequence[str]) -> str:
 
 def _t_extract(args: Sequence[str]) -> str:
     if args[1] not in TYPES:
-        raise TypeMismatch(f"function extract(unknown, {pgeval.sql_type(args[1])}) does not exist")
+        raise TypeMismatch(f"function extract(unknown, {pgtypes.sql_type(args[1])}) does not exist")
     return "numeric"
 
 
 def _t_date_part(args: Sequence[str]) -> str:
     if args[1] not in TYPES:
         raise TypeMismatch(
-            f"function date_part(unknown, {pgeval.sql_type(args[1])}) does not exist"
+            f"function date_part(unknown, {pgtypes.sql_type(args[1])}) does not exist"
         )
     return "float8"
 
 
 def _t_to_char(args: Sequence[str]) -> str:
-    if args[0] in pgeval.NUMBERS:
+    if args[0] in pgtypes.NUMBERS:
         raise TypeMismatch("to_char of a number is not evaluated by the proxy (cast it: x::text)",
                            sqlstate="0A000")  # fmt: skip
-    if args[0] not in DATETIMES or not pgeval.is_text(args[1]):
+    if args[0] not in DATETIMES or not pgtypes.is_text(args[1]):
         raise TypeMismatch(
-            f"function to_char({pgeval.sql_type(args[0])}, {pgeval.sql_type(args[1])}) does not exist"
+            f"function to_char({pgtypes.sql_type(args[0])}, {pgtypes.sql_type(args[1])}) does not exist"
         )
     return "text"
 
 
 def _t_to_timestamp(args: Sequence[str]) -> str:
-    if len(args) == 2 and (args[0] in pgeval.NUMBERS or args[0] == "unknown"):
+    if len(args) == 2 and (args[0] in pgtypes.NUMBERS or args[0] == "unknown"):
         return TSTZ
-    if len(args) == 3 and all(pgeval.is_text(a) for a in args[:2]):
+    if len(args) == 3 and all(pgtypes.is_text(a) for a in args[:2]):
         return TSTZ
     raise TypeMismatch("function to_timestamp needs a number, or a text and a template")
 
 
 def _t_ints(name: str, n: int, result: str) -> Callable[[Sequence[str]], str]:
     def t(args: Sequence[str]) -> str:
-        if len(args) != n or not all(a in pgeval.INTS or a == "unknown" for a in args[:n]):
+        if len(args) != n or not all(a in pgtypes.INTS or a == "unknown" for a in args[:n]):
             raise TypeMismatch(f"function {name} takes {n} integers")
         return result
 
@@ -1652,7 +1654,7 @@ def _t_make_ts(zoned: bool) -> Callable[[Sequence[str]], str]:
     def t(args: Sequence[str]) -> str:
         n = len(args) - (1 if zoned else 0)
         if n not in ((6, 7) if zoned else (6,)) or not all(
-            a in pgeval.NUMBERS or a == "unknown" for a in args[:6]
+            a in pgtypes.NUMBERS or a == "unknown" for a in args[:6]
         ):
             raise TypeMismatch("function make_timestamp takes year, month, day, hour, min, sec")
         return TSTZ if zoned else TS
@@ -1665,7 +1667,7 @@ def _t_timezone(args: Sequence[str]) -> str:
         return TSTZ
     if args[1] in (TSTZ, DATE):
         return TS
-    raise TypeMismatch(f"function timezone(text, {pgeval.sql_type(args[1])}) does not exist")
+    raise TypeMismatch(f"function timezone(text, {pgtypes.sql_type(args[1])}) does not exist")
 
 
 def _t_date_bin(args: Sequence[str]) -> str:
@@ -1680,7 +1682,9 @@ def _t_date_bin(args: Sequence[str]) -> str:
 
 def _t_date(args: Sequence[str]) -> str:
     if not castable(args[0], DATE):
-        raise TypeMismatch(f"cannot cast type {pgeval.sql_type(args[0])} to date", sqlstate="42846")
+        raise TypeMismatch(
+            f"cannot cast type {pgtypes.sql_type(args[0])} to date", sqlstate="42846"
+        )
     return DATE
 
 
@@ -1699,7 +1703,7 @@ def _tstz(v: object, session: str) -> object:
 
 
 #: name -> (result type from the argument types, implementation, strict), as
-#: :data:`rewriter.pgeval.FUNCTIONS` (registered there).
+#: :data:`rewriter.pgtypes.FUNCTIONS` (registered there).
 FUNCTIONS: dict[str, tuple[Callable[[Sequence[str]], str], Callable[..., object], bool]] = {
     "date_trunc": (_t_trunc, date_trunc, True),
     "extract": (_t_extract, lambda f, v: extract(f, v, numeric=True), True),
@@ -1799,6 +1803,3 @@ def literal_sql(v: object) -> str | None:
     if isinstance(v, dt.date):
         return f"DATE '{v.isoformat()}'"
     return None
-
-
-pgeval.FUNCTIONS.update(FUNCTIONS)
