@@ -25,7 +25,7 @@ import hashlib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -48,9 +48,14 @@ class Attribute:
 
 @dataclass(frozen=True, slots=True)
 class Domain:
-    """A product of attributes; its histogram has ``size`` cells in C order."""
+    """A product of attributes; its histogram has ``size`` cells in C order.
+
+    A *derived* domain (a subclass with ``derived = True``: ``dp.per_unit.UnitsDomain``) is
+    no marginal of any other: its histogram is computed from an epoch's pin by its own rule
+    (:meth:`histogram`), and it covers, and is covered by, nothing but itself."""
 
     attributes: tuple[Attribute, ...]
+    derived: ClassVar[bool] = False
 
     @staticmethod
     def of(*pairs: tuple[str, int]) -> Domain:
@@ -74,8 +79,14 @@ class Domain:
     def covers(self, other: Domain) -> bool:
         """Whether every attribute of ``other`` is one of this domain's, with as many cells
         (a query over ``other`` is then a query over a marginal of this domain)."""
+        if self.derived or other.derived:
+            return self == other
         mine = dict(zip(self.names, self.shape, strict=True))
         return all(mine.get(a.name) == a.size for a in other.attributes)
+
+    def histogram(self, pin: Any) -> FloatArray:
+        """A derived domain's histogram, computed from an epoch's pin (``dp.pin.Pin``)."""
+        raise ValueError("only a derived domain computes its own histogram")
 
     def marginal(self, names: Iterable[str]) -> Domain:
         """The sub-product of the named attributes, in this domain's order."""

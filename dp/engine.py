@@ -39,7 +39,9 @@ JSON-safe dicts and back (the ledger format). ``status(state)`` gives the public
 
 The epoch's ``domain`` is the product of all of its table's attributes (``dp.pin`` holds the
 data, sparse); every batch is over a *marginal* of it (``Domain.covers``), and is answered on
-that marginal of the pin. ``start`` charges the Matrix Mechanism budget, then measures P's
+that marginal of the pin -- or over a question about units (``dp.per_unit.UnitsDomain``: a
+histogram over the table's units, from the pin's rows per unit, at the sensitivity of one unit
+in it; answered online only, never from P's release or the stored-release inference). ``start`` charges the Matrix Mechanism budget, then measures P's
 blocks (``dp.marginals``; its events are ``EpochStarted``, ``Charged`` and ``MatrixReleased``;
 nothing has been shown to anyone until they are persisted). For each statement ``decide``
 classifies the batch:
@@ -146,6 +148,7 @@ from dp.pacing import (
     steady_tail,
     warmup_length,
 )
+from dp.per_unit import UnitsDomain, within
 from dp.persistent import PersistentMap
 from dp.pin import Pin
 from dp.release import ROW_SPACE_RTOL, Release
@@ -653,7 +656,7 @@ def _with_pending(
 def _infers(state: EngineState, domain: Domain) -> bool:
     """Whether releases over ``domain`` join stored-release inference (default mode, small
     marginals only)."""
-    return state.config.reuse_releases and domain.size <= REUSE_MAX_CELLS
+    return state.config.reuse_releases and domain.size <= REUSE_MAX_CELLS and not domain.derived
 
 
 def _add_stored(
@@ -997,7 +1000,7 @@ def decide(state: EngineState, batch: QueryBatch, *, max_error: float | None = N
     cannot be met); ``ValueError`` for a batch over a marginal that is not one of the epoch's
     domain.
     """
-    if not state.domain.covers(batch.domain):
+    if not within(state.domain, batch.domain):
         raise ValueError("the query is not over the epoch's domain")
     if state.mm_pending:
         raise InternalError("the epoch's Matrix Mechanism release is missing")
@@ -1298,7 +1301,10 @@ def batch_sensitivity(
 ) -> tuple[float, float]:
     """The (L2, L1) sensitivity of ``batch`` (over a marginal of the epoch's ``domain``) for
     the epoch's neighbours: the batch's largest column norms for row-level privacy, else the
-    bounds of ``dp.units`` with each marginal cell aggregating ``|domain| / |marginal|`` cells."""
+    bounds of ``dp.units`` with each marginal cell aggregating ``|domain| / |marginal|`` cells.
+    A question about units (``dp.per_unit``) has its own bound: a row per unit and group."""
+    if isinstance(batch.domain, UnitsDomain):
+        return batch.domain.sensitivities(batch.matrix)
     if contribution.row_level:
         return batch.sensitivity_l2, batch.sensitivity_l1
     return contribution.sensitivities(batch.matrix, domain.size // batch.domain.size)
@@ -1361,7 +1367,7 @@ def _released(
     ev = Released(
         position=c.position,
         key=batch.key,
-        batch=batch if batch.domain.size <= REUSE_MAX_CELLS else None,
+        batch=batch if batch.domain.size <= REUSE_MAX_CELLS and not batch.domain.derived else None,
         measurement=_tuple(y),
         noise_variance=var,
         answers=answers,

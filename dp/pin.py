@@ -44,6 +44,9 @@ from dp.domain import Domain, FloatArray
 
 #: The stored form's first bytes (then the number of attributes and of entries, little-endian).
 MAGIC = b"LAPRAS-PIN\x01"
+#: The optional section of each unit's rows, after the pin (then the number of units, of
+#: attributes and of entries).
+UNITS_MAGIC = b"LAPRAS-UNITS\x01"
 #: Marginals kept in memory, by total size (float64 cells).
 CACHE_BYTES = 512 * 2**20
 
@@ -59,6 +62,72 @@ def _small(values: npt.ArrayLike, size: int) -> npt.NDArray[np.signedinteger[Any
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class UnitRows:
+    """Each unit's rows of an epoch, all of them (not only the ones the bound keeps): entry
+    ``i`` says that unit ``unit[i]`` (an index ``0 .. units - 1`` the pin statement assigns;
+    never the unit's identifier) has ``counts[i]`` rows in cell ``columns[a][i]`` of each
+    attribute ``a`` of the pin's domain. What per-unit questions are computed from
+    (``dp.per_unit``); exact data, kept and stored with the pin. Padded like the pin."""
+
+    units: int
+    unit: npt.NDArray[np.int32]
+    columns: tuple[npt.NDArray[np.signedinteger[Any]], ...]
+    counts: FloatArray
+
+    def __post_init__(self) -> None:
+        counts = np.array(self.counts, dtype=np.float64, copy=True).reshape(-1)
+        n = counts.shape[0]
+        if not (np.all(np.isfinite(counts)) and np.all(counts >= 0)):
+            raise ValueError("a unit's counts must be finite and non-negative")
+        unit = np.asarray(self.unit).reshape(-1)
+        if unit.shape[0] != n or any(np.asarray(c).reshape(-1).shape[0] != n for c in self.columns):
+            raise ValueError("each unit row needs a unit, a cell per attribute and a count")
+        if unit.size and (int(np.min(unit)) < 0 or int(np.max(unit)) >= max(self.units, 1)):
+            raise ValueError("a unit index is outside 0 .. units - 1")
+        pad = _padded(n) - n
+        cols = [
+            np.concatenate([np.asarray(c).reshape(-1), np.zeros(pad, np.int32)])
+            for c in self.columns
+        ]
+        arrays = [
+            np.concatenate([unit, np.zeros(pad, np.int32)]).astype(np.int32),
+            *(c.astype(np.int32) for c in cols),
+            np.concatenate([counts, np.zeros(pad)]),
+        ]
+        for a in arrays:
+            a.flags.writeable = False
+        object.__setattr__(self, "unit", arrays[0])
+        object.__setattr__(self, "columns", tuple(arrays[1:-1]))
+        object.__setattr__(self, "counts", arrays[-1])
+
+    def to_bytes(self) -> bytes:
+        k, n = len(self.columns), self.counts.shape[0]
+        parts = [UNITS_MAGIC, struct.pack("<QQQ", self.units, k, n)]
+        parts += [
+            np.ascontiguousarray(c, dtype="<i4").tobytes() for c in (self.unit, *self.columns)
+        ]
+        parts.append(self.counts.astype("<f8").tobytes())
+        return b"".join(parts)
+
+    @staticmethod
+    def from_bytes(data: bytes | memoryview, k: int) -> UnitRows:
+        view = memoryview(data)
+        off = len(UNITS_MAGIC)
+        if bytes(view[:off]) != UNITS_MAGIC:
+            raise ValueError("not a stored section of unit rows")
+        units, k_, n = struct.unpack_from("<QQQ", view, off)
+        off += 24
+        if k_ != k or len(view) != off + n * (4 * (k + 1) + 8):
+            raise ValueError("the stored unit rows do not match their domain")
+        arrays = [
+            np.frombuffer(view, dtype="<i4", count=n, offset=off + 4 * n * j).astype(np.int32)
+            for j in range(k + 1)
+        ]
+        counts = np.frombuffer(view, dtype="<f8", count=n, offset=off + 4 * n * (k + 1))
+        return UnitRows(int(units), arrays[0], tuple(arrays[1:]), counts.astype(np.float64))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Pin:
     """The exact data of one epoch over ``domain``: entry ``i`` has cell ``columns[a][i]`` of
     attribute ``a`` and occurs ``counts[i]`` times. Read-only; padded with empty entries (see
@@ -69,6 +138,8 @@ class Pin:
     domain: Domain
     columns: tuple[npt.NDArray[np.signedinteger[Any]], ...]
     counts: FloatArray
+    #: Each unit's rows, for questions about units (a table with a privacy unit; None else).
+    units: UnitRows | None = None
     _cache: OrderedDict[Domain, FloatArray] = field(
         default_factory=OrderedDict, repr=False, compare=False
     )
@@ -136,6 +207,10 @@ class Pin:
         return x
 
     def _compute(self, domain: Domain) -> FloatArray:
+        if domain.derived:  # a question about units (dp.per_unit), from the units' rows
+            derived = np.asarray(domain.histogram(self), dtype=np.float64)
+            derived.flags.writeable = False
+            return derived
         if not self.domain.covers(domain):
             raise ValueError("the marginal is not over attributes of the pinned domain")
         if not domain.attributes:
@@ -165,7 +240,8 @@ class Pin:
         float64. Its length depends on the domain and the padded size only."""
         k, n = len(self.columns), self.counts.shape[0]
         cols = b"".join(np.ascontiguousarray(c, dtype="<i4").tobytes() for c in self.columns)
-        return MAGIC + struct.pack("<QQ", k, n) + cols + self.counts.astype("<f8").tobytes()
+        out = MAGIC + struct.pack("<QQ", k, n) + cols + self.counts.astype("<f8").tobytes()
+        return out if self.units is None else out + self.units.to_bytes()
 
     @staticmethod
     def from_bytes(domain: Domain, data: bytes) -> Pin:
@@ -175,11 +251,15 @@ class Pin:
         off = len(MAGIC)
         k, n = struct.unpack_from("<QQ", data, off)
         off += 16
-        if k != len(domain.attributes) or len(data) != off + n * (4 * k + 8):
+        end = off + n * (4 * k + 8)
+        if k != len(domain.attributes) or len(data) < end:
             raise ValueError("the stored pin does not match its domain")
+        units = None
+        if len(data) > end:
+            units = UnitRows.from_bytes(memoryview(data)[end:], k)
         cols = tuple(
             np.frombuffer(data, dtype="<i4", count=n, offset=off + 4 * n * j).astype(np.int32)
             for j in range(k)
         )
         counts = np.frombuffer(data, dtype="<f8", count=n, offset=off + 4 * n * k)
-        return Pin(domain, cols, counts.astype(np.float64))
+        return Pin(domain, cols, counts.astype(np.float64), units)

@@ -68,6 +68,7 @@ from dp.accuracy import AccuracyUnavailableError
 from dp.domain import Domain, QueryBatch
 from dp.errors import BudgetExhaustedError, LaprasError
 from dp.noise import Sampler
+from dp.per_unit import UnitsDomain, within
 from dp.pin import Pin
 from proxy import lineage, public_relations
 from proxy.epoch_watch import CLOSE_WAIT, Watch, WatchUnavailableError
@@ -278,6 +279,8 @@ class EpochService:
                     if domain.covers(st.plan.batch.domain):
                         batches.append(st.plan.batch)
                         weights.append(1.0 if probabilities is None else probabilities[i])
+                    elif st.plan.batch.domain.derived:
+                        continue  # a question about units: answered online, never in P
                     else:
                         log.warning(
                             "a predicted statement is outside the epoch's view and was skipped"
@@ -565,7 +568,15 @@ class EpochService:
                     f"no privacy epoch is active for table {table}",
                     hint=f"an administrator starts one with: lapras epoch start --table {table}",
                 )
-            if not handle.domain.covers(plan.batch.domain):
+            batch = plan.batch
+            if isinstance(batch.domain, UnitsDomain) and handle.pin.units is None:
+                raise NoActiveEpochError(  # before anything is decided or charged
+                    f"the active epoch on {table} keeps no rows per unit, so it answers no "
+                    "question about units",
+                    hint="start a new epoch (a table with a privacy_unit keeps them unless it "
+                    "declares unit_questions = false)",
+                )
+            if not within(handle.domain, batch.domain):
                 raise OutsideEpochViewError(
                     f"the active epoch on {table} answers questions about {', '.join(handle.domain.names)} only",
                     hint="use only those columns, or ask an administrator for an epoch over "

@@ -23,7 +23,7 @@ from sqlglot.errors import ParseError
 
 from dp.errors import InternalError, LaprasError
 
-from . import cost, domaincheck, lookups, pgtime, probes
+from . import cost, domaincheck, lookups, pgtime, probes, units
 from .compose import Composed, compose
 from .derived import fold
 from .dialect import POSTGRES
@@ -693,6 +693,18 @@ def _single(
             select, found = got
             census = _Census.of(select)
             refs = [(t, d) for t in census.tables if (d := _table_ref(t, schema)) is not None]
+    # a question about units: the statement over the derived relation of units (units.py)
+    per_unit = units.rewrite(select.copy(), schema) if select is not None else None
+    if per_unit is not None:
+        if found:
+            raise UnsupportedError(
+                "a question about the units of a protected table joined to a public relation "
+                "is not supported",
+                hint="ask about the units without the join (its values as a CASE expression)",
+            )
+        select = per_unit[0]
+        tree, census = select, _Census.of(select)
+        refs = [(t, d) for t in census.tables if (d := _table_ref(t, schema)) is not None]
     from_ = select.args.get("from_") if select is not None else None
     single = (
         select is not None
@@ -727,6 +739,9 @@ def _single(
         return None
     table = refs[0][1]
     table_node = refs[0][0]
+    if per_unit is not None:
+        table, select = per_unit[1], units.finish(select, per_unit[1])
+        table_node = select.args["from_"].this
     if select.args.get("locks"):
         raise RowAccessError(f"locking rows of protected table {table.name} is refused")
     if select.args.get("into"):
@@ -753,6 +768,8 @@ def _single(
             "columns",
         )
     logical = normalise(select, table, table_node, count_rows=count_rows, lookups=found)
+    if isinstance(table, units.UnitsTable):
+        logical = units.described(logical, table)
     return _dp(piece, probes.exists(logical) if probe is not None else logical)
 
 
@@ -797,6 +814,8 @@ def _union(piece: Piece, tree: exp.Union, schema: Schema) -> Statement | None:
                 + " is refused",
                 hint="each branch of a UNION over a protected table must be an aggregate",
             )
+        if isinstance(st, DPStatement) and isinstance(st.prepared.table, units.UnitsTable):
+            return None  # a question about units: a release of its own (a composition)
         if not isinstance(st, DPStatement):
             return None
         if st.prepared.lookups:

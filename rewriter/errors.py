@@ -75,3 +75,22 @@ class BindError(LaprasError):
     """Wrong number of parameters for a prepared statement (08P01, as PostgreSQL)."""
 
     sqlstate = "08P01"
+
+
+def units_hint(table: str, unit: str) -> str:
+    """What is answered about the privacy unit ``unit`` of ``table`` (rewriter.units)."""
+    return (
+        f"count the units with count(DISTINCT {unit}), or ask how a per-unit value is "
+        f"distributed: SELECT n, count(*) FROM (SELECT {unit}, count(*) AS n FROM {table} "
+        f"GROUP BY {unit}) t GROUP BY n (docs/sql.md, questions about units)"
+    )
+
+
+def unit_column_error(table: str, unit: str) -> UnsupportedError:
+    """The refusal of a use of the privacy unit column ``unit`` of ``table`` that no question
+    about units takes (its values are never shown)."""
+    return UnsupportedError(
+        f"column {unit} is the privacy unit of protected table {table}: its values are "
+        "never shown, and it is grouped on only inside a subquery",
+        hint=units_hint(table, unit),
+    )

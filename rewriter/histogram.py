@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dp.domain import Domain
-from dp.pin import Pin
+from dp.pin import Pin, UnitRows
 
 from .errors import UndefinedTableError, UnsupportedError
 from .schema import AttributeDecl, DateUnit, Kind, Schema, TableDecl
@@ -168,6 +168,12 @@ def _bounded_sql(decl: TableDecl, attrs: Sequence[AttributeDecl], seed: str) -> 
     rows and on the secret ``seed`` (so adding or removing a unit changes no other unit's
     rows, and no analyst can aim a unit's rows at the kept ones).
 
+    With ``unit_questions`` (the default), the statement returns one row per unit and cell
+    instead: an index of the unit (``0 ..``, in the order of its identifier, which is not
+    returned), the cell, all of the unit's rows there and the kept ones; the pin is the sum of
+    the kept rows per cell, and each unit's rows (``dp.pin.UnitRows``) answer questions about
+    units (``dp.per_unit``). One statement, one snapshot for both.
+
     A unit reached through a key (``[tables.T] privacy_unit = {column, table, key, unit}``):
     the table is pinned as its inner join with the mapping table's distinct ``(key, unit)``
     pairs. A row is one row *of each unit* its key maps to, bounded with that unit's other
@@ -206,15 +212,23 @@ def _bounded_sql(decl: TableDecl, attrs: Sequence[AttributeDecl], seed: str) -> 
     order = ", ".join([f"md5({_lit(seed)} || {key})", *names])
     out = ", ".join(f"{c}::int4" for c in names)
     groups = ", ".join(names)
+    kept = f"greatest(0, least(m, {bound.rows} - (sum(m) OVER w - m))) AS kept"
+    per_cell = (
+        f"SELECT {by_cell}, sum({n}) AS total, least(sum({n}), {bound.per_cell}) AS m FROM ("
+        f"SELECT {cells}{u}, {n} FROM ({inner}) AS g) AS cells WHERE true{inside}"
+        f" GROUP BY {by_cell}"
+    )
+    window = f" WINDOW w AS (PARTITION BY {u} ORDER BY {order} ROWS UNBOUNDED PRECEDING)"
+    if decl.unit_questions:  # each unit's rows too: one result row per unit and cell
+        return (
+            f"SELECT (dense_rank() OVER (ORDER BY {u}) - 1)::int4, {out + ', ' if out else ''}"
+            f"total::int8, kept::int8 FROM (SELECT {by_cell}, total, {kept} FROM ({per_cell})"
+            f" AS per_cell{window}) AS bounded"
+        )
     return (
         f"SELECT {out + ', ' if out else ''}sum(kept)::int8 FROM ("
-        f"SELECT {groups + ', ' if groups else ''}"
-        f"greatest(0, least(m, {bound.rows} - (sum(m) OVER w - m))) AS kept FROM ("
-        f"SELECT {by_cell}, least(sum({n}), {bound.per_cell}) AS m FROM ("
-        f"SELECT {cells}{u}, {n} FROM ({inner}) AS g) AS cells WHERE true{inside}"
-        f" GROUP BY {by_cell}) AS per_cell"
-        f" WINDOW w AS (PARTITION BY {u} ORDER BY {order} ROWS UNBOUNDED PRECEDING)) AS bounded"
-        f" WHERE kept > 0{' GROUP BY ' + groups if groups else ''}"
+        f"SELECT {groups + ', ' if groups else ''}{kept} FROM ({per_cell}) AS per_cell{window})"
+        f" AS bounded WHERE kept > 0{' GROUP BY ' + groups if groups else ''}"
     )
 
 
@@ -246,8 +260,9 @@ _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00"
 
 def pin_from_copy(domain: Domain, data: bytes | bytearray) -> Pin:
     """The pin from ``COPY (pin_sql) TO STDOUT (FORMAT binary)``: every field is a non-null
-    int4 (an int8 for the count), so the tuples are fixed-width and parsed in one pass,
-    without copying the stream."""
+    int4 (an int8 for the counts), so the tuples are fixed-width and parsed in one pass,
+    without copying the stream. A statement with each unit's rows (``k + 3`` fields: unit,
+    cells, all rows, kept rows) gives the pin with its :class:`dp.pin.UnitRows`."""
     k = len(domain.attributes)
     view = memoryview(data)
     if bytes(view[: len(_COPY_HEADER)]) != _COPY_HEADER:
@@ -255,11 +270,47 @@ def pin_from_copy(domain: Domain, data: bytes | bytearray) -> Pin:
     ext = int.from_bytes(view[15:19], "big")
     if len(view) < 21 + ext or bytes(view[-2:]) != b"\xff\xff":
         raise ValueError("the binary COPY stream is truncated")
+    body = view[19 + ext : len(view) - 2]
+    if len(body) >= 2 and int.from_bytes(body[:2], "big") == k + 3:
+        return _units_from_copy(domain, body)
     fields = [("nf", ">i2")]
     for j in range(k):
         fields += [(f"l{j}", ">i4"), (f"c{j}", ">i4")]
     fields += [("ln", ">i4"), ("n", ">i8")]
-    rows = np.frombuffer(view[19 + ext : len(view) - 2], dtype=np.dtype(fields))
+    rows = np.frombuffer(body, dtype=np.dtype(fields))
     if rows.size and (np.any(rows["nf"] != k + 1) or np.any(rows["ln"] != 8)):
         raise ValueError("unexpected tuples in the binary COPY stream")
     return _pinned(domain, [rows[f"c{j}"] for j in range(k)], rows["n"])
+
+
+def _units_from_copy(domain: Domain, body: memoryview) -> Pin:
+    """The pin and each unit's rows from the tuples ``(unit, cells, total, kept)``."""
+    k = len(domain.attributes)
+    fields = [("nf", ">i2"), ("lu", ">i4"), ("u", ">i4")]
+    for j in range(k):
+        fields += [(f"l{j}", ">i4"), (f"c{j}", ">i4")]
+    fields += [("lt", ">i4"), ("total", ">i8"), ("lk", ">i4"), ("kept", ">i8")]
+    rows = np.frombuffer(body, dtype=np.dtype(fields))
+    if rows.size and (
+        np.any(rows["nf"] != k + 3) or np.any(rows["lt"] != 8) or np.any(rows["lk"] != 8)
+    ):
+        raise ValueError("unexpected tuples in the binary COPY stream")
+    cols = [rows[f"c{j}"].astype(np.int64) for j in range(k)]
+    kept = rows["kept"].astype(np.float64)
+    on = kept > 0
+    if k:
+        stacked = np.stack([c[on] for c in cols], axis=1)
+        cells, inverse = np.unique(stacked, axis=0, return_inverse=True)
+        sums = np.asarray(
+            np.bincount(inverse.reshape(-1), weights=kept[on], minlength=cells.shape[0]),
+            dtype=np.float64,
+        )
+        pin_cols = [cells[:, j] for j in range(k)]
+    else:
+        sums = np.asarray([kept.sum()] if rows.size else [], dtype=np.float64)
+        pin_cols = []
+    units = int(rows["u"].max()) + 1 if rows.size else 0
+    each = UnitRows(
+        units, rows["u"].astype(np.int32), tuple(cols), rows["total"].astype(np.float64)
+    )
+    return Pin(domain, tuple(pin_cols), sums, each)

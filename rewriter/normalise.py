@@ -35,6 +35,7 @@ from .errors import (
     RowAccessError,
     UndefinedColumnError,
     UnsupportedError,
+    unit_column_error,
 )
 from .plan import (
     AggRef,
@@ -416,6 +417,9 @@ class _Builder:
     def attribute(self, name: str) -> AttributeDecl:
         attr = self.table.attributes.get(name)
         if attr is None:
+            unit = self.table.unit
+            if unit is not None and unit.column == name:
+                raise unit_column_error(self.table.name, name)
             raise UnsupportedError(
                 f"column {name} of protected table {self.table.name} has no public domain",
                 hint=f"declare an attribute for {name} in lapras.toml, or query only declared attributes: "

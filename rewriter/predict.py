@@ -432,6 +432,8 @@ class Resolver:
             return None
         st = sts[0]
         if isinstance(st, DPStatement):
+            if st.plan is not None and st.plan.batch.domain.derived:
+                return None  # a question about units: answered online, never predicted
             if st.plan is not None:
                 fp = st.plan.fingerprint
                 return fp.template, fp.bindings, st.plan, False
@@ -450,7 +452,7 @@ class Resolver:
         if len(pst.param_types) != len(values):
             return None
         got = _bound(pst, values, self.schema)
-        if got is None:
+        if got is None or got[0].batch.domain.derived:
             return None
         plan, rounded = got
         return plan.fingerprint.template, plan.fingerprint.bindings, plan, rounded

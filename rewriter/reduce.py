@@ -921,7 +921,7 @@ def _reduce(
     view = static.view if static is not None else view or marginal(table, logical.attributes)
     if logical.branches:
         return _reduce_union(logical, params, view, reuse=reuse)
-    domain = view.domain
+    domain = table.marginal_domain(view)
     shape = domain.shape
     cost.spend_cells(domain.size, len(logical.measures), view.name)
     values = _Values(view, table, table.cell_limit)
@@ -939,6 +939,9 @@ def _reduce(
     if joined is not None:
         present = joined.presence(lambda p: _uncut(masks.pred(p, table), table))
         selected = selected & np.broadcast_to(present > 0, shape).reshape(-1)
+    possible = table.selectable(view)  # a derived relation's cells that may hold a row
+    if possible is not None:
+        selected = selected & possible.reshape(-1)
 
     if static is not None and all(static.group_free):
         group_by = logical.group_by

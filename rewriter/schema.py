@@ -34,6 +34,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
+
 from dp.accuracy import MaxError, parse_max_error
 from dp.domain import Domain
 from dp.errors import LaprasError
@@ -234,6 +237,8 @@ class TableDecl:
     #: A public size of the table, declared (never read from the data): the scale of a
     #: relative ``lapras.max_error`` ('5%').
     public_rows: int | None = None
+    #: With a unit: keep each unit's rows with the pin, for questions about units.
+    unit_questions: bool = True
 
     @property
     def contribution(self) -> Contribution:
@@ -252,6 +257,15 @@ class TableDecl:
         """The whole table's domain: every declared attribute, in declaration order (an
         epoch's domain; never materialised)."""
         return Domain.of(*((a.name, a.size) for a in self.attributes.values()))
+
+    def marginal_domain(self, view: ViewDecl) -> Domain:
+        """The domain a statement over ``view`` (a marginal of this table) is reduced over
+        (a derived relation's is its own: ``rewriter.units``)."""
+        return view.domain
+
+    def selectable(self, view: ViewDecl) -> npt.NDArray[np.bool_] | None:
+        """The cells of ``view`` a row may be in (None: all of them)."""
+        return None
 
     def column_type(self, name: str) -> str | None:
         for col, typ in self.columns:
@@ -481,6 +495,7 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
             "lifetime_delta",
             "max_error",
             "public_rows",
+            "unit_questions",
         },
     )
     schema = _ident(source, f"{key}.schema", raw.get("schema", "public"))
@@ -522,6 +537,11 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
     if not attrs:
         raise _err(source, f"{key}.attributes", "declare at least one attribute")
     group = _ident(source, f"{key}.budget_group", raw.get("budget_group", name))
+    questions = raw.get("unit_questions", True)
+    if not isinstance(questions, bool):
+        raise _err(source, f"{key}.unit_questions", "must be true or false")
+    if "unit_questions" in raw and "privacy_unit" not in raw:
+        raise _err(source, f"{key}.unit_questions", "needs privacy_unit")
     return TableDecl(
         name=name,
         schema=schema,
@@ -535,6 +555,7 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
         public_rows=_count(source, f"{key}.public_rows", raw["public_rows"])
         if "public_rows" in raw
         else None,
+        unit_questions=questions,
     )
 
 
