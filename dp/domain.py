@@ -84,6 +84,10 @@ class Domain:
         mine = dict(zip(self.names, self.shape, strict=True))
         return all(mine.get(a.name) == a.size for a in other.attributes)
 
+    def without(self, axis: int) -> Domain:
+        """This domain without attribute ``axis`` (a derived domain stays derived)."""
+        return Domain(self.attributes[:axis] + self.attributes[axis + 1 :])
+
     def histogram(self, pin: Any) -> FloatArray:
         """A derived domain's histogram, computed from an epoch's pin (``dp.pin.Pin``)."""
         raise ValueError("only a derived domain computes its own histogram")

@@ -211,7 +211,20 @@ class UnitsDomain(Domain):
             shape[p] != size for (_, size), p in zip(attributes, positions, strict=True)
         ):
             raise ValueError("the attributes do not match the question's relation")
-        return UnitsDomain(tuple(Attribute(n, s) for n, s in attributes), question, positions)
+        return _pruned(
+            UnitsDomain(tuple(Attribute(n, s) for n, s in attributes), question, positions)
+        )
+
+    def without(self, axis: int) -> UnitsDomain:
+        """The marginal of the derived relation without attribute ``axis``."""
+        keep = [i for i in range(len(self.attributes)) if i != axis]
+        return _pruned(
+            UnitsDomain(
+                tuple(self.attributes[i] for i in keep),
+                self.question,
+                tuple(self.positions[i] for i in keep),
+            )
+        )
 
     def histogram(self, pin: Any) -> FloatArray:
         """How many rows of the derived relation fall in each cell (from ``pin.units``)."""
@@ -256,6 +269,26 @@ class UnitsDomain(Domain):
         q = self.question
         dropped = [s for i, s in enumerate(q.group_shape) if i not in self.positions]
         return self.contribution.sensitivities(matrix, float(math.prod(dropped)))
+
+
+def _pruned(d: UnitsDomain) -> UnitsDomain:
+    """``d`` with its question's aggregates that no attribute of ``d`` reads left out: which
+    groups a unit is in does not depend on them, so the histogram is the same, and the same
+    question asked with other unread aggregates has the same key (a repeat)."""
+    q = d.question
+    g = len(q.group_shape)
+    used = sorted(p - g for p in d.positions if p >= g)
+    if len(used) == len(q.aggregates):
+        return d
+    question = UnitQuestion(
+        base=q.base,
+        groups=q.groups,
+        places=q.places,
+        group_shape=q.group_shape,
+        aggregates=tuple(q.aggregates[i] for i in used),
+    )
+    moved = {g + old: g + new for new, old in enumerate(used)}
+    return UnitsDomain(d.attributes, question, tuple(moved.get(p, p) for p in d.positions))
 
 
 def within(epoch: Domain, domain: Domain) -> bool:

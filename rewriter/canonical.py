@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 
-from dp.domain import Domain, QueryBatch
+from dp.domain import QueryBatch
 
 from .plan import Plan
 
@@ -106,8 +106,7 @@ def _rebuilt(
     indices: npt.NDArray[np.int64] | npt.NDArray[np.int32],
     data: npt.NDArray[np.float64],
 ) -> QueryBatch:
-    attributes = batch.domain.attributes
-    domain = Domain(attributes[:axis] + attributes[axis + 1 :])
+    domain = batch.domain.without(axis)  # a question about units stays one (dp.per_unit)
     matrix = sp.csr_array(
         (np.asarray(data, dtype=np.float64), np.asarray(indices), np.asarray(indptr)),
         shape=(batch.matrix.shape[0], domain.size),

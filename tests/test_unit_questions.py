@@ -38,6 +38,11 @@ EXACT = [
         None,
     ),
     ("SELECT count(*) FROM (SELECT DISTINCT user_id FROM checkins WHERE hour = 3) t", None),
+    (  # a condition true for every per-unit value: the same question as count(DISTINCT ...)
+        "SELECT count(*) FROM (SELECT user_id, count(*) AS n FROM checkins GROUP BY user_id) t"
+        " WHERE n >= 1",
+        None,
+    ),
     (
         "SELECT width_bucket(n, 0, 50, 5) AS bucket, count(*) AS users FROM (SELECT user_id,"
         " count(*) AS n FROM checkins GROUP BY user_id) t GROUP BY 1 ORDER BY 1",

@@ -54,6 +54,7 @@ OUTERS = [
     "SELECT CASE WHEN v < 5 THEN 'few' WHEN v < 50 THEN 'some' ELSE 'many' END AS k, count(*) AS c"
     " FROM ({inner}) t GROUP BY 1",
     "SELECT count(*) AS c FROM ({inner}) t WHERE v > 3",
+    "SELECT count(*) AS c FROM ({inner}) t WHERE v >= 0",  # true for every value: summed out
     "SELECT sum(v) AS s, count(*) AS c FROM ({inner}) t",
     "SELECT avg(v) AS a FROM ({inner}) t",
     "SELECT max(v) AS m, min(v) AS mi FROM ({inner}) t",
