@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeAlias, TypeVar
 
 import sqlglot
@@ -615,6 +615,11 @@ def _protected(
     if isinstance(tree, exp.Union):
         union = _union(piece, tree, schema)
         return union if union is not None else _composed(piece, tree, schema)
+    both = units.split(tree, schema)  # count(DISTINCT unit) beside other aggregates
+    if both is not None:  # planned from its text, now and again at execution
+        text = both.sql(dialect=_DIALECT)
+        parsed = sqlglot.parse_one(text, read=_DIALECT)
+        return replace(compose(piece.text, parsed, schema, single_part), query=text)
     st = _single(piece, tree, refs, schema, census)
     if st is not None:
         return st

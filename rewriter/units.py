@@ -362,7 +362,8 @@ def _distinct_units(
             raise _refuse(
                 f"count(DISTINCT {unit}) beside other aggregates in one statement",
                 table,
-                f"ask count(DISTINCT {unit}) in a statement of its own",
+                f"ask count(DISTINCT {unit}) in a statement of its own, or beside the other "
+                "aggregates in one SELECT (a plan of two releases)",
             )
     _, decl = _question(inner, node, table, keys, [])
 
@@ -608,10 +609,98 @@ def _integer_attribute(name: str, pg_type: str, agg: UnitAggregate) -> Attribute
     )
 
 
+def split(tree: exp.Expr, schema: Schema) -> exp.Select | None:
+    """``SELECT g..., count(DISTINCT unit), <other aggregates> FROM T WHERE w GROUP BY g...``
+    as the composition of its two releases (docs/sql.md §2.6): the other aggregates of ``T``'s
+    rows, and the number of units in each group, joined on the group keys (``IS NOT DISTINCT
+    FROM``: every public group is in both), the statement's expressions, ``HAVING``, ``ORDER
+    BY`` and ``LIMIT`` over them. None when ``tree`` is not that shape."""
+    if not isinstance(tree, exp.Select) or _derived(tree) is not None:
+        return None
+    found = _source(tree, schema)
+    if found is None or found[1].unit is None or found[1].unit.table is not None:
+        return None
+    node, table = found
+    aliases = _aliases(node, table)
+    having = tree.args.get("having")
+    order = tree.args.get("order")
+    clauses: list[exp.Expression] = [*tree.expressions]
+    if having is not None:
+        clauses.append(having.this)
+    if order is not None:
+        clauses.append(order)
+    aggs = _aggregates(clauses)
+    units_ = [a for a in aggs if _counts_unit(a, table, aliases)]
+    rows = [a for a in aggs if not _counts_unit(a, table, aliases)]
+    if not units_ or not rows or tree.args.get("distinct") is not None:
+        return None
+    keys = _keys(tree, table)
+    if keys is None or any(_is_unit(k, table, aliases) for k in keys):
+        return None
+    key_names = [f"__lapras_key_{i}" for i in range(len(keys))]
+
+    def part(calls: list[exp.Expr], prefix: str) -> exp.Select:
+        items = [exp.alias_(k.copy(), n, quoted=True) for k, n in zip(keys, key_names, strict=True)]
+        items += [exp.alias_(c.copy(), f"{prefix}{i}", quoted=True) for i, c in enumerate(calls)]
+        sel = exp.select(*items)
+        sel.set("from_", tree.args["from_"].copy())
+        where = tree.args.get("where")
+        if where is not None:
+            sel.set("where", where.copy())
+        if keys:
+            sel.set("group", exp.Group(expressions=[k.copy() for k in keys]))
+        return sel
+
+    ref: dict[str, exp.Expr] = {}
+    for i, k in enumerate(keys):
+        ref[k.sql(dialect="postgres")] = exp.column(key_names[i], "r", quoted=True)
+    for i, c in enumerate(rows):
+        ref[c.sql(dialect="postgres")] = exp.column(f"a{i}", "r", quoted=True)
+    for i, c in enumerate(units_):
+        ref[c.sql(dialect="postgres")] = exp.column(f"u{i}", "u", quoted=True)
+
+    def swap(n: exp.Expr) -> exp.Expr:
+        if isinstance(n, exp.Identifier):  # a name inside a column, not an expression
+            return n
+        hit = ref.get(n.sql(dialect="postgres"))
+        return hit.copy() if hit is not None else n
+
+    items = [
+        exp.alias_(_unalias(e).copy().transform(swap), _output_name(e), quoted=True)
+        for e in tree.expressions
+    ]
+    out = exp.select(*items)
+    out.set(
+        "from_",
+        exp.From(
+            this=exp.Subquery(
+                this=part(rows, "a"), alias=exp.TableAlias(this=exp.to_identifier("r"))
+            )
+        ),
+    )
+    right = exp.Subquery(this=part(units_, "u"), alias=exp.TableAlias(this=exp.to_identifier("u")))
+    conds = [
+        exp.NullSafeEQ(
+            this=exp.column(n, "r", quoted=True), expression=exp.column(n, "u", quoted=True)
+        )
+        for n in key_names
+    ]
+    on = exp.and_(*conds) if conds else exp.true()
+    out.set("joins", [exp.Join(this=right, on=on, kind="INNER")])
+    if having is not None:
+        out.set("where", exp.Where(this=having.this.copy().transform(swap)))
+    if order is not None:
+        out.set("order", order.copy().transform(swap))
+    for key in ("limit", "offset"):
+        if tree.args.get(key) is not None:
+            out.set(key, tree.args[key].copy())
+    return out
+
+
 def described(logical: Logical, decl: UnitsTable) -> Logical:
     """``logical`` (over ``D``) with the per-unit query it reads in its template, so that
     statements over different questions about units never share a template."""
     return replace(logical, template=f"{logical.template} /* per unit: {decl.source} */")
 
 
-__all__ = ["UnitsTable", "described", "finish", "rewrite"]
+__all__ = ["UnitsTable", "described", "finish", "rewrite", "split"]

@@ -201,7 +201,8 @@ REFUSED = [
     ("SELECT user_id, count(*) FROM checkins GROUP BY 1", "42501", "one row per unit"),
     ("SELECT user_id FROM checkins", "42501", None),
     (
-        "SELECT count(*)::numeric / count(DISTINCT user_id) FROM checkins",
+        "WITH t AS (SELECT count(*) AS n, count(DISTINCT user_id) AS u FROM checkins)"
+        " SELECT n::numeric / u FROM t",
         "0A000",
         "in a statement of its own",
     ),
@@ -261,3 +262,41 @@ def _charges(pg: Any) -> int:
             "SELECT count(*) FROM lapras.ledger WHERE kind = 'Charged'"
         ).fetchall()
     return int(charges)
+
+
+MIXED = [
+    "SELECT count(*)::numeric / count(DISTINCT user_id) AS per_user FROM checkins",
+    "SELECT hour, count(*), count(DISTINCT user_id) AS users FROM checkins WHERE lat >= 0"
+    " GROUP BY hour HAVING count(DISTINCT user_id) > 10 ORDER BY users DESC, hour LIMIT 5",
+    "SELECT hour / 6 AS q, count(*) AS n, avg(hour), count(DISTINCT user_id) FROM checkins"
+    " GROUP BY 1 ORDER BY 1",
+]
+
+
+def test_count_distinct_units_beside_other_aggregates_is_a_plan_of_two_releases(
+    pg: Any,
+) -> None:
+    """Noise off, with a bound no user reaches (the bounded data is the table): PostgreSQL's
+    answers, each statement two releases (the rows' aggregates, the units)."""
+    unbounded = re.sub(
+        r"(?m)^max_rows_per_unit = .*$",
+        "max_rows_per_unit = 2000",
+        re.sub(r"(?m)^lifetime_\w+ = .*$", "", GOWALLA),
+    )
+    reset_ledger(pg)
+    config = make_config(pg, unbounded)
+    start_epoch(config, [], table="checkins", epsilon=1e9)
+    with psycopg.connect(pg.admin_dsn) as conn:
+        want = [[tuple(_number(v) for v in r) for r in conn.execute(q).fetchall()] for q in MIXED]
+    with Proxy(config, sampler=ZeroSampler) as proxy, client(proxy) as (conn, notices):
+        for sql, rows in zip(MIXED, want, strict=True):
+            before = _charges(pg)
+            got = [tuple(_number(v) for v in r) for r in conn.execute(sql).fetchall()]
+            assert len(got) == len(rows), (sql, got, rows)
+            for a, b in zip(got, rows, strict=True):
+                assert all(
+                    x == pytest.approx(y, rel=1e-9) if isinstance(y, float) else x == y
+                    for x, y in zip(a, b, strict=True)
+                ), (sql, got, rows)
+            assert _charges(pg) == before + 2, sql
+            assert "a plan of 2 releases" in notices[-1], notices[-1]
