@@ -22,7 +22,7 @@ import psycopg
 from dp import engine, engine_codec
 from dp.errors import LaprasError, PrivacyParameterError
 from dp.noise import Sampler, SecureSampler
-from proxy import provision
+from proxy import doors, provision
 from proxy.admin import AdminSources
 from proxy.config import Config
 from proxy.dp_router import LOG_DAYS, LOG_ROWS, DPRouter
@@ -109,8 +109,15 @@ class LockdownError(LaprasError):
     sqlstate = "55000"
 
 
-def lockdown_findings(config: Config) -> list[provision.Finding]:
-    """The routes to exact statistics still open on the configured backend."""
+def lockdown_findings(config: Config, *, verify: bool = False) -> list[provision.Finding]:
+    """The routes to exact statistics still open on the configured backend, and the ways
+    around the proxy; ``verify``: also log in as each analyst role with the proxy's password,
+    its door opened for the attempt (``lapras provision --check``; ``lapras serve`` needs not:
+    it sets the password itself at every login)."""
+
+    def logs_in(role: str) -> bool:
+        return doors.verify_login(config.backend.ledger_dsn, analyst_dsn(config, role), role)
+
     with psycopg.connect(config.backend.aggregator_dsn, connect_timeout=10) as conn:
         return provision.check(
             conn,
@@ -118,7 +125,24 @@ def lockdown_findings(config: Config) -> list[provision.Finding]:
             roles=[u.backend_role for u in config.users],
             data_database=config.backend.data_database,
             state_database=config.backend.state_database,
+            verify=logs_in if verify else None,
         )
+
+
+def analyst_dsn(config: Config, role: str) -> str:
+    """The libpq DSN the proxy logs in to the data database with as analyst role ``role``."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    base = config.backend.passthrough_dsn
+    secret = str(conninfo_to_dict(base).get("password") or "")
+    return make_conninfo(base, user=role, password=provision.analyst_password(secret, role))
+
+
+def _doors(config: Config) -> doors.Doors:
+    """What opens each analyst role's login for the proxy's own (proxy/doors.py)."""
+    _, users = _upstreams(config)
+    verifiers = {u.user: doors.scram_verifier(u.password or "") for u in users.values()}
+    return doors.Doors(config.backend.ledger_dsn, verifiers)
 
 
 def enforce_lockdown(config: Config) -> None:
@@ -168,6 +192,7 @@ async def running(
     if worker is None:  # a group of workers is checked once, by the process that starts them
         await asyncio.to_thread(enforce_lockdown, config)
     ledger = await PgLedger.connect(config.backend.ledger_dsn)
+    gates = _doors(config)
     # The process's watch session (proxy/epoch_watch.py): listening before any epoch is loaded,
     # so that a close drops the epoch from memory at once.
     watch = ledger.watch()
@@ -212,6 +237,7 @@ async def running(
                 ssl_context=_ssl(config),
                 shutdown_grace=s.shutdown_grace,
                 worker=worker,
+                doors=gates,
                 pool_mode=PoolMode(s.pool_mode),
                 pool_size=s.pool_size,
                 pool_timeout=s.pool_timeout,
@@ -243,6 +269,7 @@ async def running(
             await router.drain()
     finally:
         await watch.close()
+        await gates.close()
         await ledger.close()
 
 

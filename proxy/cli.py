@@ -942,8 +942,9 @@ def _provision(args: argparse.Namespace) -> int:
         passthrough_password=passwords[provision.PASSTHROUGH],
         analysts=analysts,
         state_database=args.state_database or state,
+        retire_others=bool(args.config),  # the [[users]] are all the analysts
     )
-    left = provision.provision(admin_dsn, plan, load=args.load)
+    left = provision.provision(admin_dsn, plan, load=args.load, report=print)
     host = conninfo_to_dict(admin_dsn).get("host", "localhost")
     for role, text in shown.items():
         print(f"role {role} on {host}/{database}: password {text}")
@@ -972,11 +973,11 @@ def _provision_check(args: argparse.Namespace) -> int:
     if not args.config:
         raise SystemExit("lapras provision --check needs --config")
     config = _load(args)
-    findings = lockdown_findings(config)
+    findings = lockdown_findings(config, verify=True)
     for f in findings:
         print(f"open: {f}")
     print(
-        f"{config.source}: {len(findings)} open route(s) to exact statistics"
+        f"{config.source}: {len(findings)} open route(s) to exact statistics or around the proxy"
         if findings
         else f"{config.source}: every route to an exact statistic is closed"
         f" ({len(config.users)} analyst role(s) checked)"

@@ -41,7 +41,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +49,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from proxy import lineage
+from proxy import doors, lineage
 from rewriter.guard import STAT_COLUMNS, SYSTEM_COLUMNS, restricted_function
 
 AGGREGATOR = "lapras_aggregator"
@@ -98,6 +98,9 @@ class Plan:
     passthrough_password: str = field(repr=False)
     analysts: tuple[tuple[str, str], ...] = ()
     state_database: str | None = None  # default: state_database(database)
+    # the analysts are all the [[users]] (a configuration): other roles of the group are
+    # retired (NOLOGIN), as users removed from it
+    retire_others: bool = False
 
     @property
     def state(self) -> str:
@@ -351,16 +354,29 @@ def public_routes(conn: Any) -> list[str]:
 # -- the whole provisioning -----------------------------------------------------------------------
 
 
-def provision(admin_dsn: str, plan: Plan, *, load: Sequence[str] = ()) -> list[str]:
+def provision(
+    admin_dsn: str,
+    plan: Plan,
+    *,
+    load: Sequence[str] = (),
+    report: Callable[[str], None] | None = None,
+) -> list[str]:
     """Create and grant everything ``plan`` describes (idempotent); move an old in-database
-    ledger into the state database. Returns the lockdown items that could not be applied."""
+    ledger into the state database. Returns the lockdown items that could not be applied;
+    ``report`` is told of analyst roles retired (``plan.retire_others``)."""
     with psycopg.connect(admin_dsn, autocommit=True) as admin:
         ensure_database(admin, plan.database)
         ensure_role(admin, AGGREGATOR, plan.aggregator_password)
+        doors.provision_keeper(admin, AGGREGATOR)
         ensure_role(admin, PASSTHROUGH, plan.passthrough_password)
         for _user, role in plan.analysts:
-            ensure_role(admin, role, analyst_password(plan.passthrough_password, role))
+            password = analyst_password(plan.passthrough_password, role)
+            doors.provision_analyst(admin, role, password, AGGREGATOR)  # its door closed
             _grant_membership(admin, role)
+        if plan.retire_others:
+            for role in doors.retire(admin, PASSTHROUGH, [r for _, r in plan.analysts]):
+                if report is not None:
+                    report(f"role {role} (no [[users]] entry): it cannot log in any more")
         _secure_state(admin, plan.state)
     with psycopg.connect(make_conninfo(admin_dsn, dbname=plan.database), autocommit=True) as conn:
         for name in load:
@@ -428,9 +444,11 @@ def check(
     roles: Sequence[str],
     data_database: str,
     state_database: str | None,
+    verify: Callable[[str], bool] | None = None,
 ) -> list[Finding]:
     """Every route still open, for each role analysts act as (``roles``), checked with
-    PostgreSQL's own privilege functions on ``data_conn`` (any role may ask them)."""
+    PostgreSQL's own privilege functions on ``data_conn`` (any role may ask them); with
+    ``verify``, also each role's password (:func:`proxy.doors.findings`)."""
     findings: list[Finding] = []
     names = [_qualified(t) for t in protected]
     found = {
@@ -463,6 +481,16 @@ def check(
             )  # fmt: skip
             continue
         findings.extend(_role_findings(data_conn, role, names, tainted, functions, state_database))
+    findings += [
+        Finding(route=route, role=role, fix=fix)
+        for route, role, fix in doors.findings(
+            data_conn,
+            roles=[r for r in roles if r in found],
+            group=PASSTHROUGH,
+            aggregator=AGGREGATOR,
+            verify=verify,
+        )
+    ]
     return findings
 
 

@@ -23,7 +23,7 @@ from sqlglot.errors import ParseError
 
 from dp.errors import InternalError, LaprasError
 
-from . import cost, domaincheck, lookups, pgtime, probes, units
+from . import cost, domaincheck, doors, lookups, pgtime, probes, units
 from .compose import Composed, compose
 from .derived import fold
 from .dialect import POSTGRES
@@ -174,7 +174,7 @@ def _innocent(sql: str, schema: Schema) -> Passthrough | None:
     text = sql.lstrip()  # the tokenizer's white space is str.isspace() too
     if not text or not (text[0].isascii() and (text[0].isalpha() or text[0] == "(")):
         return None
-    if _DO.match(text) or may_name_protected(text, schema):
+    if _DO.match(text) or doors.may_refuse(text) or may_name_protected(text, schema):
         return None
     text = text.rstrip()
     visible = grant_select_visibility(text, schema)
@@ -290,6 +290,10 @@ def _classify(piece: Piece, schema: Schema) -> Statement:
             "DO blocks are not relayed: the SQL they build at run time cannot be checked",
             hint="run the statements themselves",
         )
+    words = texts if piece.tokens is not None else re.findall(r"\w+|=", piece.text)
+    door = doors.refusal(words)  # ALTER ROLE, SET ROLE ... (rewriter/doors.py)
+    if door is not None:
+        raise door
     guarded = statistics or mentions_pg_class(texts)
     if not named and not guarded and schema.passthrough_tables is None:
         # Nothing protected, no statistic: relayed as written, without the cost of a parse

@@ -12,10 +12,13 @@ import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
+import psycopg
+import psycopg.sql
 import pytest
 
 from proxy import provision
@@ -44,9 +47,24 @@ class Backend:
         return f"postgresql://{quote(role)}:{quote(password, safe='')}@{self.host}:{self.port}/{self.database}"
 
     def analyst_dsn(self, user: str) -> str:
-        """The DSN of a proxy user's own backend role (what the proxy logs in as)."""
+        """The DSN of a proxy user's own backend role (what the proxy logs in as). Its login
+        is closed but while the proxy logs in (proxy/doors.py): see :meth:`analyst_login`."""
         role = provision.analyst_role(user)
         return self.role_dsn(role, provision.analyst_password(self.passthrough_password, role))
+
+    @contextmanager
+    def analyst_login(self, user: str) -> Iterator[str]:
+        """:meth:`analyst_dsn`, with the role's door held open for the block (by the
+        administrator), for tests that compare with what PostgreSQL shows that role itself.
+        A proxy that logs in as the role meanwhile closes it again behind its own login."""
+        role = psycopg.sql.Identifier(provision.analyst_role(user))
+        with psycopg.connect(self.admin_dsn, autocommit=True) as admin:
+            admin.execute(psycopg.sql.SQL("ALTER ROLE {} VALID UNTIL 'infinity'").format(role))
+        try:
+            yield self.analyst_dsn(user)
+        finally:
+            with psycopg.connect(self.admin_dsn, autocommit=True) as admin:
+                admin.execute(psycopg.sql.SQL("ALTER ROLE {} VALID UNTIL '-infinity'").format(role))
 
     @property
     def state_admin_dsn(self) -> str:

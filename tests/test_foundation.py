@@ -50,9 +50,10 @@ def test_the_state_database_is_the_aggregators_alone(pg) -> None:
     with psycopg.connect(pg.state_dsn) as conn:
         conn.execute("CREATE SCHEMA IF NOT EXISTS lapras")
         conn.rollback()
-    for dsn in (pg.passthrough_dsn, pg.analyst_dsn("analyst")):
-        with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
-            psycopg.connect(dsn.rsplit("/", 1)[0] + "/" + pg.state_dsn.rsplit("/", 1)[1])
+    with pg.analyst_login("analyst") as analyst:
+        for dsn in (pg.passthrough_dsn, analyst):
+            with pytest.raises(psycopg.OperationalError, match="permission denied for database"):
+                psycopg.connect(dsn.rsplit("/", 1)[0] + "/" + pg.state_dsn.rsplit("/", 1)[1])
 
 
 def test_passthrough_role_cannot_create_tables_or_temp_tables(pg) -> None:

@@ -90,11 +90,12 @@ def test_no_exact_fact_directly_as_the_analysts_role(pg: Any, epoch: Any) -> Non
     """Without the proxy at all: PostgreSQL itself refuses every route to the role the
     analyst's sessions run as (the guard is only the first layer)."""
     known = facts(pg.admin_dsn)
-    assert _battery(pg.analyst_dsn(ANALYST[0]), known, prepare=False) == {}
-    with psycopg.connect(pg.analyst_dsn(ANALYST[0]), autocommit=True) as conn:
-        for sql in ("SELECT reltuples FROM pg_class", "SELECT c FROM pg_class c"):
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                conn.execute(sql)
+    with pg.analyst_login(ANALYST[0]) as dsn:
+        assert _battery(dsn, known, prepare=False) == {}
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for sql in ("SELECT reltuples FROM pg_class", "SELECT c FROM pg_class c"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute(sql)
 
 
 def _listening(proc: subprocess.Popen[str], timeout: float = 120) -> str:

@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 from proxy.wire.auth import AuthConfig
 from proxy.wire.messages import DEFAULT_MAX_MESSAGE
-from proxy.wire.pool import Pooler, PoolMode
+from proxy.wire.pool import LoginDoors, Pooler, PoolMode
 from proxy.wire.router import StatementRouter
 from proxy.wire.upstream import UpstreamConfig
 
@@ -109,6 +109,8 @@ class ServerConfig:
     upstream_database: str | None = None  # None: the client's database
     shutdown_grace: float = 5.0
     worker: WorkerSlot | None = None  # one of several processes serving the port
+    # opens each analyst role's login for the proxy's own (proxy.doors); None: logins as is
+    doors: LoginDoors | None = None
     pool_mode: PoolMode = PoolMode.TRANSACTION
     pool_size: int = 20
     pool_timeout: float = 60.0

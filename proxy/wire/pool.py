@@ -42,10 +42,10 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from dp.errors import LaprasError
 from proxy.errors import TooManyConnections, UpstreamUnavailable
@@ -152,6 +152,17 @@ def session_effect(sql: str) -> SessionEffect | None:
     return None
 
 
+_T = TypeVar("_T")
+
+
+class LoginDoors(Protocol):
+    """What opens a backend role's login for the proxy's own (:class:`proxy.doors.Doors`)."""
+
+    async def enter(self, role: str, login: Callable[[], Awaitable[_T]]) -> _T:
+        """``login()``, run while ``role`` may log in."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class PoolKey:
     """What connections of one pool share: who logs in, where, with which start-up
@@ -225,8 +236,10 @@ class ServerPool:
         size: int,
         timeout: float,
         idle_timeout: float,
+        doors: LoginDoors | None = None,
     ) -> None:
         self.key = key
+        self.doors = doors
         self.mode = mode
         self.size = size
         self.timeout = timeout
@@ -400,8 +413,13 @@ class ServerPool:
 
     async def _open(self) -> None:
         k = self.key
+
+        def login() -> Awaitable[UpstreamConnection]:
+            return UpstreamConnection.connect(k.upstream, k.params, database=k.database)
+
         try:
-            up = await UpstreamConnection.connect(k.upstream, k.params, database=k.database)
+            doors = self.doors
+            up = await (doors.enter(k.upstream.user, login) if doors is not None else login())
         except Exception as e:
             self._opening -= 1
             if self._waiters:  # the error is the first waiting session's
@@ -762,9 +780,18 @@ _TRANSACTION_ENDS = frozenset({b"COMMIT", b"ROLLBACK", b"PREPARE TRANSACTION"})
 class Pooler:
     """The pools of one proxy process, by key."""
 
-    def __init__(self, *, mode: PoolMode, size: int, timeout: float, idle_timeout: float) -> None:
+    def __init__(
+        self,
+        *,
+        mode: PoolMode,
+        size: int,
+        timeout: float,
+        idle_timeout: float,
+        doors: LoginDoors | None = None,
+    ) -> None:
         self.mode = mode
         self._size, self._timeout, self._idle_timeout = size, timeout, idle_timeout
+        self._doors = doors  # analysts' roles log in through them (proxy.doors)
         self._pools: dict[PoolKey, ServerPool] = {}
 
     def pool(self, key: PoolKey) -> ServerPool:
@@ -776,6 +803,7 @@ class Pooler:
                 size=self._size,
                 timeout=self._timeout,
                 idle_timeout=self._idle_timeout,
+                doors=self._doors,
             )
         return p
 

@@ -90,6 +90,7 @@ class ProxyServer:
             size=config.pool_size,
             timeout=config.pool_timeout,
             idle_timeout=config.server_idle_timeout,
+            doors=config.doors,
         )
 
     # -- lifecycle -------------------------------------------------------------------------
