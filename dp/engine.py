@@ -50,8 +50,10 @@ classifies the batch:
    no event, no noise (no averaging attack).
 2. ``MATRIX``: every row of the batch is in the predicted set ``P`` (a *good* query): answered
    from the Matrix Mechanism block whose marginal contains the batch's (paper mode), or from
-   the lowest-variance source among those blocks and the GLS of all stored releases of one small
-   marginal (default mode, :class:`StoredInference`; still post-processing). In default
+   the lowest-variance source among those blocks, the GLS of all stored releases of one small
+   marginal (:class:`StoredInference`) and the least squares over every release of the epoch
+   (``dp.inference``: the Matrix Mechanism's blocks and every kept online release, over any
+   marginals) (default mode; still post-processing). In default
    mode only while that source's total variance is not above a fresh answer's at the current
    pacing; otherwise the query is answered as a bad one (4.), so a weakly measured P costs
    online budget, not accuracy. Event ``Answered``; advances the stream position.
@@ -120,6 +122,7 @@ from dp.accuracy import (
 from dp.calibration import gdp_epsilon
 from dp.domain import Domain, FloatArray, QueryBatch, lifted_matrix
 from dp.errors import BudgetExhaustedError, InternalError, PrivacyParameterError
+from dp.inference import Inference, Measurement
 from dp.marginals import (
     ROW_LEVEL,
     BlockRelease,
@@ -173,6 +176,10 @@ SPLITS: Mapping[str, tuple[float, float, float, float]] = MappingProxyType(
 #: Stored-release inference (default mode) is kept only for domains up to this many cells
 #: (it keeps an n x n information matrix and one eigendecomposition per release).
 REUSE_MAX_CELLS = 512
+#: A fresh release's batch is kept in its event (and joins inference over every release,
+#: ``dp.inference``) when its marginal is at most REUSE_MAX_CELLS cells or its matrix has at
+#: most this many weights.
+KEEP_NNZ = 1 << 14
 
 
 class Mode(StrEnum):
@@ -472,9 +479,11 @@ class Released:
     ``measurement`` is ``W x + noise`` with per-row noise variance ``noise_variance``;
     ``answers``/``std_errors`` are what the client received (equal to the measurement in paper
     mode; its GLS combination with the stored releases in default mode). ``batch`` is kept
-    only when its marginal is small enough for stored-release inference
-    (:data:`REUSE_MAX_CELLS`); above that it is None and ``key`` alone identifies it (a batch
-    over a marginal of millions of cells would otherwise be megabytes of ledger per answer).
+    when its marginal is at most :data:`REUSE_MAX_CELLS` cells or its matrix has at most
+    :data:`KEEP_NNZ` weights (it then joins inference over every release, ``dp.inference``);
+    otherwise it is None and ``key`` alone identifies it (a batch over a marginal of millions
+    of cells would otherwise be megabytes of ledger per answer). Older ledgers kept it up to
+    REUSE_MAX_CELLS cells only: their other releases are not used for inference.
     """
 
     position: int
@@ -550,6 +559,9 @@ class EngineState:
     pending: Mapping[int, Charged] = field(default_factory=dict)
     #: The Steady pacing's tail weight ``f`` (``dp.pacing.steady_tail``, from the pools).
     tail: float = TAIL_MIN
+    #: Default mode: every release kept for inference over all of them (``dp.inference``):
+    #: the Matrix Mechanism's blocks and the fresh releases whose matrix was kept.
+    inference: Inference = field(default_factory=Inference)
 
     @property
     def t(self) -> int:
@@ -716,8 +728,25 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
                 full = block.full_strategy()
                 stored = _add_stored(stored, block.domain, full, rel.y, rel.noise_variance)
                 added.append(block.domain)
+        inference = state.inference
+        if state.config.reuse_releases:
+            for block in blocks:
+                if block.domain.derived:
+                    continue  # (a question about units: no marginal of the histogram)
+                rel = block.release
+                inference = inference.add(
+                    Measurement.of_columns(
+                        len(inference),
+                        block.domain,
+                        block.reduction.groups,
+                        rel.matrix,
+                        rel.y,
+                        rel.noise_variance,
+                    )
+                )
         return replace(
             state,
+            inference=inference,
             matrix_blocks=blocks,
             matrix_joint=joint_release(blocks),
             stored=stored,
@@ -739,8 +768,23 @@ def apply(state: EngineState | None, event: Event) -> EngineState:
                 np.full(event.batch.num_queries, event.noise_variance),
             )
             by_block = by_block - {event.batch.domain}
+        inference = state.inference
+        if (
+            event.batch is not None
+            and state.config.reuse_releases
+            and not event.batch.domain.derived
+        ):
+            inference = inference.add(
+                Measurement.of_batch(
+                    len(inference),
+                    event.batch,
+                    np.asarray(event.measurement, dtype=np.float64),
+                    event.noise_variance,
+                )
+            )
         return replace(
             state,
+            inference=inference,
             stored=stored,
             stored_by_block=by_block,
             answers=_with_answer(
@@ -935,6 +979,9 @@ def _best(
             if np.all(ok) and (best is None or np.sum(var) < np.sum(best[1])):
                 best = (ans, var)
     if stored:
+        found = state.inference.estimate(batch)  # every release of the epoch (dp.inference)
+        if found is not None and (best is None or np.sum(found[1]) < np.sum(best[1])):
+            best = found
         for dom, inf in state.stored.items():
             if dom in state.stored_by_block:
                 continue  # the block's own release only: answered above, the same estimate
@@ -1367,13 +1414,22 @@ def _released(
     ev = Released(
         position=c.position,
         key=batch.key,
-        batch=batch if batch.domain.size <= REUSE_MAX_CELLS and not batch.domain.derived else None,
+        batch=batch if _kept(batch) else None,
         measurement=_tuple(y),
         noise_variance=var,
         answers=answers,
         std_errors=std,
     )
     return ReleaseResult(answers=answers, std_errors=std, events=(ev,))
+
+
+def _kept(batch: QueryBatch) -> bool:
+    """Whether a fresh release's batch is kept in its event (for inference over every
+    release): over a small marginal, or with few weights (the ledger's size per answer is
+    bounded either way)."""
+    if batch.domain.derived:  # a question about units: no marginal of the histogram
+        return False
+    return batch.domain.size <= REUSE_MAX_CELLS or batch.matrix.nnz <= KEEP_NNZ
 
 
 def release_all(
