@@ -65,8 +65,6 @@ True
 from __future__ import annotations
 
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -164,6 +162,9 @@ def cells_of(source: Domain, region: Domain, cells: IntArray | None = None) -> I
     return out
 
 
+_MISSING = object()
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class _System:
     """One region's least squares: its atoms (``atom`` per region cell), each used
@@ -187,24 +188,20 @@ class Inference:
     cache of solved systems), answering a batch by least squares over the atoms of a region
     (see the module doc). Pure post-processing; thread-safe."""
 
-    __slots__ = ("_cache", "_lock", "measurements")
+    __slots__ = ("_cache", "measurements")
 
     def __init__(
         self,
         measurements: Sequence[Measurement] = (),
-        cache: OrderedDict[tuple[object, ...], _System | None] | None = None,
-        lock: threading.Lock | None = None,
+        cache: dict[tuple[object, ...], _System | None] | None = None,
     ) -> None:
         self.measurements = tuple(measurements)
-        self._cache: OrderedDict[tuple[object, ...], _System | None] = (
-            OrderedDict() if cache is None else cache
-        )
-        self._lock = threading.Lock() if lock is None else lock
+        self._cache: dict[tuple[object, ...], _System | None] = {} if cache is None else cache
 
     def add(self, m: Measurement) -> Inference:
         if m.domain.derived:
             raise ValueError("a measurement over a derived domain is no marginal's")
-        return Inference((*self.measurements, m), self._cache, self._lock)
+        return Inference((*self.measurements, m), self._cache)
 
     def __len__(self) -> int:
         return len(self.measurements)
@@ -252,24 +249,28 @@ class Inference:
     def _system(self, region: Domain, used: tuple[Measurement, ...]) -> _System | None:
         keys = frozenset(m.key for m in used)
         key = (region, tuple(sorted(keys)))
-        with self._lock:
-            if key in self._cache:
-                self._cache.move_to_end(key)
-                return self._cache[key]
-            # a system of the region over fewer of these measurements, all taken: extended
-            base = next(
-                (
-                    s
-                    for (r, _), s in reversed(self._cache.items())
-                    if r == region and s is not None and s.complete and s.offered <= keys
-                ),
-                None,
-            )
+        cache = self._cache
+        found = cache.get(key, _MISSING)
+        if found is not _MISSING:
+            return found  # type: ignore[return-value]
+        # a system of the region over fewer of these measurements, all taken: extended.
+        # (Every step is one operation on the dict, atomic in CPython: two threads asking at
+        # once compute the same system, and one of them is kept.)
+        base = next(
+            (
+                s
+                for (r, _), s in reversed(list(cache.items()))
+                if r == region and s is not None and s.complete and s.offered <= keys
+            ),
+            None,
+        )
         system = _solve(region, used, base)
-        with self._lock:
-            self._cache[key] = system
-            while len(self._cache) > CACHE_SIZE:
-                self._cache.popitem(last=False)
+        cache[key] = system
+        while len(cache) > CACHE_SIZE:
+            try:
+                del cache[next(iter(cache))]
+            except (KeyError, StopIteration, RuntimeError):
+                break
         return system
 
 
