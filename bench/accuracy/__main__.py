@@ -5,6 +5,11 @@ if sys.argv[1:2] == ["statements"]:  # python -m bench.accuracy statements [...]
 
     raise SystemExit(statements_main(sys.argv[2:]))
 
+if sys.argv[1:2] == ["sessions"]:  # python -m bench.accuracy sessions [...]
+    from bench.accuracy.sessions import main as sessions_main
+
+    raise SystemExit(sessions_main(sys.argv[2:]))
+
 if sys.argv[1:2] == ["marginals"]:  # python -m bench.accuracy marginals [...]
     from bench.accuracy.marginals import main as marginals_main
 

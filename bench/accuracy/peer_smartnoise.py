@@ -51,8 +51,48 @@ def main() -> None:
     conn.autocommit = True
     meta = hello["metadata"]
     out.write(json.dumps({"version": metadata.version("smartnoise-sql")}) + "\n")
+
+    def execute(reader: Any, st: dict[str, Any]) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        try:
+            rows = reader.execute(st["sql"])
+        except Exception as e:
+            return {"id": st["id"], "error": _short(e)}
+        return {
+            "id": st["id"],
+            "rows": [[_value(v) for v in row] for row in rows[1:]],
+            "seconds": time.perf_counter() - t0,
+        }
+
     for line in sys.stdin:
         req = json.loads(line)
+        if "probe" in req:
+            probe = snsql.from_connection(
+                conn, engine="postgres", privacy=Privacy(epsilon=1.0, delta=1e-9), metadata=meta
+            )
+            counted: dict[str, float] = {}
+            why: dict[str, str] = {}
+            for st in req["probe"]:
+                try:
+                    counted[st["id"]] = float(probe.get_privacy_cost(st["sql"])[0])
+                except Exception as e:
+                    why[st["id"]] = _short(e)
+            out.write(json.dumps({"mechanisms": counted, "refused": why}) + "\n")
+            continue
+        if "privacy" in req:
+            readers = {
+                table: snsql.from_connection(
+                    conn,
+                    engine="postgres",
+                    privacy=Privacy(epsilon=eps, delta=dlt),
+                    metadata=meta,
+                )
+                for table, (eps, dlt) in req["privacy"].items()
+            }
+            answers = [execute(readers[st["table"]], st) for st in req["statements"]]
+            spent = {t: [float(x) for x in r.odometer.spent] for t, r in readers.items()}
+            out.write(json.dumps({"results": answers, "spent": spent}) + "\n")
+            continue
         probe = snsql.from_connection(
             conn, engine="postgres", privacy=Privacy(epsilon=1.0, delta=1e-9), metadata=meta
         )
