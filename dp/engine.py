@@ -1188,6 +1188,68 @@ def _combined_variances(state: EngineState, batch: QueryBatch, fresh: float) -> 
     return np.asarray(both.variance(a), dtype=np.float64)
 
 
+def _hypothetical(state: EngineState, batch: QueryBatch, fresh: float) -> FloatArray | None:
+    """Each row's variance from every release (``dp.inference``) once a fresh release of
+    ``batch`` at noise variance ``fresh`` joins them (None: not answered so). Computed on a
+    copy with a cache of its own (its measurement's values are zeros: only variances are
+    read), with the key the release will have, so that :func:`release` finds the same
+    system."""
+    if not (state.config.reuse_releases and _kept(batch) and len(state.inference)):
+        return None
+    zeros = np.zeros(batch.num_queries)
+    m = Measurement.of_batch(len(state.inference), batch, zeros, fresh)
+    est = Inference((*state.inference.measurements, m)).estimate(batch)
+    return None if est is None else est[1]
+
+
+def _pick(
+    candidates: Sequence[tuple[FloatArray, FloatArray] | None],
+) -> tuple[FloatArray, FloatArray]:
+    """The candidate ``(answers, variances)`` with the smallest largest variance (the first
+    of equals); the first is always given."""
+    best = candidates[0]
+    assert best is not None
+    for c in candidates[1:]:
+        if c is not None and float(np.max(c[1])) < float(np.max(best[1])):
+            best = c
+    return best
+
+
+def _fresh_variances(state: EngineState, batch: QueryBatch, fresh: float) -> FloatArray:
+    """Each row's variance in the answer :func:`release` gives a fresh release of ``batch``
+    at noise variance ``fresh``: the better (:func:`_pick`) of its combination with its
+    marginal's stored releases and the least squares over every release with it. From the
+    matrices and noise scales only."""
+    comb = _combined_variances(state, batch, fresh)
+    hypo = _hypothetical(state, batch, fresh)
+    zeros = np.zeros(batch.num_queries)
+    return _pick([(zeros, comb), None if hypo is None else (zeros, hypo)])[1]
+
+
+def _needed_fresh(
+    state: EngineState, batch: QueryBatch, max_error: float, known: FloatArray | None
+) -> float:
+    """The largest noise variance of a fresh release of ``batch`` whose answer meets
+    ``max_error`` in every row (to 1%): at least what the combination with its marginal's
+    stored releases needs, at most what a full combination with the best earlier source
+    (``known``, each row's variance) would; bisected between."""
+    safe = fresh_variance_needed(max_error, _prior_variances(state, batch).tolist())
+    top = safe if known is None else fresh_variance_needed(max_error, known.tolist())
+
+    def meets(v: float) -> bool:
+        return _meets(_tuple(np.sqrt(_fresh_variances(state, batch, v))), max_error)
+
+    if top <= safe or not meets(safe):
+        return safe if meets(safe) else max_error * max_error
+    if meets(top):
+        return top
+    lo, hi = safe, top  # lo meets, hi does not
+    while hi > lo * 1.01:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if meets(mid) else (lo, mid)
+    return lo
+
+
 def _requested(state: EngineState, batch: QueryBatch, max_error: float) -> Decision:
     """Default mode, with a request: free from earlier releases when their stated error
     meets it, else a fresh release at the least charge that meets it (``dp.accuracy``)."""
@@ -1208,20 +1270,15 @@ def _requested(state: EngineState, batch: QueryBatch, max_error: float) -> Decis
             f"{asked} cannot be met: {earlier}, and this epoch's stream length is used up",
             hint="ask with a larger lapras.max_error; start a new epoch for new queries",
         )
-    prior = _prior_variances(state, batch)
     sens = acct.sensitivity_of(*batch_sensitivity(batch, cfg.contribution, state.domain))
     limit = min(online_left(state.pacing), acct.remaining())
-    charge = least_charge(
-        acct,
-        variance=fresh_variance_needed(max_error, prior.tolist()),
-        sensitivity=sens,
-        limit=limit,
-    )
+    needed = _needed_fresh(state, batch, max_error, None if known is None else known[1])
+    charge = least_charge(acct, variance=needed, sensitivity=sens, limit=limit)
     if charge is None or not acct.check(charge):
         best = known_error
         if limit > 0.0:
             at_limit = variance_at(acct, limit, sens)
-            best = min(best, float(np.sqrt(np.max(_combined_variances(state, batch, at_limit)))))
+            best = min(best, float(np.sqrt(np.max(_fresh_variances(state, batch, at_limit)))))
         can = (
             f"the budget left gives it a standard error of {best:.4g} at best"
             if math.isfinite(best)
@@ -1279,7 +1336,7 @@ def preview(state: EngineState, batch: QueryBatch, *, max_error: float | None = 
     if d.charge is None:
         return Preview(kind=d.kind, charge=0.0, std_errors=d.std_errors or (), status=st)
     fresh = noise_variance(d.charge.noise, d.charge.scale)
-    var = _combined_variances(state, batch, fresh) if state.config.reuse_releases else None
+    var = _fresh_variances(state, batch, fresh) if state.config.reuse_releases else None
     errors = _expected_errors(state, d) if var is None else _tuple(np.sqrt(var))
     return Preview(kind=d.kind, charge=d.charge.amount, std_errors=errors, status=st)
 
@@ -1378,7 +1435,33 @@ def release(
     batch = decision.batch
     prior = state.stored.get(batch.domain) if state.config.reuse_releases else None
     comb = None if prior is None else prior.add(batch.dense(), y, np.full(len(y), var))
-    return _released(decision, y, var, comb)
+    return _released(decision, y, var, comb, _with_every_release(state, [(batch, y, var)], 0))
+
+
+def _with_every_release(
+    state: EngineState, fresh: Sequence[tuple[QueryBatch, FloatArray, float]], i: int
+) -> list[tuple[FloatArray, FloatArray] | None]:
+    """Estimates of ``fresh[i]``'s batch from every release (``dp.inference``): with only
+    that fresh release joining the earlier ones (as :func:`decide` promised it), and with the
+    whole group's (default mode, kept batches only)."""
+    if not state.config.reuse_releases or not len(state.inference):
+        return []
+    base = state.inference
+    batch, y, var = fresh[i]
+    out: list[tuple[FloatArray, FloatArray] | None] = []
+    if _kept(batch):
+        m = Measurement.of_batch(len(base), batch, y, var)
+        # alone, it is the release the ledger will hold: the epoch's cache is kept (its key
+        # is its own); within a group, another release will hold that key: a cache of its own
+        own = base.add(m) if len(fresh) == 1 else Inference((*base.measurements, m))
+        out.append(own.estimate(batch))
+    group = base
+    for b, yy, v in fresh:
+        if _kept(b):
+            group = group.add(Measurement.of_batch(len(group), b, yy, v))
+    if len(fresh) > 1 and len(group) > len(base):
+        out.append(group.estimate(batch))
+    return out
 
 
 def _measured(
@@ -1400,17 +1483,23 @@ def _measured(
 
 
 def _released(
-    decision: Decision, y: FloatArray, var: float, comb: StoredInference | None
+    decision: Decision,
+    y: FloatArray,
+    var: float,
+    comb: StoredInference | None,
+    every: Sequence[tuple[FloatArray, FloatArray] | None] = (),
 ) -> ReleaseResult:
     """The ``Released`` event of a FRESH decision's measurement ``y``: its answers are ``y``,
-    or the GLS estimate from ``comb`` (stored releases that include this one)."""
+    or the GLS estimate from ``comb`` (stored releases that include this one), or one from
+    every release (``every``, :func:`_with_every_release`), whichever has the smallest
+    largest variance (:func:`_pick`)."""
     c, batch = decision.charge, decision.batch
     assert c is not None
-    answers = _tuple(y)
-    std = tuple(math.sqrt(var) for _ in range(len(y)))
+    found = (y, np.full(len(y), var))
     if comb is not None:
-        ans, v = comb.estimate(batch.dense())
-        answers, std = _tuple(ans), _tuple(np.sqrt(np.maximum(v, 0.0)))
+        found = comb.estimate(batch.dense())
+    ans, v = _pick([found, *every])
+    answers, std = _tuple(ans), _tuple(np.sqrt(np.maximum(v, 0.0)))
     ev = Released(
         position=c.position,
         key=batch.key,
@@ -1456,6 +1545,7 @@ def release_all(
         requests.append((kind, c.scale, d.batch.num_queries))
     ahead = DrawnAhead(sampler, requests)
     measured = {id(d): _measured(state, d, data, ahead) for d in fresh}
+    state0 = state  # (before any of the group's releases: what the group's estimates start from)
     # default mode: the group's releases over each marginal, added in order to its value
     combined: dict[Domain, StoredInference] = {}
     if state.config.reuse_releases:
@@ -1468,11 +1558,13 @@ def release_all(
             y, var = measured[id(d)]
             a, v = d.batch.dense(), np.full(len(y), var)
             combined[dom] = StoredInference.of(a, y, v) if prior is None else prior.add(a, y, v)
+    group = [(d.batch, *measured[id(d)]) for d in fresh]
     results = []
     for d in decisions:
         if d.kind is DecisionKind.FRESH:
             y, var = measured[id(d)]
-            result = _released(d, y, var, combined.get(d.batch.domain))
+            every = _with_every_release(state0, group, fresh.index(d))
+            result = _released(d, y, var, combined.get(d.batch.domain), every)
         else:
             result = release(state, d, data, ahead)
         for ev in result.events:

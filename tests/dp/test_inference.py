@@ -200,3 +200,29 @@ def test_the_engine_answers_from_every_release() -> None:
     )
     state, d, _ = answer(state, one_age, x, SeededSampler(3))
     assert d.kind is DecisionKind.FRESH and len(state.inference) == 3
+
+
+def test_a_request_is_met_at_the_least_charge_with_every_release() -> None:
+    """The total, known from a race release and a sex release; asked more precisely than
+    that: one fresh release of it, charged less than a fresh answer alone would need, since
+    its answer is the least squares over all three (as the decision promised)."""
+    from dp.accuracy import least_charge
+
+    dom = Domain.of(("race", 5), ("sex", 2))
+    x = np.random.default_rng(5).integers(0, 40, dom.size).astype(float)
+    cfg = EngineConfig(epsilon=1.0, delta=1e-3, stream_length=50, expected_fresh=5)
+    state, _ = start(cfg, dom, QueryBatch.from_dense(RACE, np.eye(5)), x, SeededSampler(1))
+    state, _, _ = answer(state, QueryBatch.from_dense(SEX, np.eye(2)), x, SeededSampler(2))
+    total = QueryBatch.from_dense(SEX, [[1, 1]])
+    known = state.inference.estimate(total)
+    assert known is not None
+    asked = 0.6 * float(np.sqrt(known[1][0]))
+    d = decide(state, total, max_error=asked)
+    assert d.kind is DecisionKind.FRESH and d.charge is not None
+    alone = least_charge(
+        state.accountant, variance=asked**2, sensitivity=1.0, limit=state.accountant.total
+    )
+    assert alone is not None and d.charge.amount < 0.9 * alone
+    after, _, r = answer(state, total, x, SeededSampler(3), max_error=asked)
+    assert r.std_errors[0] <= asked * (1 + 1e-9)
+    assert after.accountant.spent == pytest.approx(state.accountant.spent + d.charge.amount)
