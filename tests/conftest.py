@@ -20,6 +20,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import psycopg
 import psycopg.sql
 import pytest
+import single_blas_thread  # noqa: F401  (before numpy: one BLAS thread per process)
 
 from proxy import provision
 from proxy.embedded import EmbeddedPostgres, provision_adult
