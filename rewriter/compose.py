@@ -353,6 +353,29 @@ def _drive(gen: Steps, answer: Callable[[Plan], Released]) -> Result:
         return result
 
 
+def _groups_with_rows(node: exp.Select, table: TableDecl | None) -> exp.Select:
+    """A grouped aggregate read by an outer query, as a release of the groups that hold rows:
+    ``HAVING count(*) > 0`` added (on the noisy count: post-processing). A top-level grouped
+    statement returns every public group (docs/sql.md §2.3), but an outer query over its rows
+    (an average over groups, a join, a set operation) means PostgreSQL's groups, which omit the
+    empty ones. Left as written: no GROUP BY, no aggregate (public values answered at no
+    cost), or a table with a privacy unit (its questions about units have forms of their own).
+    """
+    if not node.args.get("group") or (table is not None and table.unit is not None):
+        return node
+    aggregates = [
+        a
+        for e in [*node.expressions, node.args.get("having")]
+        if e is not None
+        for a in e.find_all(exp.AggFunc)
+        if a.find_ancestor(exp.Subquery, exp.Select) in (None, node)
+    ]
+    if not aggregates:
+        return node
+    rows = exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(0))
+    return node.copy().having(rows, copy=False)
+
+
 def _stand_in(plan: Plan) -> Released:
     """Stand-in answers for the classification's dry run (no data): every count 1, every
     histogram count 1, every sum the middle of the range its expression takes in the group
@@ -401,6 +424,7 @@ class _Run:
         self.answered: dict[str, Released] = {}  # by batch key
         self.table: TableDecl | None = None
         self.depth = 0  # released values substituted so far (0: the text is static)
+        self.top: exp.Expression | None = None  # the statement's own query
 
     # -- statements --
 
@@ -416,6 +440,7 @@ class _Run:
                 hint="write a SELECT of aggregates",
             )
         tree = _inline_ctes(tree, {}, self.table)
+        self.top = tree
         rel = yield from self.query(tree)
         columns = tuple(
             OutputColumn(name=n, type_oid=TYPE_OIDS.get(t, 0))
@@ -465,6 +490,7 @@ class _Run:
     # -- SELECT --
 
     def select(self, node: exp.Select) -> Gen:
+        nested = node is not self.top
         node = yield from self.substitute(node)
         key = node.sql(dialect=POSTGRES)
         hit = self.memo.get(key)
@@ -473,8 +499,11 @@ class _Run:
         direct = any(self.is_protected(it) for it in _from_items(node))
         rel = None
         if _protected_tables(node, self.schema):
+            part = _groups_with_rows(node, self.table) if nested else node
             try:
-                rel = yield from self.release(node, key)
+                rel = yield from self.release(
+                    part, key if part is node else part.sql(dialect=POSTGRES)
+                )
             except UnsupportedError as refused:
                 if direct or refused.sqlstate != "0A000":
                     raise
