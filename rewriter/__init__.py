@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from . import compose
+from .answers import aggregate_errors, histogram_intervals, postprocess
 from .classify import (
     DPStatement,
     Passthrough,
@@ -70,9 +71,6 @@ from .plan import (
     OutputColumn,
     Plan,
     PostProcess,
-    aggregate_errors,
-    histogram_intervals,
-    postprocess,
 )
 from .reduce import _fingerprint
 from .schema import Schema, load_schema, parse_schema

@@ -45,13 +45,10 @@ from .guard import (
     mentions_statistics,
     name_pattern,
 )
+from .names import cast_type, ident, output_name, unalias
 from .normalise import (
     Logical,
-    _output_name,
-    _unalias,
-    cast_type,
     cast_words,
-    ident,
     normalise,
     union_logical,
 )
@@ -555,13 +552,13 @@ def _probe_columns(select: exp.Select, table: TableDecl) -> tuple[OutputColumn, 
                 hint=f"declared columns: {', '.join(c for c, _ in table.columns)}",
             )
     for item in select.expressions:
-        inner = _unalias(item)
+        inner = unalias(item)
         if isinstance(inner, exp.Star) or (
             isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)
         ):
             cols.extend(OutputColumn(name=c, type_oid=TYPE_OIDS[t]) for c, t in table.columns)
             continue
-        cols.append(OutputColumn(name=_output_name(item), type_oid=_probe_type(inner, table)))
+        cols.append(OutputColumn(name=output_name(item), type_oid=_probe_type(inner, table)))
     return tuple(cols)
 
 

@@ -61,6 +61,7 @@ from sqlglot import exp
 from dp.errors import InternalError, LaprasError
 
 from . import pgeval, pgtime
+from .answers import postprocess
 from .dialect import POSTGRES
 from .errors import (
     BindError,
@@ -69,12 +70,10 @@ from .errors import (
     UndefinedTableError,
     UnsupportedError,
 )
+from .names import ident, output_name, unalias
 from .normalise import (
     GroupingError,
     _Builder,
-    _output_name,
-    _unalias,
-    ident,
     row_count,
     sql_words,
     typeof,
@@ -89,7 +88,6 @@ from .plan import (
     PostExpr,
     Window,
     evaluate_with,
-    postprocess,
     window_values,
     windows_of,
 )
@@ -1032,7 +1030,7 @@ def _evaluate(
         rows = [r for r in rows if _truth(cond, _key_leaf(r))]
     items: list[exp.Expression] = []
     for e in node.expressions:
-        inner = _unalias(e)
+        inner = unalias(e)
         if isinstance(inner, exp.Star) or (
             isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)
         ):
@@ -1053,7 +1051,7 @@ def _evaluate(
                 )
             continue
         items.append(e)
-    names = [_output_name(e) for e in items]
+    names = [output_name(e) for e in items]
     group = node.args.get("group")
     aggregated = (
         group is not None
@@ -1069,13 +1067,13 @@ def _evaluate(
         contexts, post_leaf = _grouped(run_, b, node, items, names, scope, rows, row_leaf)
     else:
         contexts, post_leaf = _ungrouped(b, rows, row_leaf)
-    outputs = [b.convert(_unalias(e), post_leaf) for e in items]
+    outputs = [b.convert(unalias(e), post_leaf) for e in items]
     types = [_result_type(typeof(o)) for o in outputs]
     outputs = [b._as(o, t) for o, t in zip(outputs, types, strict=True)]
     # ORDER BY: an output name or position, else an expression in the same context
     order_items: list[OrderItem] = []
     onode = node.args.get("order")
-    aliases_out = {_output_name(e) for e in items if isinstance(e, exp.Alias)}
+    aliases_out = {output_name(e) for e in items if isinstance(e, exp.Alias)}
     input_names = {c.name for c in scope}
     for o in onode.expressions if onode is not None else []:
         e = o.this
@@ -1086,7 +1084,7 @@ def _evaluate(
             order_items.append(_order_item(o, outputs[pos - 1]))
             continue
         if isinstance(e, exp.Column) and not e.args.get("table"):
-            oname = _output_name(e)
+            oname = output_name(e)
             if oname in names and (oname in aliases_out or oname not in input_names):
                 order_items.append(_order_item(o, outputs[names.index(oname)]))
                 continue
@@ -1192,11 +1190,11 @@ def _grouped(
             if pos is not None:
                 if not 1 <= pos <= len(items):
                     raise run_.position_error("GROUP BY", pos)
-                target = _unalias(items[pos - 1])
+                target = unalias(items[pos - 1])
             elif isinstance(g, exp.Column) and not g.args.get("table"):
-                gname = _output_name(g)
+                gname = output_name(g)
                 if gname not in input_names and gname in names:
-                    target = _unalias(items[names.index(gname)])
+                    target = unalias(items[names.index(gname)])
             ge = b.convert(target, plain)
             if ge not in group_exprs:
                 group_exprs.append(ge)

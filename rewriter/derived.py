@@ -25,7 +25,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from .normalise import _output_name, _unalias, ident
+from .names import ident, output_name, unalias
 
 
 def _is_plain_filter(select: exp.Select) -> bool:
@@ -53,13 +53,13 @@ def _output_map(select: exp.Select) -> dict[str, exp.Expression] | None:
     is mixed in a way that hides names)."""
     out: dict[str, exp.Expression] = {}
     for item in select.expressions:
-        inner = _unalias(item)
+        inner = unalias(item)
         if isinstance(inner, exp.Star) or (
             isinstance(inner, exp.Column) and isinstance(inner.this, exp.Star)
         ):
             out["*"] = inner
             continue
-        out.setdefault(_output_name(item), inner)
+        out.setdefault(output_name(item), inner)
     return out
 
 
@@ -252,5 +252,5 @@ def _project(
         if isinstance(new, exp.Alias):
             items.append(new)
         else:
-            items.append(exp.alias_(new, exp.to_identifier(_output_name(item), quoted=True)))
+            items.append(exp.alias_(new, exp.to_identifier(output_name(item), quoted=True)))
     return items

@@ -1,7 +1,7 @@
 """No impossible answers: every released value kept inside the domain its SQL type and the
 declaration allow, and never NULL on the word of noise alone.
 
-An answer may be noisy; it must never be impossible. :func:`rewriter.plan.postprocess` turns
+An answer may be noisy; it must never be impossible. :func:`rewriter.answers.postprocess` turns
 the noisy answers of a batch into rows; the checks here sit inside it, as post-processing of
 the noisy answers and of public facts only (the declared domains, the statement, the public
 noise scales), so they cost no privacy:
@@ -34,7 +34,7 @@ noise scales), so they cost no privacy:
   have (public) are read.
 
 Each value thus lies in the declared domain of its argument; the property test
-``tests/rewriter/test_domain.py`` draws random statements of every supported kind, answers
+``tests/rewriter/test_domaincheck.py`` draws random statements of every supported kind, answers
 them with the engine's real noise and checks it against PostgreSQL (docs/sql.md §2.2).
 """
 
@@ -45,14 +45,22 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
-if TYPE_CHECKING:  # plan imports this module
-    from .normalise import Logical
-    from .plan import AggRef, Plan, PostExpr
+from .plan import (
+    AggRef,
+    Arith,
+    Cast,
+    Layout,
+    Logical,
+    MeasureKind,
+    Plan,
+    PostExpr,
+    nodes,
+    transform,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +84,6 @@ def evidence(
 ) -> list[Evidence]:
     """Each group's :class:`Evidence`, from the batch's answers and standard errors (None:
     exact answers) and the plan's public weights."""
-    from .plan import Layout
-
     width = plan.row_width
     groups = plan.num_groups
     layouts = plan.layouts or tuple(Layout(offset=j, width=1, scale=1.0) for j in range(width))
@@ -200,11 +206,9 @@ _WITHIN: OrderedDict[tuple[object, ...], list[tuple[tuple[int, ...], ...]]] = Or
 _WITHIN_SIZE = 256
 
 
-def _within(plan: Plan, layouts: Sequence[object]) -> list[tuple[tuple[int, ...], ...]]:
+def _within(plan: Plan, layouts: Sequence[Layout]) -> list[tuple[tuple[int, ...], ...]]:
     """Per group, per measure: the count measures whose rows are a superset of its own (a
     count measure only; weights compared cell by cell, so multiplicities count too)."""
-    from .plan import Layout, MeasureKind
-
     counts = [
         j
         for j, m in enumerate(plan.measures)
@@ -226,7 +230,6 @@ def _within(plan: Plan, layouts: Sequence[object]) -> list[tuple[tuple[int, ...]
         rows = {}
         for j in counts:
             lay = layouts[j]
-            assert isinstance(lay, Layout)
             r = g * width + lay.offset
             lo, hi = int(m.indptr[r]), int(m.indptr[r + 1])
             rows[j] = (m.indices[lo:hi], m.data[lo:hi] * lay.scale)
@@ -275,8 +278,6 @@ def _contains(
 def _asked(plan: Plan) -> tuple[bool, ...]:
     """For each measure, whether the statement releases an aggregate made from it (a count
     kept only to tell whether a SUM is NULL is not released)."""
-    from .plan import AggRef, nodes
-
     asked = [False] * len(plan.measures)
     post = plan.post
     for e in nodes((post.outputs, post.having, tuple(o.expr for o in post.order_by))):
@@ -308,8 +309,6 @@ def mark_ratios(e: PostExpr) -> PostExpr:
     (``AggRef.ratio``: a noisy count of zero divides as one), and a ``sum(x)`` divided by its
     own count (the same rows' non-NULL values: the measure the SUM is NULL by) marked too, as
     an average written out: see the module doc."""
-    from .normalise import transform
-    from .plan import AggRef, Arith, Cast
 
     def core(x: PostExpr) -> AggRef | None:
         while isinstance(x, Cast) and not x.typmod:

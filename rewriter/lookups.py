@@ -47,20 +47,33 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
 from sqlglot import exp
 
+from . import pgeval
 from .errors import DomainTooLargeError, UnsupportedError
-from .plan import AttrRef, Func, Param, PExpr, PostExpr, Pred, nodes
+from .names import output_name
+from .plan import (
+    AttrRef,
+    Compare,
+    Const,
+    Func,
+    Logical,
+    Lookup,
+    Param,
+    PExpr,
+    PLogic,
+    PostExpr,
+    Pred,
+    nodes,
+    typed_const,
+)
 from .public_tables import PublicTableDecl
 from .schema import AttributeDecl, Kind, Schema, TableDecl, ViewDecl
-
-if TYPE_CHECKING:
-    from .normalise import Logical
 
 #: The function of the IR that reads a column of a public relation's row:
 #: ``lookup_field(<the relation's axis>, <column index>, <column name>)``.
@@ -107,12 +120,6 @@ def _alias(node: exp.Expression) -> tuple[str, tuple[str, ...]]:
     return _id(alias.this), tuple(_id(c) for c in alias.args.get("columns") or [])
 
 
-def _output_name(node: exp.Expression) -> str:
-    from .normalise import _output_name as name
-
-    return name(node)
-
-
 def _constant_rows(
     body: exp.Expression,
 ) -> tuple[tuple[str, ...], list[tuple[exp.Expression, ...]], bool] | None:
@@ -151,7 +158,7 @@ def _constant_rows(
     row = tuple(e.this if isinstance(e, exp.Alias) else e for e in body.expressions)
     if any(isinstance(n, exp.Column | exp.Star | exp.Query) for e in row for n in e.walk()):
         return None
-    return tuple(_output_name(e) for e in body.expressions), [row], False
+    return tuple(output_name(e) for e in body.expressions), [row], False
 
 
 def _with(select: exp.Select) -> exp.With | None:
@@ -432,26 +439,6 @@ def extract(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Lookup:
-    """A public relation of a normalised statement: its alias, the axis it is over among the
-    statement's cells, how it is joined, its columns and their types, its rows (values of
-    those types; None until a declared table's rows are bound: :func:`filled`) and the join
-    condition (``inner`` joins: in the WHERE; ``notin``: ``on`` the subquery's condition,
-    ``member`` the comparison); ``sql``: how templates write it."""
-
-    alias: str
-    axis: str
-    join: str
-    columns: tuple[str, ...]
-    types: tuple[str, ...]
-    rows: tuple[tuple[object, ...], ...] | None
-    table: str | None = None
-    on: Pred | None = None
-    member: Pred | None = None
-    sql: str = ""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class LookupAxis(AttributeDecl):
     """The axis of a public relation among a statement's cells: one cell per distinct row of
     the columns the statement reads (``values``: the rows, as tuples), each standing for
@@ -469,8 +456,6 @@ def quoted(name: str) -> str:
 
 def field_ref(lookup: Lookup, column: str) -> PostExpr:
     """The IR of ``alias.column``: the column of the relation's row in a cell."""
-    from .plan import Const
-
     k = lookup.columns.index(column)
     return Func(
         name=FIELD,
@@ -493,8 +478,6 @@ def field_value(row: object, index: object) -> object:
 
 def used_columns(logical: Logical, axis: str) -> list[int]:
     """The columns of relation ``axis`` the statement reads."""
-    from .plan import Const
-
     parts = (
         logical.outputs,
         logical.where,
@@ -782,8 +765,6 @@ def semi_sql(
     """A template's condition for an EXISTS / IN subquery over a public relation."""
     where = f" WHERE {pred_sql(lk.on)}" if lk.on is not None else ""
     if lk.join == "notin":
-        from .plan import Compare
-
         assert isinstance(lk.member, PExpr) and isinstance(lk.member.expr, Compare)
         cmp = lk.member.expr
         return f"{expr_sql(cmp.left)} NOT IN (SELECT {expr_sql(cmp.right)} FROM {lk.sql}{where})"
@@ -802,7 +783,6 @@ class Begun:
     def where(self, where: Pred | None) -> Pred | None:
         """The statement's WHERE with the inner joins' conditions (an inner join's ``ON``
         is a condition on the joined rows, as its WHERE is)."""
-        from .plan import PLogic
 
         parts = [*self.inner, *([where] if where is not None else [])]
         if not parts:
@@ -826,10 +806,6 @@ def begin(b: Any, found: Sequence[Found]) -> Begun:
     relations ``found``: their columns' types and typed rows, their axes among the table's
     attributes (``b.table``), the resolution of their names (``b.resolver``), and their join
     conditions converted to the IR."""
-    from . import pgeval
-    from .normalise import _literal_sql, _typed_const
-    from .plan import Const, PLogic
-
     table: TableDecl = b.table
 
     def literal(e: exp.Expression) -> Const:
@@ -855,7 +831,7 @@ def begin(b: Any, found: Sequence[Found]) -> Begun:
             return c.value
         try:
             v = (
-                _typed_const(c.value, t).value
+                typed_const(c.value, t).value
                 if c.pg_type in ("unknown", "")
                 else pgeval.cast(c.value, c.pg_type, t)
             )
@@ -875,7 +851,7 @@ def begin(b: Any, found: Sequence[Found]) -> Begun:
             rows=rows,
             table=f.table.qualified if f.table is not None else None,
         )
-        lookups.append(dataclasses.replace(lk, sql=template_sql(lk, _literal_sql)))
+        lookups.append(dataclasses.replace(lk, sql=template_sql(lk, pgeval.literal_sql)))
     axes = [axis_of(lk, lk.rows or (), range(len(lk.columns))) for lk in lookups]
     b.table = with_axes(table, axes)
     using = {u for f in found for u in f.using}

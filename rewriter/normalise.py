@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
-from typing import TypeAlias, TypeVar
 
 from sqlglot import exp
 
@@ -50,6 +49,7 @@ from .plan import (
     GroupingRef,
     KeyRef,
     Logic,
+    Logical,
     Measure,
     MeasureKind,
     OrderItem,
@@ -63,13 +63,17 @@ from .plan import (
     PLogic,
     PostExpr,
     Pred,
+    Value,
     Window,
     evaluate_with,
     nodes,
+    transform,
+    typed_const,
 )
 
 __all__ = ["Logical", "Param", "normalise", "union_logical"]
 from . import lookups as lookups_
+from .names import cast_type, ident, output_name, unalias
 from .schema import (
     FLOAT_TYPES,
     INTEGER_TYPES,
@@ -87,41 +91,6 @@ class GroupingError(UnsupportedError):
     sqlstate = "42803"
 
 
-Value: TypeAlias = object  # a Python literal value or a Param
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Logical:
-    """A normalised DP statement (may still contain :class:`Param` values).
-
-    ``group_by``: the grouping expressions over attributes (an :class:`AttrRef` for a plain
-    column); ``grouping_sets``: for ``ROLLUP``/``CUBE``/``GROUPING SETS``, the indexes of
-    ``group_by`` each set groups by (empty: one set of all of them).
-    """
-
-    table: TableDecl = field(repr=False)
-    columns: tuple[OutputColumn, ...]
-    outputs: tuple[PostExpr, ...]
-    where: Pred | None
-    group_by: tuple[PostExpr, ...]
-    measures: tuple[Measure, ...]
-    having: PostExpr | None
-    order_by: tuple[OrderItem, ...]
-    limit: Value | None
-    offset: Value | None
-    param_types: tuple[int, ...]
-    attributes: frozenset[str]
-    template: str
-    bindings: tuple[Value, ...]
-    zero_rows: bool = False
-    grouping_sets: tuple[tuple[int, ...], ...] = ()
-    distinct: bool = False
-    count_rows: bool = False  # the result is the number of rows (a count of groups)
-    branches: tuple[Logical, ...] = ()  # UNION [ALL]: the branches (this one is their union)
-    #: The public relations it joins (rewriter.lookups); ``table`` then has their axes.
-    lookups: tuple[lookups_.Lookup, ...] = ()
-
-
 _FLIP = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _OPS: dict[type[exp.Expression], str] = {
     exp.EQ: "=",
@@ -133,13 +102,6 @@ _OPS: dict[type[exp.Expression], str] = {
 }
 _ARITH: dict[type[exp.Expression], str] = {
     exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%",
-}  # fmt: skip
-
-_DTYPES: dict[str, str] = {
-    "INT": "int4", "SMALLINT": "int2", "BIGINT": "int8", "DECIMAL": "numeric", "TEXT": "text",
-    "VARCHAR": "varchar", "CHAR": "bpchar", "BOOLEAN": "bool", "DATE": "date", "DOUBLE": "float8",
-    "FLOAT": "float4", "BPCHAR": "bpchar", "TIMESTAMP": "timestamp", "TIMESTAMPTZ": "timestamptz",
-    "INTERVAL": "interval",
 }  # fmt: skip
 
 #: sqlglot function nodes evaluated by rewriter.pgeval, and their PostgreSQL names.
@@ -192,15 +154,6 @@ def sql_words(node: exp.Expression) -> str:
     return node.key.replace("_", " ").upper()
 
 
-def cast_type(node: exp.Cast) -> str | None:
-    """Canonical PostgreSQL type name of a cast target, if it is one we understand."""
-    to = node.args.get("to")
-    if not isinstance(to, exp.DataType):
-        return None
-    name = to.this.name if hasattr(to.this, "name") else str(to.this)
-    return _DTYPES.get(str(name).upper())
-
-
 def cast_words(node: exp.Expression) -> str:
     """The target type of a cast as PostgreSQL names it (``money``, ``json``, ``uuid``)."""
     to = node.args.get("to")
@@ -228,15 +181,6 @@ def cast_typmod(node: exp.Cast) -> tuple[int, ...]:
                 raise UnsupportedError("a type modifier that is not a number")
             mods.append(int(str(lit.this)))
     return tuple(mods)
-
-
-def ident(node: exp.Identifier | str | None) -> str:
-    """PostgreSQL's folding: unquoted identifiers are lower-cased."""
-    if node is None:
-        return ""
-    if isinstance(node, str):
-        return node.lower()
-    return str(node.this) if node.quoted else str(node.this).lower()
 
 
 def _unsupported(what: str, table: TableDecl, hint: str | None = None) -> UnsupportedError:
@@ -297,39 +241,8 @@ def typeof(e: PostExpr) -> str:
     if isinstance(e, Compare | Logic):
         return "bool"
     if isinstance(e, Const):
-        return e.pg_type or _literal_type(e.value)
+        return e.pg_type or pgeval.literal_type(e.value)
     return e.pg_type or "int8"
-
-
-def _literal_type(v: object) -> str:
-    if v is None:
-        return "unknown"
-    if isinstance(v, bool):
-        return "bool"
-    if isinstance(v, int):
-        return "int4" if -(2**31) <= v < 2**31 else ("int8" if -(2**63) <= v < 2**63 else "numeric")
-    if isinstance(v, Decimal | Fraction):
-        return "numeric"
-    if isinstance(v, float):
-        return "float8"
-    if isinstance(v, dt.date):
-        return "date"
-    if isinstance(v, Param):
-        return "unknown"
-    return "unknown"
-
-
-def _typed_const(v: object, t: str, zone: str = "UTC") -> Const:
-    """An untyped literal given the type of what it is compared or combined with (``zone``:
-    the session's TimeZone, for a ``timestamp with time zone``)."""
-    if isinstance(v, str) and t != "unknown":
-        try:
-            return Const(value=pgeval.cast(v, "unknown", t, zone=zone), pg_type=t)
-        except pgeval.EvalError as e:
-            raise InvalidValueError(e.message) from None
-        except pgeval.TypeMismatch:
-            return Const(value=v, pg_type="text")
-    return Const(value=v, pg_type=t if v is None else _literal_type(v))
 
 
 def _position_error(clause: str, n: int) -> UnsupportedError:
@@ -559,7 +472,7 @@ class _Builder:
             if isinstance(v, str):
                 raise InvalidValueError("invalid input for unary minus")
             v = -v
-        c = Const(value=v, pg_type=_literal_type(v) if not isinstance(v, str) else "unknown")
+        c = Const(value=v, pg_type=pgeval.literal_type(v) if not isinstance(v, str) else "unknown")
         if cast is not None:
             try:
                 return Const(
@@ -818,7 +731,7 @@ class _Builder:
     def _as(self, e: PostExpr, t: str) -> PostExpr:
         """``e`` as a value of type ``t`` when it is an untyped literal."""
         if isinstance(e, Const) and e.pg_type in ("unknown", "") and not isinstance(e.value, Param):
-            return _typed_const(e.value, t, self.zone)
+            return typed_const(e.value, t, self.zone)
         if isinstance(e, Const) and isinstance(e.value, Param) and e.pg_type == "unknown":
             return Const(value=e.value, pg_type=t)
         return e
@@ -1238,56 +1151,6 @@ def check_clauses(select: exp.Select, table: TableDecl) -> None:
 
 
 #: PostgreSQL's output names of function calls (FigureColname), where sqlglot renames them.
-_NAMES: dict[type[exp.Expression], str] = {
-    exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max",
-    exp.Stddev: "stddev", exp.StddevPop: "stddev_pop", exp.StddevSamp: "stddev_samp",
-    exp.Variance: "variance", exp.VariancePop: "var_pop", exp.PercentileCont: "percentile_cont",
-    exp.PercentileDisc: "percentile_disc", exp.Round: "round", exp.Floor: "floor",
-    exp.Ceil: "ceil", exp.Abs: "abs", exp.Sign: "sign", exp.Trunc: "trunc", exp.Lower: "lower",
-    exp.Upper: "upper", exp.Coalesce: "coalesce", exp.Nullif: "nullif",
-    exp.Greatest: "greatest", exp.Least: "least", exp.Length: "length",
-    exp.Substring: "substring", exp.WidthBucket: "width_bucket", exp.Extract: "extract",
-    exp.TimestampTrunc: "date_trunc", exp.DateTrunc: "date_trunc", exp.Trim: "btrim",
-    exp.Concat: "concat", exp.Case: "case", exp.RowNumber: "row_number", exp.Rank: "rank",
-    exp.DenseRank: "dense_rank", exp.PercentRank: "percent_rank", exp.CumeDist: "cume_dist",
-    exp.Ntile: "ntile", exp.Lag: "lag", exp.Lead: "lead", exp.FirstValue: "first_value",
-    exp.LastValue: "last_value", exp.NthValue: "nth_value", exp.Mode: "mode",
-    exp.Grouping: "grouping",
-    exp.Date: "date", exp.AtTimeZone: "timezone", exp.Interval: "interval",
-    exp.MakeInterval: "make_interval",
-}  # fmt: skip
-
-
-def _output_name(node: exp.Expression) -> str:
-    """The column name PostgreSQL gives a select-list item (FigureColname)."""
-    if isinstance(node, exp.Alias):
-        return ident(node.args["alias"])
-    inner = node
-    while isinstance(inner, exp.Paren):
-        inner = inner.this
-    if isinstance(inner, exp.Cast):
-        below = _output_name(inner.this)
-        if below != "?column?":
-            return below
-        return cast_type(inner) or "?column?"
-    if isinstance(inner, exp.Column):
-        return ident(inner.this) if isinstance(inner.this, exp.Identifier) else inner.name.lower()
-    if isinstance(inner, exp.Window | exp.Filter | exp.WithinGroup):
-        return _output_name(inner.this)
-    name = _NAMES.get(type(inner))
-    if name is not None:
-        return name
-    if isinstance(inner, exp.Anonymous):
-        return inner.name.lower()
-    if isinstance(inner, exp.Boolean):
-        return "bool"
-    return "?column?"
-
-
-def _unalias(node: exp.Expression) -> exp.Expression:
-    return node.this if isinstance(node, exp.Alias) else node
-
-
 def _int_literal(node: exp.Expression) -> int | None:
     if isinstance(node, exp.Literal) and not node.is_string:
         try:
@@ -1628,10 +1491,10 @@ def normalise(
     joins = lookups_.begin(b, lookups) if lookups else None
     table = b.table
     items = list(select.expressions)
-    out_names = [_output_name(e) for e in items]
+    out_names = [output_name(e) for e in items]
     for e in items:
-        if isinstance(_unalias(e), exp.Star) or (
-            isinstance(_unalias(e), exp.Column) and isinstance(_unalias(e).this, exp.Star)
+        if isinstance(unalias(e), exp.Star) or (
+            isinstance(unalias(e), exp.Column) and isinstance(unalias(e).this, exp.Star)
         ):
             raise GroupingError(
                 f"SELECT * cannot be combined with aggregates over protected table {table.name}",
@@ -1651,11 +1514,11 @@ def normalise(
             if n is not None:
                 if not 1 <= n <= len(items):
                     raise _position_error("GROUP BY", n)
-                target = _unalias(items[n - 1])
+                target = unalias(items[n - 1])
             elif isinstance(g, exp.Column) and not g.table:
                 name = ident(g.this) if isinstance(g.this, exp.Identifier) else g.name.lower()
                 if table.column_type(name) is None and name in out_names:
-                    target = _unalias(items[out_names.index(name)])
+                    target = unalias(items[out_names.index(name)])
             ref = b.attr_ref(target, output=True)
             if ref is not None:
                 attr = ref[0]
@@ -1676,7 +1539,7 @@ def normalise(
     ):
         # SELECT DISTINCT a, b without aggregates is GROUP BY a, b: the public values
         for item in items:
-            ge = b.cell(_unalias(item))
+            ge = b.cell(unalias(item))
             if ge not in group:
                 group.append(ge)
     group_t = tuple(group)
@@ -1744,7 +1607,7 @@ def normalise(
     outputs: list[PostExpr] = []
     columns: list[OutputColumn] = []
     for e, name in zip(items, out_names, strict=True):
-        pe = post(_unalias(e))
+        pe = post(unalias(e))
         typ = typeof(pe)
         if typ == "unknown":
             typ = "text"
@@ -1764,14 +1627,14 @@ def normalise(
     having_node = select.args.get("having")
     having = post(having_node.this) if having_node is not None else None
 
-    aliases_out = [_output_name(i) for i in items if isinstance(i, exp.Alias)]
+    aliases_out = [output_name(i) for i in items if isinstance(i, exp.Alias)]
     order: list[OrderItem] = []
     onode = select.args.get("order")
     if onode is not None:
         for o in onode.expressions:
             expr = o.this
             n = _int_literal(expr)
-            oname = _output_name(expr) if isinstance(expr, exp.Column) and not expr.table else None
+            oname = output_name(expr) if isinstance(expr, exp.Column) and not expr.table else None
             if n is not None:
                 if not 1 <= n <= len(items):
                     raise _position_error("ORDER BY", n)
@@ -1891,8 +1754,8 @@ def union_logical(parts: Sequence[Logical], tree: exp.Union, distinct: bool) -> 
     for o in onode.expressions if onode is not None else []:
         e = o.this
         n = _int_literal(e)
-        if n is None and isinstance(e, exp.Column) and not e.table and _output_name(e) in names:
-            n = names.index(_output_name(e)) + 1
+        if n is None and isinstance(e, exp.Column) and not e.table and output_name(e) in names:
+            n = names.index(output_name(e)) + 1
         if n is None or not 1 <= n <= len(names):
             raise _unsupported(
                 "ORDER BY of a UNION by an expression", table,
@@ -1957,28 +1820,6 @@ def _key_index(e: PostExpr) -> int:
     return e.index
 
 
-_T = TypeVar("_T")
-
-
-def transform(e: _T, fn: Callable[[object], object | None]) -> _T:
-    """``e`` with every node for which ``fn`` returns a value replaced by it (a rebuild of
-    the frozen IR; tuples are rebuilt element by element)."""
-    got = fn(e)
-    if got is not None:
-        return got  # type: ignore[return-value]
-    if isinstance(e, tuple):
-        return tuple(transform(x, fn) for x in e)  # type: ignore[return-value]
-    if dataclasses.is_dataclass(e) and not isinstance(e, type):
-        changes = {}
-        for f in dataclasses.fields(e):
-            v = getattr(e, f.name)
-            nv = transform(v, fn)
-            if nv is not v:
-                changes[f.name] = nv
-        return dataclasses.replace(e, **changes) if changes else e
-    return e
-
-
 def _canonical(
     measures: list[Measure],
     outputs: tuple[PostExpr, ...],
@@ -2038,7 +1879,7 @@ def _fmt_pred(p: Pred, b: list[Value] | None) -> str:
         if b is None:
             if isinstance(p.value, Param):
                 return f"{attr} {p.op} ${p.value.index + 1}"
-            return f"{attr} {p.op} {_literal_sql(_post_literal(p.value), '')}"
+            return f"{attr} {p.op} {pgeval.literal_sql(_post_literal(p.value), '')}"
         return f"{attr} {p.op} {_fmt_value(p.value, b)}"
     if isinstance(p, PIsNull):
         return f"{_attr_sql(p.attribute)} IS NULL"
@@ -2066,22 +1907,6 @@ def _fmt_measure(m: Measure) -> str:
     if m.filter is not None:
         text += f" FILTER (WHERE {_fmt_pred(m.filter, None)})"
     return text
-
-
-def _literal_sql(v: object, t: str) -> str:
-    if v is None:
-        return "NULL" if t in ("", "unknown") else f"CAST(NULL AS {pgeval.sql_type(t)})"
-    if isinstance(v, bool):
-        return "TRUE" if v else "FALSE"
-    if isinstance(v, int | Decimal):
-        return str(v) if v >= 0 else f"({v})"
-    if isinstance(v, float):
-        return f"CAST('{pgeval.float_text(v)}' AS double precision)"
-    time = pgtime.literal_sql(v)
-    if time is not None:
-        return time
-    text = "'" + str(v).replace("'", "''") + "'"
-    return text if t in ("", "unknown", "text") else f"CAST({text} AS {pgeval.sql_type(t)})"
 
 
 _AGG_SQL = {
@@ -2125,7 +1950,7 @@ def _fmt_expr(
     if isinstance(e, Const):
         if isinstance(e.value, Param):
             return _fmt_value(e.value, b)
-        return _literal_sql(e.value, e.pg_type)
+        return pgeval.literal_sql(e.value, e.pg_type)
     if isinstance(e, Compare | Arith):
         return f"({f(e.left)} {e.op} {f(e.right)})"
     if isinstance(e, Logic):

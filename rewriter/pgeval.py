@@ -26,6 +26,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal, InvalidOperation
+from fractions import Fraction
 from functools import lru_cache
 
 from .pgtypes import CTX as _CTX
@@ -394,6 +395,42 @@ def float_text(x: float) -> str:
             )
         r = f"{mant}e{'+' if n >= 0 else '-'}{abs(n):02d}"
     return r
+
+
+def literal_type(v: object) -> str:
+    """The type PostgreSQL gives a constant written as ``v`` (``unknown``: a string or NULL,
+    typed by what it meets)."""
+    if v is None:
+        return "unknown"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int4" if -(2**31) <= v < 2**31 else ("int8" if -(2**63) <= v < 2**63 else "numeric")
+    if isinstance(v, Decimal | Fraction):
+        return "numeric"
+    if isinstance(v, float):
+        return "float8"
+    if isinstance(v, dt.date):
+        return "date"
+    return "unknown"
+
+
+def literal_sql(v: object, t: str) -> str:
+    """A value of type ``t`` as SQL that reads back as it (``t`` empty or ``unknown``: as
+    written)."""
+    if v is None:
+        return "NULL" if t in ("", "unknown") else f"CAST(NULL AS {sql_type(t)})"
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, int | Decimal):
+        return str(v) if v >= 0 else f"({v})"
+    if isinstance(v, float):
+        return f"CAST('{float_text(v)}' AS double precision)"
+    time = pgtime.literal_sql(v)
+    if time is not None:
+        return time
+    text = "'" + str(v).replace("'", "''") + "'"
+    return text if t in ("", "unknown", "text") else f"CAST({text} AS {sql_type(t)})"
 
 
 def parse_bool(text: str) -> bool | None:

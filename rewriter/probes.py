@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 if TYPE_CHECKING:
-    from .normalise import Logical
-    from .plan import OutputColumn, PostExpr
+    from .plan import Logical, OutputColumn, PostExpr
     from .schema import TableDecl
 
 Protected = Callable[[exp.Table], "TableDecl | None"]
@@ -204,8 +203,7 @@ def exists(logical: Logical) -> Logical:
     """A rewritten probe with its ``count(...) > 0`` tests made existence tests (an aggregate
     ``exists`` of the same count: true when the noisy count rounds to at least 1,
     :func:`rewriter.domaincheck.exists`)."""
-    from .normalise import transform
-    from .plan import AggRef, Compare, Const
+    from .plan import AggRef, Compare, Const, transform
 
     def fix(x: object) -> object | None:
         if (
@@ -233,7 +231,7 @@ def zero_rows(table: TableDecl, columns: tuple[OutputColumn, ...], sql: str) -> 
     """A zero-row probe as a statement of public values with no group: its columns and no
     rows, wherever a DP statement may stand (psqlODBC's ``DECLARE ... CURSOR WITH HOLD FOR
     SELECT * FROM t WHERE 1=0``, ``COPY``, ``PREPARE``)."""
-    from .normalise import Logical
+    from .plan import Logical
 
     return Logical(
         table=table,

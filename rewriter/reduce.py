@@ -28,7 +28,7 @@ from dp.domain import QueryBatch
 from . import binned, cost, lookups, pgeval, pgtime
 from .canonical import canonical
 from .errors import BindError, DomainTooLargeError, InvalidValueError, UnsupportedError
-from .normalise import Logical, Value, _attrs_of, _fmt_expr, transform
+from .normalise import _attrs_of, _fmt_expr
 from .plan import (
     AggRef,
     AttrRef,
@@ -36,6 +36,7 @@ from .plan import (
     Fingerprint,
     KeyRef,
     Layout,
+    Logical,
     Measure,
     MeasureKind,
     Param,
@@ -48,8 +49,10 @@ from .plan import (
     PostExpr,
     PostProcess,
     Pred,
+    Value,
     evaluate_with,
     nodes,
+    transform,
 )
 from .schema import AttributeDecl, Kind, TableDecl, ViewDecl
 

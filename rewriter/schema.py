@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -43,9 +43,7 @@ from dp.errors import LaprasError
 from dp.units import Contribution
 
 from .errors import ConfigError, DomainTooLargeError
-
-if TYPE_CHECKING:
-    from .public_tables import PublicTableDecl
+from .public_tables import DEFAULT_MAX_ROWS, PublicTableDecl
 
 DEFAULT_CELL_LIMIT = 1_000_000
 SYSTEM_SCHEMAS = frozenset({"pg_catalog", "information_schema"})
@@ -678,6 +676,44 @@ def _lifetimes(
     return out
 
 
+def _public_tables(
+    source: str, raw: object, protected: Mapping[str, object]
+) -> dict[str, PublicTableDecl]:
+    """The ``[public_tables]`` section (rewriter.public_tables): each table's ``schema``
+    (default ``public``), every column it is read by, with its type, and ``max_rows``
+    (default 10,000)."""
+    if not isinstance(raw, dict):
+        raise _err(source, "public_tables", "must be a table")
+    out: dict[str, PublicTableDecl] = {}
+    for name, spec in raw.items():
+        key = f"public_tables.{name}"
+        _ident(source, key, name)
+        if not isinstance(spec, dict):
+            raise _err(source, key, "must be a table")
+        _check_keys(source, key, spec, {"schema", "columns", "max_rows"})
+        schema = _ident(source, f"{key}.schema", spec.get("schema", "public"))
+        if name in protected:
+            raise _err(
+                source,
+                key,
+                f"{name} is declared protected too; a table is either protected or public",
+            )
+        cols = spec.get("columns")
+        if not isinstance(cols, dict) or not cols:
+            raise _err(
+                source, f"{key}.columns", "must list the columns statements read, with their types"
+            )
+        columns = tuple(
+            (_ident(source, f"{key}.columns.{c}", c), _type(source, f"{key}.columns.{c}", t))
+            for c, t in cols.items()
+        )
+        rows: Any = spec.get("max_rows", DEFAULT_MAX_ROWS)
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+            raise _err(source, f"{key}.max_rows", "must be an integer of at least 1")
+        out[name] = PublicTableDecl(name=name, schema=schema, columns=columns, max_rows=rows)
+    return out
+
+
 def parse_schema(text: str, source_name: str) -> Schema:
     """Parse and validate a declaration; errors name ``source_name``, the key and the problem."""
     try:
@@ -714,15 +750,13 @@ def schema_from_mapping(raw: Mapping[str, Any], source_name: str) -> Schema:
                 raise _err(source_name, "passthrough.tables", "entries must be schema.table")
             names.append(t.lower())
         passthrough = frozenset(names)
-    from . import public_tables
-
     return Schema(
         tables=tables,
         passthrough_tables=passthrough,
         cell_limit=limit,
         source=source_name,
         lifetimes=_lifetimes(source_name, tables_raw, tables),
-        public=public_tables.parse(source_name, raw.get("public_tables", {}), tables),
+        public=_public_tables(source_name, raw.get("public_tables", {}), tables),
     )
 
 

@@ -44,7 +44,8 @@ from dp.per_unit import UnitAggregate, UnitQuestion, UnitsDomain
 
 from .derived import _derived
 from .errors import RowAccessError, UnsupportedError, units_hint
-from .normalise import Logical, _attrs_of, _int_literal, _output_name, _unalias, ident, normalise
+from .names import ident, output_name, unalias
+from .normalise import Logical, _attrs_of, _int_literal, normalise
 from .plan import AggRef, Plan
 from .reduce import reduce
 from .schema import AttributeDecl, Kind, Schema, TableDecl, ViewDecl
@@ -184,17 +185,17 @@ def _keys(select: exp.Select, table: TableDecl) -> list[exp.Expression] | None:
     ):
         return None
     items = select.expressions
-    out_names = [_output_name(e) for e in items]
+    out_names = [output_name(e) for e in items]
     keys: list[exp.Expression] = []
     for g in group.expressions:
         n = _int_literal(g)
         if n is not None and 1 <= n <= len(items):
-            keys.append(_unalias(items[n - 1]))
+            keys.append(unalias(items[n - 1]))
             continue
         if isinstance(g, exp.Column) and not g.table and isinstance(g.this, exp.Identifier):
             name = ident(g.this)
             if table.column_type(name) is None and name in out_names:
-                keys.append(_unalias(items[out_names.index(name)]))
+                keys.append(unalias(items[out_names.index(name)]))
                 continue
         keys.append(g)
     return keys
@@ -225,7 +226,7 @@ def rewrite(select: exp.Select, schema: Schema) -> tuple[exp.Select, UnitsTable]
         and not _aggregates(list(inner.expressions))
         and any(_is_unit(e, table, aliases) for e in inner.expressions)
     ):  # SELECT DISTINCT unit, g ... : GROUP BY unit, g
-        keys = [_unalias(e) for e in inner.expressions]
+        keys = [unalias(e) for e in inner.expressions]
         by_unit = True
     distinct_unit = any(
         _counts_unit(a, table, aliases) for a in _aggregates([*inner.expressions, _having(inner)])
@@ -666,7 +667,7 @@ def split(tree: exp.Expr, schema: Schema) -> exp.Select | None:
         return hit.copy() if hit is not None else n
 
     items = [
-        exp.alias_(_unalias(e).copy().transform(swap), _output_name(e), quoted=True)
+        exp.alias_(unalias(e).copy().transform(swap), output_name(e), quoted=True)
         for e in tree.expressions
     ]
     out = exp.select(*items)
