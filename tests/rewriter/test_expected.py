@@ -37,3 +37,17 @@ def test_an_empty_log_gives_none_and_bad_arguments_are_refused() -> None:
         expected_fresh([], window_seconds=0.0)
     with pytest.raises(ValueError):
         expected_fresh([], window_seconds=DAY, margin=0.5)
+
+
+def test_windows_end_at_now_as_a_predictions_do() -> None:
+    """E is counted on rewriter.stream_length's windows (the one estimate a prediction's S
+    and E come from): aligned to end at ``now``, so the same log gives another busiest window
+    when the epoch starts at another hour."""
+    t0 = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    log = [LogRecord(time=t0 + dt.timedelta(hours=h), key=k) for h, k in enumerate("abcdef")]
+    # a day ending at 03:00 holds a..c (hours 0-2), the one after d..f
+    now = t0 + dt.timedelta(days=1, hours=3)
+    assert expected_fresh(log, window_seconds=DAY, margin=1.0, now=now) == 3
+    # a day ending at 06:00 holds all six; a statement at or after now is not counted
+    assert expected_fresh(log, window_seconds=DAY, margin=1.0, now=t0 + dt.timedelta(hours=6)) == 6
+    assert expected_fresh(log, window_seconds=DAY, margin=1.0, now=t0 + dt.timedelta(hours=2)) == 2
