@@ -540,6 +540,7 @@ def _epoch_start(args: argparse.Namespace) -> int:
     over = f"view {view}" if view else "the whole table"
     predicted = _statements(Path(args.predicted)) if args.predicted else []
     probabilities = None  # a file of statements weighs them alike
+    stored_e: tuple[int, int] | None = None  # (prediction, E) of a stored prediction
     if args.from_prediction:
         if args.predicted:
             raise SystemExit("lapras: give either --predicted or --from-prediction, not both")
@@ -549,10 +550,20 @@ def _epoch_start(args: argparse.Namespace) -> int:
         # what the prediction's cap chose, unless set on the command line or in [privacy]
         if args.split is None and "split" not in config.privacy and stored.split is not None:
             args.split = stored.split
-        if args.stream_length is None and stored.stream_length is not None:
+        if (
+            args.stream_length is None
+            and "stream_length" not in config.privacy
+            and stored.stream_length is not None
+        ):
             args.stream_length = stored.stream_length  # S estimated from the prediction's log
+        if stored.expected_fresh is not None:
+            stored_e = (stored.id, stored.expected_fresh)
     e_source = "as configured"
-    if args.expected_fresh is None and "expected_fresh" not in config.privacy:
+    if args.expected_fresh is None and "expected_fresh" not in config.privacy and stored_e:
+        # E from the prediction: its log's windows less what its P answers
+        args.expected_fresh = stored_e[1]
+        e_source = f"from prediction {stored_e[0]}"
+    elif args.expected_fresh is None and "expected_fresh" not in config.privacy:
         args.expected_fresh = _expected_from_log(config, args.table, args.epoch_days)
         e_source = "from the query log" if args.expected_fresh is not None else "= S"
     cfg = engine_config(
@@ -613,6 +624,7 @@ def _predict(args: argparse.Namespace) -> int:
     from proxy import predicting
     from proxy.app import engine_config
     from proxy.ledger import PgLedger
+    from rewriter import stream_length
 
     if args.source in ("csvlog", "sql") and not args.file:
         raise SystemExit(f"lapras: --source {args.source} needs --file FILE")
@@ -650,6 +662,7 @@ def _predict(args: argparse.Namespace) -> int:
             epsilon=cfg.epsilon,
             delta=cfg.delta,
             accounting=accounting,
+            allocation="steady" if cfg.allocation_kind.value == "steady" else "static",
             split=tuple(split) if isinstance(split, list) else split,
             weighted=cfg.mode != "paper",  # the release the epoch will make
             stream_length=args.stream_length,  # None: S from the log
@@ -674,17 +687,6 @@ def _predict(args: argparse.Namespace) -> int:
             "(a statement asked c times gets c / (c + 3))"
         )
         print(f"  recurrence {learned}")
-        for table, counts in sorted(rec.repeats.items()):
-            low = rec.low_coverage(table)
-            mean = sum(counts) / len(counts)
-            expected = rec.expected_repeats(table) or 0.0
-            print(
-                f"  {table}: a window asked {mean:.1f} statement(s) asked before, on average, "
-                f"and the next is expected to ask {expected:.1f} (recent windows weigh more); "
-                f"a bad window (the lower quartile) asked {low or 0.0:.0%} of what the windows "
-                "before it did (a P is kept only if it loses at most 5% MAE against everything "
-                "online in such a window)"
-            )
         if rec.templates is not None:
             print(
                 f"  unseen instances of templates: at those windows, {rec.instance_hits} of the "
@@ -692,13 +694,32 @@ def _predict(args: argparse.Namespace) -> int:
                 f"{rec.instance_expected:.1f}: their probabilities are scaled by "
                 f"{rec.instance_rate:.2g} (at most 1)"
             )
+    for d in p.caps.values():
+        if d.table.rsplit(".", 1)[-1] != args.table:
+            continue
+        print(f"  {d.text}")
+        if d.estimate is not None:
+            counts = d.estimate.counts
+            level = "the mean" if d.level is None else f"the {d.level:.0%} quantile"
+            s_from = (
+                "as set"
+                if args.stream_length is not None
+                else f"the busiest window x {stream_length.MARGIN:g}"
+            )
+            print(
+                f"  the log's {len(counts)} active window(s) of {args.horizon_days:g} day(s) "
+                f"asked {min(counts)} to {max(counts)} distinct statements (mean "
+                f"{d.estimate.typical:.1f}): S = {d.stream_length} fresh answers at most "
+                f"({s_from}), E = {d.expected_fresh} expected ({level} of the "
+                f"windows, less what P answers; {d.online_expected_fresh} with P empty)"
+            )
     if p.split is not None:
         mae = "-" if p.expected_mae is None else f"{p.expected_mae:.3g}"
         only = "-" if p.online_only_mae is None else f"{p.online_only_mae:.3g}"
         print(
-            f"  for the next epoch: S = {p.stream_length} statements expected per window, split "
+            f"  for the next epoch: S = {p.stream_length}, E = {p.expected_fresh}, split "
             f"{', '.join(f'{f:.3g}' for f in p.split)} (release, warm-up, online, reserve); "
-            f"expected MAE {mae} with P, {only} with everything online"
+            f"MAE in the held-out windows {mae} with P, {only} with everything online"
         )
     for v in p.views:
         print(
@@ -1175,21 +1196,27 @@ def _parser() -> argparse.ArgumentParser:
     pred.add_argument("--file", help="the csvlog or .sql file (with --source csvlog|sql)")
     pred.add_argument("--now", help="start of the predicted window, ISO 8601 (default: now)")
     pred.add_argument(
-        "--horizon-days", type=float, default=1.0, help="the window's length (default: %(default)s)"
+        "--horizon-days",
+        type=float,
+        default=1.0,
+        help="the epoch's length: the window P is predicted for, and the windows S, E and the "
+        "held-out backtest are measured in (default: %(default)s)",
     )
     pred.add_argument("--epsilon", type=float, help="budget of the next epoch (default: [privacy])")
     pred.add_argument("--delta", type=float, help="(default: [privacy])")
     pred.add_argument(
         "--stream-length",
         type=int,
-        help="S, the distinct statements expected in the next epoch (default: from the log)",
+        help="S, the most fresh answers of the next epoch (default: the log's busiest window "
+        "of --horizon-days, x1.5)",
     )
     pred.add_argument("--out", help="also write P as a .sql file")
     pred.add_argument("--dry-run", action="store_true", help="do not store the prediction")
     pred.add_argument(
         "--no-error-cap",
         action="store_true",
-        help="keep every recurring statement (default: only those that lower the expected error)",
+        help="keep every candidate (default: a P only when a backtest on held-out windows of "
+        "the log says it answers better than everything online)",
     )
     pred.set_defaults(func=_predict)
 

@@ -31,6 +31,7 @@ from rewriter.predict import (
     LogRecord,
     PredictConfig,
     Prediction,
+    Resolver,
     backtest,
     parse_csvlog,
     parse_pg_stat_statements,
@@ -122,6 +123,8 @@ async def save(
         # what the cap chose for the epoch: `lapras epoch start --from-prediction` uses them
         "split": list(prediction.split) if prediction.split is not None else None,
         "stream_length": prediction.stream_length,
+        "expected_fresh": prediction.expected_fresh,
+        "decision": {t: d.text for t, d in prediction.caps.items()},
         "expected_mae": prediction.expected_mae,
         "expected_overlap": prediction.expected_overlap,
         "online_only_mae": prediction.online_only_mae,
@@ -149,6 +152,8 @@ class Stored:
     probabilities: list[float] | None
     split: tuple[float, float, float, float] | None
     stream_length: int | None
+    #: E, the fresh answers the epoch is expected to make (None: stored before it was)
+    expected_fresh: int | None
     expected_overlap: float | None
 
 
@@ -180,6 +185,7 @@ async def load(dsn: str, table: str, which: str) -> Stored:
         probabilities=report.get("probabilities"),
         split=(split[0], split[1], split[2], split[3]) if split else None,
         stream_length=report.get("stream_length"),
+        expected_fresh=report.get("expected_fresh"),
         expected_overlap=report.get("expected_overlap"),
     )
 
@@ -196,6 +202,7 @@ async def run(
     epsilon: float,
     delta: float,
     accounting: Literal["basic", "gdp", "pure"] = "gdp",
+    allocation: Literal["steady", "static"] = "steady",
     split: str | tuple[float, float, float, float] | None = None,
     weighted: bool = True,
     horizon_days: float = 1.0,
@@ -209,10 +216,12 @@ async def run(
     database, where pg_stat_statements counts the statements (default ``dsn``).
     ``accounting``/``split``: the next epoch's, so that the cap prices P as the epoch will
     spend (``split`` None: the cap chooses it, and the stored prediction carries it);
+    ``allocation``: the epoch's pacing (steady in the default mode, static in the paper's);
     ``weighted``: the epoch weighs P's statements by their probability (the default mode);
     ``stream_length``: S, None to take it from the log.
-    ``error_cap``: keep only the prefix of candidates that lowers the expected error of the
-    next epoch (rewriter.predict.choose_cap); without it P is every candidate.
+    ``error_cap``: keep a P only when a backtest on held-out windows of the log says it
+    answers the epoch better than answering online (rewriter.predict_cap); without it P is
+    every candidate.
     The backtest learns before the latest window and checks on it; a file of statements has
     no time, so none is made for ``sql`` (it would test the file on itself).
     """
@@ -231,10 +240,12 @@ async def run(
         horizon=horizon_days * DAY,
         stream_length=stream_length,
         accounting=accounting,
+        allocation=allocation,
         split=split,
         weighted=weighted,
     )
-    prediction = predict(records, schema, now=now.timestamp(), config=config)
+    resolver = Resolver(schema)  # statements planned once, for the prediction and the backtest
+    prediction = predict(records, schema, now=now.timestamp(), config=config, resolver=resolver)
     prediction = _only_table(prediction, table)
     report = None
     times = [r.time for r in records]
@@ -249,6 +260,7 @@ async def run(
                 delta=delta,
                 config=config,
                 error_cap=error_cap,
+                resolver=resolver,
             )
     prediction_id = await save(dsn, table, source, prediction, report) if store else None
     return PredictResult(
@@ -257,9 +269,10 @@ async def run(
 
 
 async def expected_from_log(dsn: str, table: str, *, window_days: float) -> int | None:
-    """E for a new epoch of ``table`` (``rewriter.expected``): the distinct statements of
-    the busiest window of ``window_days`` in the proxy's query log, with a margin; None
-    when the log holds no statement of the table."""
+    """E for a new epoch of ``table`` (``rewriter.expected``, on ``rewriter.stream_length``'s
+    windows): the distinct statements of the busiest window of ``window_days`` in the proxy's
+    query log (windows ending at its latest statement), with a margin; None when the log holds
+    no statement of the table."""
     from rewriter.expected import expected_fresh
 
     records = await log_records(dsn, table)

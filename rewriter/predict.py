@@ -31,15 +31,16 @@ gets the rate such questions had in this log -- whatever the log's rhythm. Candi
 ranked by probability, then by a recency-decayed frequency ``score = sum_i calls_i *
 2 ** (-(now - t_i) / half_life)``.
 
-Cap (:func:`choose_cap`): ``max_statements`` / ``max_rows`` always; with ``epsilon``/``delta``
-given, per *table* (one epoch covers the table), the prefix of the ranked candidates and the
-budget split that minimise the expected total squared error of the next window (S from the
-log, :func:`stream_estimate`): P's release priced as the engine plans it
-(``dp.marginals.plan_release``), the other statements online at the expected pacing; the
-Matrix Mechanism's share follows the coverage P is expected to have, and P is empty when no
-prefix is expected to beat answering everything online, or when every one that is would lose
-more than 5% in a bad window of the log (the lower quartile of its windows' repeats, each
-against the windows before it).
+Cap (``rewriter.predict_cap``): ``max_statements`` / ``max_rows`` always; with
+``epsilon``/``delta`` given, per *table* (one epoch covers the table), a held-out backtest: at
+the latest windows of the log (of the epoch's length), the predictor is run on the log before
+each, and candidate rules (every earlier statement, the most recent first, and the ranking,
+each cut at multiples of the typical window's distinct statements, at several Matrix
+Mechanism shares) are priced against what the window really asked, as the engine answers it
+(the release bounded by ``dp.release_bound``, the fresh answers at the epoch's pacing). A P is
+kept only when its mean gain over those windows exceeds the model's own error; else P is
+empty, and the decision says so in words (``CapDecision.text``). S and E, the most and the
+expected fresh answers of the epoch, come from the log's windows (``rewriter.stream_length``).
 
 Templates with unknown bindings (``pg_stat_statements`` normalises every constant to ``$n``):
 a template without placeholders *is* a query and is predicted like one; a template with
@@ -49,8 +50,8 @@ in ``pg_stat_statements``.
 
 Backtest (:func:`backtest`): learn on the records before ``split_time``, compare with the
 records after it (held out: nothing after ``split_time`` is learned from): overlap ``rho``,
-false positives, and the expected MAE of the resulting epoch vs answering everything online
-(:func:`expected_epoch_error`, per table).
+false positives, and per table the later window answered by the model with P (its split, S and
+E) and with everything online (``rewriter.predict_cap.window_error``).
 """
 
 from __future__ import annotations
@@ -66,20 +67,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from fractions import Fraction
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
-from dp.calibration import agm_sigma, gdp_mu
 from dp.domain import Domain, QueryBatch
-from dp.marginals import (
-    block_shares,
-    budget_shares,
-    normalised_weights,
-    planned_blocks,
-)
-from dp.pacing import warmup_length
+from dp.release_bound import FactorCache
 
 from .classify import DPStatement, Refused, bind, classify
 from .normalise import Param
@@ -87,19 +81,12 @@ from .plan import Plan
 from .reduce import _fingerprint
 from .schema import AttributeDecl, Kind, Schema
 from .split import split_statements, tokenize
+from .stream_length import estimate
+
+if TYPE_CHECKING:
+    from .predict_cap import CapDecision, Log
 
 DAY = 86_400.0
-#: The bad window the cap guards against (:meth:`Recurrence.low_coverage`): the lower quartile
-#: of the log's windows by how many of their statements had been asked before, each against
-#: the level of the :data:`LEVEL_ORIGINS` windows before it.
-LOW_QUANTILE = 0.25
-LEVEL_ORIGINS = 3
-#: The next window's expected repeats weigh the log's windows by their recency: a window
-#: this many windows older counts half (:meth:`Recurrence.expected_repeats`).
-RECENT_HALF_LIFE = 2.0
-#: How much worse than answering everything online a P may be expected to do in that bad
-#: window (squared error: 5% on the MAE)
-LOW_TOLERANCE = 1.05**2
 #: Budget splits (MM, badInit, bad, reserve), as in dp.engine.SPLITS (PRIVACY-NOTES §2).
 SPLITS: Mapping[str, tuple[float, float, float, float]] = {
     "equal": (1 / 4, 1 / 4, 1 / 4, 1 / 4),
@@ -426,6 +413,13 @@ class Resolver:
         self._cache[sql] = res
         return sql, res
 
+    def key_of(self, plan: Plan) -> str:
+        """:func:`canonical_key` of the plan's batch (cached by the batch's key)."""
+        key = self._keys.get(plan.batch.key)
+        if key is None:
+            key = self._keys[plan.batch.key] = canonical_key(plan.batch)
+        return key
+
     def _resolve(self, sql: str) -> tuple[str, tuple[object, ...] | None, Plan | None, bool] | None:
         sts = classify(sql, self.schema)
         if len(sts) != 1:
@@ -473,10 +467,7 @@ class Resolver:
         if got is None:
             return None
         template, bindings, plan, rounded = got
-        key = ""
-        if plan is not None:
-            key = self._keys.get(plan.batch.key) or canonical_key(plan.batch)
-            self._keys[plan.batch.key] = key
+        key = self.key_of(plan) if plan is not None else ""
         return Resolved(
             time=seconds(rec.time),
             calls=max(1, int(rec.calls)),
@@ -502,10 +493,10 @@ class PredictConfig:
     ``half_life``/``period``/``horizon`` in seconds (``period``: the window the recurrence of
     statements is measured in and predicted for; None: one day). ``min_occurrences``: calls a
     statement needs to be a candidate at all. ``epsilon``/``delta`` enable the error-aware cap
-    (:func:`choose_cap`), priced with the epoch's ``accounting`` and, when ``split`` is given,
-    that split (None: the cap chooses the Matrix Mechanism's share too); ``stream_length`` is
-    the expected number of distinct statements of the table in the next window (None: from
-    the log, :func:`stream_estimate`).
+    (``rewriter.predict_cap``), priced with the epoch's ``accounting`` and, when ``split`` is
+    given, that split (None: the cap chooses the Matrix Mechanism's share too);
+    ``stream_length`` is S, the most fresh answers of the next epoch (None: from the log,
+    ``rewriter.stream_length``).
     """
 
     half_life: float = 7 * DAY
@@ -523,7 +514,9 @@ class PredictConfig:
     stream_length: int | None = None
     split: str | tuple[float, float, float, float] | None = None
     accounting: Literal["basic", "gdp", "pure"] = "gdp"
-    strategy_time_limit: float = 2.0
+    #: the next epoch's pacing of its fresh answers (``dp.pacing``: steady in the default
+    #: mode, static in the paper's), as the cap prices it
+    allocation: Literal["steady", "static"] = "steady"
     #: the epoch's release weighs P's statements by their probability (the default mode's;
     #: paper mode optimises them alike), and the cap prices it so
     weighted: bool = True
@@ -583,14 +576,16 @@ class Prediction:
     unresolved: int = 0
     split: tuple[float, float, float, float] | None = None
     stream_length: int | None = None
+    #: E, the fresh answers the next epoch is expected to make (the steady pacing's)
+    expected_fresh: int | None = None
     expected_mae: float | None = None
     online_only_mae: float | None = None
     recurrence: Recurrence | None = None
     #: every candidate's ``(table, view, key)`` in rank order, before the error-aware cap (the
     #: predictor's ranking, of which the cap keeps a prefix per table)
     ranked: tuple[tuple[str, str, str], ...] = field(default=(), repr=False)
-    #: what the error-aware cap chose for each table, and what it priced it with
-    caps: Mapping[str, Cap] = field(default_factory=dict, repr=False)
+    #: what the error-aware cap chose for each table, and why (``rewriter.predict_cap``)
+    caps: Mapping[str, CapDecision] = field(default_factory=dict, repr=False)
 
     @property
     def expected_overlap(self) -> float | None:
@@ -677,43 +672,6 @@ class Recurrence:
     instance_rate: float = 1.0
     instance_hits: int = 0
     instance_expected: float = 0.0
-
-    def expected_repeats(self, table: str) -> float | None:
-        """How many of the next window's statements are expected to have been asked before:
-        the mean over the origins, each weighed by its recency (half at
-        :data:`RECENT_HALF_LIFE` windows older), shrunk like the rates (``o / (o + 1)``); None
-        with no origin. Recency, because the repeats follow how much history there is: where
-        the users of a task join one by one, a window has more earlier statements to repeat
-        than every origin before it had."""
-        if self.origins == 0:
-            return None
-        counts = self.repeats.get(table, ())
-        if not counts:
-            return 0.0
-        ages = np.arange(len(counts) - 1, -1, -1, dtype=np.float64)
-        weights = 2.0 ** (-ages / RECENT_HALF_LIFE)
-        mean = float(np.dot(weights, counts) / weights.sum())
-        return mean * self.origins / (self.origins + 1.0)
-
-    def low_coverage(self, table: str, quantile: float = LOW_QUANTILE) -> float | None:
-        """How far a bad window's repeats fall below what the windows before it repeated: the
-        ``quantile`` of each origin's repeats over the mean of the :data:`LEVEL_ORIGINS`
-        origins before it (at most 1; 1 when every window repeats at least as much as those
-        before it, near 0 when windows that repeat much alternate with windows that repeat
-        nothing); None with no origin or no repeat. Against the windows before, not the log's
-        mean: repeats grow with the history (users of a task joining one by one), and a small
-        early window is no bad window for a log that has grown since."""
-        counts = self.repeats.get(table)
-        if self.origins == 0 or not counts or sum(counts) == 0:
-            return None
-        ratios: list[float] = []
-        for i in range(1, len(counts)):
-            level = sum(counts[max(0, i - LEVEL_ORIGINS) : i]) / min(i, LEVEL_ORIGINS)
-            if level > 0:
-                ratios.append(counts[i] / level)
-        if not ratios:
-            return 1.0
-        return min(1.0, float(np.quantile(np.asarray(ratios, dtype=np.float64), quantile)))
 
     def probability(self, features: tuple[int, int, int], calls: int = 1) -> float:
         if self.origins == 0:
@@ -997,7 +955,7 @@ def _instances(
             if got is None or got[2] is None or got[2].batch.matrix.nnz == 0:
                 continue  # not a statement, or one that reads no cell (an empty range)
             plan = got[2]
-            ident = (plan.table, plan.view, canonical_key(plan.batch))
+            ident = (plan.table, plan.view, resolver.key_of(plan))
             if ident in known:
                 continue
             known.add(ident)
@@ -1007,9 +965,12 @@ def _instances(
     return out
 
 
-def resolve(records: Iterable[LogRecord], schema: Schema) -> tuple[list[Resolved], int]:
-    """Resolve records through the rewriter: (resolved, number that could not be)."""
-    resolver = Resolver(schema)
+def resolve(
+    records: Iterable[LogRecord], schema: Schema, *, resolver: Resolver | None = None
+) -> tuple[list[Resolved], int]:
+    """Resolve records through the rewriter: (resolved, number that could not be);
+    ``resolver``'s cache of statements by text is reused when given."""
+    resolver = resolver or Resolver(schema)
     out: list[Resolved] = []
     bad = 0
     for rec in records:
@@ -1028,21 +989,131 @@ def predict(
     now: TimeLike,
     config: PredictConfig | None = None,
     resolved: Sequence[Resolved] | None = None,
+    resolver: Resolver | None = None,
 ) -> Prediction:
     """The predicted set P for the window starting at ``now`` (records after ``now`` are
-    ignored). See the module doc for the method; ``resolved`` skips re-resolving records."""
+    ignored). See the module doc for the method; ``resolved`` skips re-resolving records;
+    ``resolver`` is reused (its cache of statements by text) when given."""
+    from . import predict_cap
+
     cfg = config or PredictConfig()
     t_now = seconds(now)
+    resolver = resolver or Resolver(schema)
     if resolved is None:
-        res, unresolved = resolve(records, schema)
+        res, unresolved = resolve(records, schema, resolver=resolver)
     else:
         res, unresolved = list(resolved), 0
-    res = [r for r in res if r.time < t_now]
-    resolver = Resolver(schema)
+    res = sorted((r for r in res if r.time < t_now), key=lambda r: r.time)
+    got = _candidates(res, schema, t_now, cfg, resolver)
+    kept = list(got.kept)
+    order = tuple((q.table, q.view, q.key) for q in kept)
+    caps: dict[str, predict_cap.CapDecision] = {}
+    split: tuple[float, float, float, float] | None = None
+    s_len = e_len = None
+    mae = only_mae = None
+    tables = sorted({r.plan.table for r in res if r.plan is not None})
+    if cfg.epsilon is not None and cfg.delta is not None:
+        model = predict_cap.EpochModel(
+            epsilon=cfg.epsilon,
+            delta=cfg.delta,
+            accounting=cfg.accounting,
+            allocation=cfg.allocation,
+        )
+        logs: dict[float, dict[str, predict_cap.Log]] = {}
 
+        def log_at(t: float, table: str) -> predict_cap.Log:
+            if t not in logs:
+                before = [r for r in res if r.time < t]
+                at = got if t >= t_now else _candidates(before, schema, t, cfg, resolver)
+                logs[t] = _logs(before, at)
+            return logs[t].get(table) or predict_cap.Log(ranked=(), candidates={}, literal=())
+
+        configured = SPLITS[cfg.split] if isinstance(cfg.split, str) else cfg.split
+        cache = FactorCache()
+        kept = []
+        for table in tables:
+            records_of = [
+                (r.time, r.ident, r.plan.batch, r.key)
+                for r in res
+                if r.plan is not None and r.plan.table == table and r.ident is not None
+            ]
+            d = predict_cap.decide(
+                table,
+                now=t_now,
+                window=cfg.horizon,
+                records=records_of,
+                log_at=lambda t, table=table: log_at(t, table),  # type: ignore[misc]
+                model=model,
+                split=configured,
+                weighted=cfg.weighted,
+                stream_length=cfg.stream_length,
+                cache=cache,
+            )
+            caps[table] = d
+            kept += [got.candidates[e.ident] for e in d.entries if e.ident in got.candidates]
+            split, s_len, e_len = d.split, d.stream_length, d.expected_fresh
+            mae, only_mae = d.mae, d.online_only_mae
+    else:
+        for table in tables:
+            est = estimate(
+                [r for r in res if r.plan is not None and r.plan.table == table],
+                window=cfg.horizon,
+                now=t_now,
+            )
+            if est is not None:
+                s_len = cfg.stream_length or est.stream_length
+                e_len = min(s_len, est.expected_fresh())
+    per_view: dict[tuple[str, str], list[PredictedQuery]] = {}
+    for q in kept:
+        per_view.setdefault((q.table, q.view), []).append(q)
+    views: list[ViewPrediction] = []
+    for (table, view), qs in sorted(per_view.items()):
+        views.append(
+            ViewPrediction(
+                table=table,
+                view=view,
+                domain=qs[0].batch.domain,
+                queries=tuple(qs),
+                batch=stack(q.batch for q in qs),
+            )
+        )
+    return Prediction(
+        now=t_now,
+        config=cfg,
+        views=tuple(views),
+        unbound=got.unbound,
+        candidates=len(got.candidates),
+        unresolved=unresolved,
+        split=split,
+        stream_length=s_len,
+        expected_fresh=e_len,
+        expected_mae=mae,
+        online_only_mae=only_mae,
+        recurrence=got.learned,
+        ranked=order,
+        caps=caps,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Candidates:
+    """The predictor's view of a log: every candidate by identity, those within the global
+    caps in rank order (``kept``), the recurrence learned and the unbound templates."""
+
+    candidates: Mapping[tuple[str, str, str], PredictedQuery]
+    kept: tuple[PredictedQuery, ...]
+    learned: Recurrence
+    unbound: tuple[UnboundTemplate, ...]
+
+
+def _candidates(
+    res: Sequence[Resolved], schema: Schema, t_now: float, cfg: PredictConfig, resolver: Resolver
+) -> _Candidates:
+    """Every candidate of the log ``res`` (all before ``t_now``), ranked (module doc, steps
+    1-3)."""
     groups: dict[tuple[str, str, str], _Group] = {}
     unbound: dict[str, list[Resolved]] = {}
-    for r in sorted(res, key=lambda r: r.time):
+    for r in res:
         if r.plan is None:
             unbound.setdefault(r.template, []).append(r)
             continue
@@ -1098,7 +1169,7 @@ def predict(
     if cfg.slide_dates:
         # per template: probability from the days on which the sliding shape was seen
         for plan, sql, n_days, occ in _sliding(res, schema, resolver, t_now, cfg):
-            ident = (plan.table, plan.view, canonical_key(plan.batch))
+            ident = (plan.table, plan.view, resolver.key_of(plan))
             if ident in cands:
                 continue
             span = [r.time for r in res if r.template == plan.fingerprint.template]
@@ -1121,7 +1192,7 @@ def predict(
 
     if cfg.instances:
         for plan, sql, template, binding, pr in _instances(res, learned, resolver, set(cands), cfg):
-            ident = (plan.table, plan.view, canonical_key(plan.batch))
+            ident = (plan.table, plan.view, resolver.key_of(plan))
             cands[ident] = PredictedQuery(
                 sql=sql,
                 template=template,
@@ -1139,7 +1210,6 @@ def predict(
         (c for c in cands.values() if c.probability > 0 and c.probability >= cfg.min_probability),
         key=lambda q: (-q.probability, -q.score, q.view, q.sql),
     )
-    # global caps, then the error-aware cap per view
     kept: list[PredictedQuery] = []
     rows = 0
     for q in ranked:
@@ -1147,46 +1217,6 @@ def predict(
             continue
         kept.append(q)
         rows += q.batch.num_queries
-    order = tuple((q.table, q.view, q.key) for q in kept)
-    stream = stream_estimate(res, cfg)
-    split: tuple[float, float, float, float] | None = None
-    s_len: int | None = None
-    mae = only_mae = None
-    caps: dict[str, Cap] = {}
-    if cfg.epsilon is not None and cfg.delta is not None:
-        by_table: dict[str, list[PredictedQuery]] = {}
-        for q in kept:
-            by_table.setdefault(q.table, []).append(q)
-        kept = []
-        for table, qs in sorted(by_table.items()):
-            s_len = cfg.stream_length or stream.get(table, len(qs))
-            seen = _distinct_batches(res, table)
-            cap = choose_cap(
-                qs,
-                cfg,
-                s_len,
-                mean_rows=_mean_rows(seen),
-                sensitivity=mean_sensitivity(seen, cfg.accounting),
-                expected_repeats=learned.expected_repeats(table),
-                low_coverage=learned.low_coverage(table),
-            )
-            kept += qs[: cap.k]
-            split, mae, only_mae = cap.split, cap.mae, cap.online_only_mae
-            caps[table] = cap
-    per_view: dict[tuple[str, str], list[PredictedQuery]] = {}
-    for q in kept:
-        per_view.setdefault((q.table, q.view), []).append(q)
-    views: list[ViewPrediction] = []
-    for (table, view), qs in sorted(per_view.items()):
-        views.append(
-            ViewPrediction(
-                table=table,
-                view=view,
-                domain=qs[0].batch.domain,
-                queries=tuple(qs),
-                batch=stack(q.batch for q in qs),
-            )
-        )
     unb = tuple(
         UnboundTemplate(
             template=t,
@@ -1195,21 +1225,37 @@ def predict(
         )
         for t, rs in sorted(unbound.items(), key=lambda kv: -sum(r.calls for r in kv[1]))
     )
-    return Prediction(
-        now=t_now,
-        config=cfg,
-        views=tuple(views),
-        unbound=unb,
-        candidates=len(cands),
-        unresolved=unresolved,
-        split=split,
-        stream_length=s_len,
-        expected_mae=mae,
-        online_only_mae=only_mae,
-        recurrence=learned,
-        ranked=order,
-        caps=caps,
-    )
+    return _Candidates(candidates=cands, kept=tuple(kept), learned=learned, unbound=unb)
+
+
+def _logs(res: Sequence[Resolved], got: _Candidates) -> dict[str, Log]:
+    """Per table, what the cap weighs (``rewriter.predict_cap.Log``): the ranking, every
+    candidate, and every earlier statement, the most recently asked first."""
+    from .predict_cap import Entry, Log
+
+    def entry(q: PredictedQuery) -> Entry:
+        return Entry(
+            ident=(q.table, q.view, q.key),
+            batch=q.batch,
+            probability=q.probability,
+            template=q.template,
+        )
+
+    entries = {ident: entry(q) for ident, q in got.candidates.items()}
+    latest: dict[tuple[str, str, str], float] = {}
+    for r in res:
+        if r.ident is not None and r.ident in entries:
+            latest[r.ident] = r.time
+    out: dict[str, Log] = {}
+    tables = {q.table for q in got.candidates.values()}
+    for table in tables:
+        literal = sorted((i for i in latest if i[0] == table), key=lambda i: (-latest[i], i))
+        out[table] = Log(
+            ranked=tuple(entries[(q.table, q.view, q.key)] for q in got.kept if q.table == table),
+            candidates={i: e for i, e in entries.items() if i[0] == table},
+            literal=tuple(entries[i] for i in literal),
+        )
+    return out
 
 
 def stack(batches: Iterable[QueryBatch]) -> QueryBatch:
@@ -1227,435 +1273,6 @@ def stack(batches: Iterable[QueryBatch]) -> QueryBatch:
     return QueryBatch(items[0].domain, m[np.asarray(keep, dtype=np.intp)])
 
 
-def stream_estimate(res: Sequence[Resolved], cfg: PredictConfig) -> dict[str, int]:
-    """S per table: the median number of distinct statements of an active window (period)
-    of the log -- what one epoch of the same length would see."""
-    p = cfg.period or DAY
-    per: dict[str, dict[int, set[str]]] = {}
-    for r in res:
-        if r.plan is not None:
-            per.setdefault(r.plan.table, {}).setdefault(math.floor(r.time / p), set()).add(r.key)
-    return {
-        t: max(1, round(float(np.median([len(v) for v in d.values()])))) for t, d in per.items()
-    }
-
-
-def _distinct_batches(res: Sequence[Resolved], table: str) -> list[QueryBatch]:
-    """The batches of the table's distinct statements."""
-    return list(
-        {r.key: r.plan.batch for r in res if r.plan is not None and r.plan.table == table}.values()
-    )
-
-
-def _mean_rows(batches: Sequence[QueryBatch]) -> float:
-    """Mean number of linear queries (rows) of ``batches``."""
-    return float(np.mean([b.num_queries for b in batches])) if batches else 1.0
-
-
-def noise_sensitivity(batch: QueryBatch, accounting: str) -> float:
-    """The sensitivity an online answer of ``batch`` is calibrated to, as the engine
-    calibrates it (``dp.engine``, one row per privacy unit): its L1 sensitivity under the
-    ``pure`` accountant (Laplace), its L2 sensitivity otherwise (Gaussian). A count's is 1; a
-    batch whose rows share cells (a ``ROLLUP``, overlapping ranges, several measures of one
-    row) has more, and each of its rows gets that much more noise."""
-    return batch.sensitivity_l1 if accounting == "pure" else batch.sensitivity_l2
-
-
-def mean_sensitivity(batches: Iterable[QueryBatch], accounting: str) -> float:
-    """The row-weighted mean of :func:`noise_sensitivity` over ``batches`` (1 with none): the
-    factor by which the online answers' mean absolute error exceeds that of counts."""
-    rows = sens = 0.0
-    for b in batches:
-        rows += b.num_queries
-        sens += b.num_queries * noise_sensitivity(b, accounting)
-    return sens / rows if rows else 1.0
-
-
-# --------------------------------------------------------------------------------------------
-# the error model
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ErrorModel:
-    """Expected per-row error of one epoch (the noise only; answers are unbiased).
-
-    ``mm_var``: mean variance of a predicted row answered from the Matrix Mechanism;
-    ``online_var``: variance of an online answer at the expected pacing (sensitivity 1);
-    ``mae``: expected mean absolute error over the stream's rows; ``online_only_mae``: the same
-    stream answered with P empty.
-    """
-
-    good: float
-    bad: float
-    mm_var: float
-    online_var: float
-    online_only_var: float
-    mae: float
-    online_only_mae: float
-
-
-def _pool_sigma(
-    fraction: float, releases: float, epsilon: float, delta: float, stream: int, accounting: str
-) -> float:
-    """Noise sd (sensitivity 1) of one of ``releases`` equal releases sharing ``fraction``."""
-    releases = max(releases, 1.0)
-    if fraction <= 0:
-        return math.inf
-    if accounting == "pure":  # Laplace b = releases / (epsilon fraction); sd = b sqrt(2)
-        return math.sqrt(2.0) * releases / (epsilon * fraction)
-    if accounting == "basic":
-        return agm_sigma(epsilon * fraction / releases, delta / (stream + 1))
-    mu = gdp_mu(epsilon, delta)
-    return 1.0 / (mu * math.sqrt(fraction / releases))
-
-
-def _online_sigma(
-    init: float, bad_pool: float, bad: float, epsilon: float, delta: float, s: int, accounting: str
-) -> float:
-    """RMS noise sd (sensitivity 1) of ``bad`` online answers: the first T = ceil(log2 S)
-    share the warm-up pool ``init``, the others the bad pool (Static pacing, the reserve kept)."""
-    if bad <= 0:
-        return 0.0
-    t = min(float(warmup_length("log2", s)), bad)
-    var = t * _pool_sigma(init, t, epsilon, delta, s, accounting) ** 2
-    if bad > t:
-        var += (bad - t) * _pool_sigma(bad_pool, bad - t, epsilon, delta, s, accounting) ** 2
-    return math.sqrt(var / bad)
-
-
-#: A planned release, block by block: each block's expected error at unit sensitivity and the
-#: batches it answers (``dp.marginals.planned_blocks``).
-Blocks = tuple[tuple[float, tuple[QueryBatch, ...]], ...]
-
-
-def release_error(
-    batches: Sequence[QueryBatch],
-    *,
-    accounting: str = "gdp",
-    time_limit: float = 2.0,
-    weights: Sequence[float] | None = None,
-) -> tuple[float, float, frozenset[int]]:
-    """The Matrix Mechanism release of ``batches`` as the engine plans it
-    (``dp.marginals.plan_release``, priced by ``dp.marginals.planned_error``): its total
-    expected squared error per unit noise ``E``, the number of rows it answers, and the ``id``
-    of each batch it keeps (a batch too large for a block is left out, to be answered
-    online). With ``weights`` (the batches' probabilities, as the default mode's epoch weighs
-    them), ``E`` and the rows are weighted alike (``dp.marginals.normalised_weights``), so
-    that ``E / rows`` is the weighted mean variance of a row."""
-    _, error, rows, kept = _planned(batches, accounting, time_limit, weights)
-    return error, rows, kept
-
-
-def _planned(
-    batches: Sequence[QueryBatch],
-    accounting: str,
-    time_limit: float,
-    weights: Sequence[float] | None,
-) -> tuple[Blocks, float, float, frozenset[int]]:
-    """:func:`release_error`, with the release's blocks."""
-    laplace = accounting == "pure"
-    w = normalised_weights(weights if weights is not None else [1.0] * len(batches)).tolist()
-    blocks = planned_blocks(batches, laplace=laplace, solver_seconds=time_limit, weights=w)
-    weight = {id(b): wi for b, wi in zip(batches, w, strict=True)}
-    return (blocks, *_priced_blocks(blocks, weight, laplace))
-
-
-def _priced_blocks(
-    blocks: Sequence[tuple[float, tuple[QueryBatch, ...]]],
-    weight: Mapping[int, float],
-    laplace: bool,
-) -> tuple[float, float, frozenset[int]]:
-    """``(E, m, kept)`` of a release planned block by block: its total expected error
-    (``dp.marginals.block_shares``), its rows weighted as the release weighs them (``weight``
-    by ``id`` of batch) and the ``id`` of each batch it answers."""
-    _, error = block_shares([e for e, _ in blocks], laplace=laplace)
-    kept = [b for _, bs in blocks for b in bs]
-    rows = float(sum(weight[id(b)] * b.num_queries for b in kept))
-    return error, rows, frozenset(id(b) for b in kept)
-
-
-def expected_epoch_error(
-    *,
-    release: tuple[float, float] | None,
-    good: float,
-    bad: float,
-    good_rows: float,
-    bad_rows: float,
-    epsilon: float,
-    delta: float,
-    split: str | tuple[float, float, float, float] = "matrix-heavy",
-    accounting: str = "gdp",
-    good_sensitivity: float = 1.0,
-    bad_sensitivity: float = 1.0,
-) -> ErrorModel:
-    """Expected error of an epoch with ``good`` statements answered from P and ``bad`` online.
-
-    ``release``: ``(E, m)`` of P's release (:func:`release_error`), None without P. Formulas
-    (S = good + bad distinct statements, fractions (MM, init, bad, reserve) of the split;
-    ``basic``: AGM at ``(eps_i, delta / (S + 1))`` per release, the paper's accounting;
-    ``gdp``: ``mu = gdp_mu(eps, delta)`` shared as ``mu_i^2``; ``pure``: Laplace):
-
-    * Matrix Mechanism: sigma_MM = the pool's sd for one release of fraction ``MM``; the
-      per-row variance of the predicted rows is ``sigma_MM^2 * E / m``;
-    * online: the first T = ceil(log2 S) bad statements share ``init``, the others ``bad``
-      (static pacing in expectation, the reserve kept), ``sigma_on`` the RMS sd at sensitivity
-      1 (:func:`_online_sigma`), times the rows' mean sensitivity (``good_sensitivity``,
-      ``bad_sensitivity``: :func:`mean_sensitivity` of the good and the bad statements);
-    * with P empty the MM share joins the bad pool, as in the engine;
-    * MAE of a Gaussian answer is ``sqrt(2 / pi) * sd``; the stream's expected MAE is the
-      row-weighted mean ``(g_rows * sqrt(2/pi) * sqrt(mm_var) + b_rows * sqrt(2/pi) *
-      sigma_on) / (g_rows + b_rows)`` (the MM part uses the RMS over P's rows, an upper bound
-      on the mean of the per-row sds by Jensen).
-    """
-    f_mm, f_init, f_bad, _ = SPLITS[split] if isinstance(split, str) else split
-    s = max(round(good + bad), 1)
-    all_rows = good_rows + bad_rows
-    sens = (
-        (good_rows * good_sensitivity + bad_rows * bad_sensitivity) / all_rows if all_rows else 1.0
-    )
-    only = sens * _online_sigma(f_init, f_mm + f_bad, s, epsilon, delta, s, accounting)
-    online_only_var = only * only
-    if release is None or release[1] == 0 or good <= 0:
-        mm_var = math.inf
-        on = only
-        g = 0.0
-        b = float(good + bad)
-        b_rows_eff = good_rows + bad_rows
-        g_rows = 0.0
-    else:
-        sig_mm = _pool_sigma(f_mm, 1.0, epsilon, delta, s, accounting)
-        mm_var = sig_mm * sig_mm * release[0] / release[1]
-        on = bad_sensitivity * _online_sigma(f_init, f_bad, bad, epsilon, delta, s, accounting)
-        g, b = float(good), float(bad)
-        g_rows, b_rows_eff = good_rows, bad_rows
-    total_rows = g_rows + b_rows_eff
-    mae = (
-        _SQRT_2_OVER_PI
-        * (g_rows * math.sqrt(mm_var if g_rows else 0.0) + b_rows_eff * on)
-        / total_rows
-        if total_rows
-        else 0.0
-    )
-    return ErrorModel(
-        good=g,
-        bad=b,
-        mm_var=mm_var,
-        online_var=on * on,
-        online_only_var=online_only_var,
-        mae=mae,
-        online_only_mae=_SQRT_2_OVER_PI * only,
-    )
-
-
-#: The Matrix Mechanism shares the cap tries when it chooses the split itself; the rest of
-#: the warm-up and the reserve keep the default split's 1/6 each (less when the MM share leaves
-#: less than 1/2) and the paced online answers the rest, so the MM share is taken from them: with
-#: P empty the engine gives the MM share to the same pool.
-MM_SHARES = (0.0625, 0.125, 0.25, 0.5, 0.75)
-
-
-def split_for(mm: float) -> tuple[float, float, float, float]:
-    """The split (MM, warm-up, paced online, reserve) with a Matrix Mechanism share ``mm``
-    (:data:`MM_SHARES`)."""
-    side = min(1.0 / 6.0, (1.0 - mm) / 3.0)
-    return (mm, side, 1.0 - mm - 2.0 * side, side)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Pricing:
-    """What the next window of one table is priced with (:func:`choose_cap`): S statements
-    of ``rows_per`` rows, each answered online at ``sensitivity`` times the noise of a count,
-    at most ``expected_repeats`` of them from P; the epoch's (epsilon, delta) and accounting."""
-
-    stream_length: int
-    rows_per: float
-    sensitivity: float
-    expected_repeats: float | None
-    epsilon: float
-    delta: float
-    accounting: str
-
-    def online(self, split: tuple[float, float, float, float], bad: float) -> float:
-        """The sd of a row of ``bad`` online statements (:func:`_online_sigma`, times the
-        statements' sensitivity)."""
-        s, eps, delta, acct = self.stream_length, self.epsilon, self.delta, self.accounting
-        return self.sensitivity * _online_sigma(split[1], split[2], bad, eps, delta, s, acct)
-
-    def online_only(self, split: tuple[float, float, float, float]) -> float:
-        """The sd of a row with P empty: the release's share joins the online answers' pool,
-        as in the engine, and all S statements are answered online."""
-        return self.online((0.0, split[1], split[0] + split[2], 0.0), self.stream_length)
-
-    def window(
-        self,
-        inside: Sequence[PredictedQuery],
-        release: tuple[float, float],
-        split: tuple[float, float, float, float],
-        coverage: float = 1.0,
-    ) -> tuple[float, float, float]:
-        """``(total squared error, MAE, mm_var)`` of the next window with ``inside`` answered
-        from a release of ``(E, m)`` (:func:`release_error`: ``E / m`` is the mean variance
-        of a row, weighted as the release weighs them) at this ``split``, and ``coverage``
-        times the expected hits (``good``: the sum of their probabilities, at most S and
-        ``expected_repeats``; their rows weighted alike; the others online)."""
-        s = self.stream_length
-        p_sum = sum(q.probability for q in inside)
-        repeats = math.inf if self.expected_repeats is None else self.expected_repeats
-        good = min(p_sum, float(s), repeats) if p_sum > 0 else 0.0
-        g_rows = (
-            sum(q.probability * q.batch.num_queries for q in inside) * good / p_sum if good else 0.0
-        )
-        g_rows = min(g_rows, s * self.rows_per) * coverage
-        bad = max(s - good * coverage, 0.0)
-        b_rows = bad * self.rows_per
-        sd = _pool_sigma(split[0], 1.0, self.epsilon, self.delta, s, self.accounting)
-        mm_var = sd * sd * release[0] / release[1] if release[1] else math.inf
-        on = self.online(split, bad)
-        total = (g_rows * mm_var if g_rows else 0.0) + b_rows * on * on
-        rows = g_rows + b_rows
-        mae = (
-            _SQRT_2_OVER_PI * ((g_rows * math.sqrt(mm_var) if g_rows else 0.0) + b_rows * on) / rows
-            if rows
-            else 0.0
-        )
-        return total, mae, mm_var
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Cap:
-    """What :func:`choose_cap` chose for one table: keep the first ``k`` candidates, with this
-    ``split``; the expected MAE of the epoch with them and with everything online; and what
-    it priced them with."""
-
-    k: int
-    split: tuple[float, float, float, float]
-    mae: float
-    online_only_mae: float
-    mm_var: float | None
-    pricing: Pricing | None = None
-    #: the release of the ``k`` candidates kept, as it was priced (:func:`template_values`
-    #: prices changes of it block by block)
-    blocks: Blocks = field(default=(), repr=False, compare=False)
-
-
-def choose_cap(
-    ranked: Sequence[PredictedQuery],
-    cfg: PredictConfig,
-    stream_length: int,
-    *,
-    mean_rows: float | None = None,
-    sensitivity: float | None = None,
-    expected_repeats: float | None = None,
-    low_coverage: float | None = None,
-) -> Cap:
-    """How many of the ranked candidates of one table to keep, and the budget split.
-
-    One epoch covers the table: its release is planned by ``dp.marginals.plan_release``
-    exactly as the engine will (blocks over the candidates' marginals, one certified strategy
-    each, the budget split between blocks), so ``E``, the release's total expected squared
-    error per unit noise, is the engine's own. For each prefix k = 1, 2, 4, ..., min(len, 2 S)
-    and each split (``cfg.split``, or the MM shares of :data:`MM_SHARES`: the release's share follows
-    what P is expected to cover), the expected total squared error of the next window is
-
-        good_rows * sigma_MM^2 * E / m  +  bad_rows * sigma_online^2
-
-    with ``good = sum of the prefix's probabilities``, at most S statements and at most
-    ``expected_repeats`` (:meth:`Recurrence.expected_repeats`: how many of a window's statements
-    the backtest found asked before, so that many weak candidates cannot add up to more coverage
-    than the log ever showed), ``good_rows`` their rows (each weighted by its probability,
-    scaled alike), ``bad = S - good`` statements of ``mean_rows`` rows answered online
-    (:func:`_online_sigma`: the warm-up pool over the first T, the bad pool over the rest);
-    ``sigma_online`` is the noise at sensitivity 1 for the epoch's accounting (Gaussian, or
-    Laplace for ``pure``) times ``sensitivity``, the row-weighted mean sensitivity of the
-    table's statements (:func:`mean_sensitivity`; by default the candidates'): an online
-    answer is calibrated to its batch's sensitivity, while ``E`` already holds the weights of
-    P's rows. Each prefix costs a release
-    plan, so once the best total has risen at two prefixes in a row the larger ones are not
-    tried (the error is taken to be unimodal in k). The best of these is kept unless answering
-    everything online (P empty: the MM share joins the online pool; the reserve kept) is at
-    least as good: the cap never chooses a P it expects to be worse than no P.
-
-    A window's coverage varies around its expectation (on exploratory logs a window that
-    repeats much is often followed by one that repeats nothing, and the share given to P is
-    then lost to the online answers). So a prefix and split are kept only if, in a *bad*
-    window as well, they lose at most 5% MAE (:data:`LOW_TOLERANCE`) against answering
-    everything online: ``good`` and ``good_rows`` scaled by ``low_coverage``
-    (:meth:`Recurrence.low_coverage`: the lower quartile of the log's windows, each against
-    the windows before it). This chooses a smaller MM share, or no P, where the log's windows
-    repeat unevenly; with ``low_coverage`` None the expectation alone decides.
-    """
-    assert cfg.epsilon is not None and cfg.delta is not None
-    eps, delta = cfg.epsilon, cfg.delta
-    s = max(stream_length, 1)
-    rows_per = mean_rows or _mean_rows([q.batch for q in ranked])
-    if sensitivity is None:
-        sensitivity = mean_sensitivity((q.batch for q in ranked), cfg.accounting)
-    if isinstance(cfg.split, str):
-        splits = [SPLITS[cfg.split]]
-    elif cfg.split is not None:
-        splits = [cfg.split]
-    else:
-        splits = [split_for(m) for m in MM_SHARES]
-    standard = splits[0] if cfg.split is not None else SPLITS["matrix-heavy"]
-
-    pricing = Pricing(
-        stream_length=s,
-        rows_per=rows_per,
-        sensitivity=sensitivity,
-        expected_repeats=expected_repeats,
-        epsilon=eps,
-        delta=delta,
-        accounting=cfg.accounting,
-    )
-    only = pricing.online_only(standard)
-    only_mae = _SQRT_2_OVER_PI * only
-    best = Cap(
-        k=0, split=standard, mae=only_mae, online_only_mae=only_mae, mm_var=None, pricing=pricing
-    )
-    best_total = online_total = s * rows_per * only * only
-    low = 1.0 if low_coverage is None else min(low_coverage, 1.0)  # the bad window's share
-    if not ranked:
-        return best
-    # a P beyond 2 S is not tried: at most S statements come, a release spread over many more
-    # candidates measures each of them weakly, and each prefix is a release plan
-    top = min(len(ranked), 2 * s)
-    sizes = sorted({min(2**i, top) for i in range(int(math.log2(top)) + 2)})
-    rising = 0  # consecutive prefixes whose best total rose
-    previous = math.inf
-    for k in sizes:
-        if rising >= 2:
-            break  # the error has risen twice in a row: larger prefixes are not tried
-        prefix = list(ranked[:k])
-        blocks, e_total, m, released = _planned(
-            [q.batch for q in prefix],
-            cfg.accounting,
-            cfg.strategy_time_limit,
-            [q.probability for q in prefix] if cfg.weighted else None,
-        )
-        inside = [q for q in prefix if id(q.batch) in released]
-        if not inside or m == 0:
-            continue
-        this = math.inf
-        for fr in splits:
-            total, mae, mm_var = pricing.window(inside, (e_total, m), fr)
-            this = min(this, total)
-            total_low, _, _ = pricing.window(inside, (e_total, m), fr, coverage=low)
-            if total < best_total and total_low < online_total * LOW_TOLERANCE:
-                best_total = total
-                best = Cap(
-                    k=k,
-                    split=fr,
-                    mae=mae,
-                    online_only_mae=only_mae,
-                    mm_var=mm_var,
-                    pricing=pricing,
-                    blocks=blocks,
-                )
-        rising = rising + 1 if this > previous else 0
-        previous = this
-    return best
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TemplateValue:
     """What one template of P is worth to the next epoch of its table (``lapras predict``).
@@ -1667,8 +1284,9 @@ class TemplateValue:
     epoch's budget its part of the release costs (the Matrix Mechanism's share times the
     share of each block it is answered from, split among a block's statements by their weight
     in the block's workload: rows, times probability when the release is weighted);
-    ``mae_with``/``mae_without``: the epoch's expected MAE with P, and with P less this
-    template (its statements then answered online, the split unchanged)."""
+    ``mae_with``/``mae_without``: the mean MAE of the cap's held-out windows with the kept
+    policy's P, and with that P less this template's statements (the blocks they were in
+    priced again; the split unchanged)."""
 
     table: str
     template: str
@@ -1684,91 +1302,39 @@ class TemplateValue:
 
 def template_values(prediction: Prediction, *, limit: int = 8) -> tuple[TemplateValue, ...]:
     """The ``limit`` templates of each table's P that are expected to be asked most, each
-    with what it is worth (:class:`TemplateValue`), priced as the cap priced P (its
-    :class:`Pricing` and split). P's release is planned once, block by block
-    (``dp.marginals.planned_blocks``); a template's absence is priced by planning again only
-    the blocks its statements are in (a block's error depends on its own statements only).
-    Empty without the error-aware cap."""
+    with what it is worth (:class:`TemplateValue`, ``rewriter.predict_cap.template_worth``).
+    Empty without the error-aware cap, or where it kept no P."""
+    from .predict_cap import EpochModel, template_worth
+
+    cfg = prediction.config
+    if cfg.epsilon is None or cfg.delta is None:
+        return ()
+    model = EpochModel(
+        epsilon=cfg.epsilon, delta=cfg.delta, accounting=cfg.accounting, allocation=cfg.allocation
+    )
     out: list[TemplateValue] = []
-    for table, cap in sorted(prediction.caps.items()):
+    for table, d in sorted(prediction.caps.items()):
         qs = [q for q in prediction.queries if q.table == table]
-        if cap.pricing is not None and qs:
-            out += _table_values(table, cap, cap.pricing, qs, prediction.config, limit)
+        for w in template_worth(d, model, cfg.weighted, limit=limit):
+            members = [q for q in qs if q.template == w.template]
+            if not members:
+                continue
+            inst = sum(q.reason == "instance" for q in members)
+            out.append(
+                TemplateValue(
+                    table=table,
+                    template=w.template,
+                    asked=len(members) - inst,
+                    instances=inst,
+                    expected=sum(q.probability for q in members),
+                    windows=max(q.windows for q in members),
+                    analysts=max(q.analysts for q in members),
+                    budget_share=w.budget_share,
+                    mae_with=w.mae_with,
+                    mae_without=w.mae_without,
+                )
+            )
     return tuple(out)
-
-
-def _table_values(
-    table: str,
-    cap: Cap,
-    pricing: Pricing,
-    qs: Sequence[PredictedQuery],
-    cfg: PredictConfig,
-    limit: int,
-) -> list[TemplateValue]:
-    laplace = pricing.accounting == "pure"
-    probabilities = [q.probability if cfg.weighted else 1.0 for q in qs]
-    weight = dict(
-        zip((id(q.batch) for q in qs), normalised_weights(probabilities).tolist(), strict=True)
-    )
-
-    def plan(batches: Sequence[QueryBatch]) -> list[tuple[float, tuple[QueryBatch, ...]]]:
-        # the solver's budget is shared by the blocks planned here only, so each gets a little
-        # more than in P's plan (the small ones converge before it)
-        return list(
-            planned_blocks(
-                batches,
-                laplace=laplace,
-                solver_seconds=cfg.strategy_time_limit,
-                weights=[weight[id(b)] for b in batches],
-            )
-        )
-
-    def mae(blocks: Sequence[tuple[float, tuple[QueryBatch, ...]]]) -> float:
-        """The epoch's expected MAE with the statements of ``blocks`` from the release."""
-        total, rows, inside = _priced_blocks(blocks, weight, laplace)
-        members = [q for q in qs if id(q.batch) in inside]
-        if not members:
-            return _SQRT_2_OVER_PI * pricing.online_only(cap.split)
-        return pricing.window(members, (total, rows), cap.split)[1]
-
-    blocks = list(cap.blocks)  # the cap's own plan of P
-    # each block's share of the release's privacy cost, split among its statements by their
-    # weight in its workload
-    shares = budget_shares(
-        block_shares([e for e, _ in blocks], laplace=laplace)[0], laplace=laplace
-    )
-    share_of: dict[int, float] = {}
-    for share, (_, batches) in zip(shares, blocks, strict=True):
-        mass = sum(weight[id(b)] * b.num_queries for b in batches)
-        for b in batches:
-            share_of[id(b)] = cap.split[0] * share * weight[id(b)] * b.num_queries / mass
-    mae_with = mae(blocks)
-    groups: dict[str, list[PredictedQuery]] = {}
-    for q in qs:
-        groups.setdefault(q.template, []).append(q)
-    ranked = sorted(groups.items(), key=lambda kv: -sum(q.probability for q in kv[1]))
-    out = []
-    for template, members in ranked[:limit]:
-        mine = {id(q.batch) for q in members}
-        touched = [i for i, (_, bs) in enumerate(blocks) if any(id(b) in mine for b in bs)]
-        rest = [b for i in touched for b in blocks[i][1] if id(b) not in mine]
-        untouched = [blk for i, blk in enumerate(blocks) if i not in touched]
-        inst = sum(q.reason == "instance" for q in members)
-        out.append(
-            TemplateValue(
-                table=table,
-                template=template,
-                asked=len(members) - inst,
-                instances=inst,
-                expected=sum(q.probability for q in members),
-                windows=max(q.windows for q in members),
-                analysts=max(q.analysts for q in members),
-                budget_share=sum(share_of.get(id(q.batch), 0.0) for q in members),
-                mae_with=mae_with,
-                mae_without=mae(untouched + plan(rest)),
-            )
-        )
-    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -1785,7 +1351,19 @@ class ViewReport:
     hits: int  # later statements whose batch is in P (with repeats)
     distinct_hits: int
     false_positives: int
-    error: ErrorModel | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableError:
+    """The later window of one table answered by the model (``rewriter.predict_cap``) with
+    the prediction's P, split, S and E, and with everything online."""
+
+    table: str
+    mae: float
+    online_only_mae: float
+    from_release: int
+    refused: int
+    online_refused: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1806,6 +1384,7 @@ class BacktestReport:
     online_only_mae: float | None
     views: tuple[ViewReport, ...]
     prediction: Prediction = field(repr=False)
+    tables: tuple[TableError, ...] = ()
 
     def text(self) -> str:
         """A terminal-readable report."""
@@ -1820,13 +1399,16 @@ class BacktestReport:
             lines.append(
                 f"expected MAE: with P {self.mae:.2f}   everything online {self.online_only_mae:.2f}"
             )
-        lines.append("view | |P| | later | distinct | hits | false pos. | MAE (P) | MAE (online)")
+        for t in self.tables:
+            lines.append(
+                f"{t.table}: {t.from_release} statement(s) from the release; refused for "
+                f"budget {t.refused} (online only: {t.online_refused})"
+            )
+        lines.append("view | |P| | later | distinct | hits | false pos.")
         for v in self.views:
-            e = v.error
             lines.append(
                 f"{v.table}.{v.view} | {v.predicted} | {v.statements} | {v.distinct} | "
-                f"{v.hits} | {v.false_positives} | "
-                + (f"{e.mae:.2f} | {e.online_only_mae:.2f}" if e is not None else "- | -")
+                f"{v.hits} | {v.false_positives}"
             )
         return "\n".join(lines)
 
@@ -1837,15 +1419,19 @@ def evaluate(
     *,
     epsilon: float | None = None,
     delta: float | None = None,
-    split: str | tuple[float, float, float, float] | None = None,
     accounting: str = "gdp",
-    strategy_time_limit: float = 2.0,
+    allocation: Literal["steady", "static"] = "steady",
     split_time: float = 0.0,
     train: int = 0,
 ) -> BacktestReport:
-    """Compare a prediction with the statements that came (see :class:`BacktestReport`);
-    priced with ``split``, else the split the prediction chose, else matrix-heavy."""
-    split = split or prediction.split or "matrix-heavy"
+    """Compare a prediction with the statements that came (see :class:`BacktestReport`); with
+    ``epsilon``/``delta``, each table's later statements answered by the model
+    (``rewriter.predict_cap.window_error``) with P (its release priced by
+    ``dp.release_bound``) at the prediction's split, S and E, and with everything online."""
+    from dp.release_bound import bound_release
+
+    from .predict_cap import EpochModel, release_variances, split_for, window_error
+
     p_keys = prediction.keys
     per_view: dict[tuple[str, str], list[Resolved]] = {}
     for r in later:
@@ -1858,8 +1444,7 @@ def evaluate(
     dhits = len(asked & p_keys)
     fps = len(p_keys - asked)
     views: list[ViewReport] = []
-    names = sorted(set(per_view) | {(v.table, v.view) for v in prediction.views})
-    for tv in names:
+    for tv in sorted(set(per_view) | {(v.table, v.view) for v in prediction.views}):
         rs = per_view.get(tv, [])
         vp = next((v for v in prediction.views if (v.table, v.view) == tv), None)
         vkeys = {(q.table, q.view, q.key) for q in vp.queries} if vp is not None else set()
@@ -1874,51 +1459,60 @@ def evaluate(
                 hits=sum(r.calls for r in rs if r.ident in vkeys),
                 distinct_hits=len(seen & vkeys),
                 false_positives=len(vkeys - seen),
-                error=None,
             )
         )
-    # The expected error, per table: one epoch, P's release planned as the engine plans it.
+    errors: list[TableError] = []
     mae_num = mae_only = rows_total = 0.0
-    errors: dict[str, ErrorModel] = {}
     if epsilon is not None and delta is not None:
-        tables = sorted({tv[0] for tv in per_view})
-        for table in tables:
-            batch_of: dict[tuple[str, str, str], QueryBatch] = {}
-            for r in later:
-                if r.plan is not None and r.plan.table == table and r.ident is not None:
-                    batch_of.setdefault(r.ident, r.plan.batch)
-            rows_of = {k: b.num_queries for k, b in batch_of.items()}
-            good = [k for k in rows_of if k in p_keys]
-            bad = [k for k in rows_of if k not in p_keys]
+        model = EpochModel(
+            epsilon=epsilon, delta=delta, accounting=accounting, allocation=allocation
+        )
+        for table in sorted({tv[0] for tv in per_view}):
+            stream: list[tuple[tuple[str, str, str], QueryBatch]] = []
+            seen_ids: set[tuple[str, str, str]] = set()
+            for r in sorted(later, key=lambda r: r.time):
+                ident = r.ident
+                if r.plan is not None and r.plan.table == table and ident not in seen_ids:
+                    assert ident is not None
+                    seen_ids.add(ident)
+                    stream.append((ident, r.plan.batch))
+            d = prediction.caps.get(table)
+            split = prediction.split or split_for(0.5)
+            s_len = prediction.stream_length or max(1, len(stream))
+            e_len = prediction.expected_fresh or s_len
+            e_none = s_len
+            if d is not None:
+                s_len, e_len, split = d.stream_length, d.expected_fresh, d.split
+                e_none = d.online_expected_fresh
             mine = [q for q in prediction.queries if q.table == table]
-            rel = None
-            if good and mine:
-                e_total, m, _ = release_error(
+            release: dict[tuple[str, str, str], np.ndarray] = {}
+            if mine:
+                blocks = bound_release(
                     [q.batch for q in mine],
-                    accounting=accounting,
-                    time_limit=strategy_time_limit,
+                    laplace=accounting == "pure",
                     weights=[q.probability for q in mine] if prediction.config.weighted else None,
                 )
-                rel = (e_total, m)
-            err = expected_epoch_error(
-                release=rel,
-                good=len(good),
-                bad=len(bad),
-                good_rows=float(sum(rows_of[k] for k in good)),
-                bad_rows=float(sum(rows_of[k] for k in bad)),
-                epsilon=epsilon,
-                delta=delta,
-                split=split,
-                accounting=accounting,
-                good_sensitivity=mean_sensitivity((batch_of[k] for k in good), accounting),
-                bad_sensitivity=mean_sensitivity((batch_of[k] for k in bad), accounting),
+                idents = {id(q.batch): (q.table, q.view, q.key) for q in mine}
+                release = release_variances(blocks, idents, model, split[0], s_len)
+            with_p = window_error(
+                model, stream, release, split, stream_length=s_len, expected=e_len
             )
-            errors[table] = err
-            rows = float(sum(rows_of.values()))
-            mae_num += err.mae * rows
-            mae_only += err.online_only_mae * rows
-            rows_total += rows
-    views = [replace(v, error=errors.get(v.table)) for v in views]
+            online = window_error(model, stream, {}, split, stream_length=s_len, expected=e_none)
+            errors.append(
+                TableError(
+                    table=table,
+                    mae=with_p.mae,
+                    online_only_mae=online.mae,
+                    from_release=with_p.released,
+                    refused=with_p.refused,
+                    online_refused=online.refused,
+                )
+            )
+            if with_p.rows and online.rows:
+                rows = float(sum(b.num_queries for _, b in stream))
+                mae_num += with_p.mae * rows
+                mae_only += online.mae * rows
+                rows_total += rows
     n_p = len(p_keys)
     return BacktestReport(
         split=split_time,
@@ -1933,6 +1527,7 @@ def evaluate(
         online_only_mae=mae_only / rows_total if rows_total else None,
         views=tuple(views),
         prediction=prediction,
+        tables=tuple(errors),
     )
 
 
@@ -1946,6 +1541,7 @@ def backtest(
     config: PredictConfig | None = None,
     end_time: TimeLike | None = None,
     error_cap: bool = True,
+    resolver: Resolver | None = None,
 ) -> BacktestReport:
     """Learn on the records before ``split_time``, report on those in ``[split, end)``.
 
@@ -1956,19 +1552,19 @@ def backtest(
         cfg = replace(cfg, epsilon=epsilon, delta=delta)
     t_split = seconds(split_time)
     t_end = seconds(end_time) if end_time is not None else math.inf
-    res, bad = resolve(records, schema)
+    resolver = resolver or Resolver(schema)
+    res, bad = resolve(records, schema, resolver=resolver)
     train = [r for r in res if r.time < t_split]
     test = [r for r in res if t_split <= r.time < t_end]
-    pred = predict((), schema, now=t_split, config=cfg, resolved=train)
+    pred = predict((), schema, now=t_split, config=cfg, resolved=train, resolver=resolver)
     pred = replace(pred, unresolved=bad)
     return evaluate(
         pred,
         test,
         epsilon=epsilon,
         delta=delta,
-        split=cfg.split,
         accounting=cfg.accounting,
-        strategy_time_limit=cfg.strategy_time_limit,
+        allocation=cfg.allocation,
         split_time=t_split,
         train=sum(r.calls for r in train),
     )
@@ -2158,27 +1754,21 @@ __all__ = [
     "CSVLOG_COLUMNS",
     "DAY",
     "BacktestReport",
-    "Cap",
-    "ErrorModel",
     "LogRecord",
     "PredictConfig",
     "PredictedQuery",
     "Prediction",
-    "Pricing",
     "Recurrence",
     "Resolved",
     "Resolver",
+    "TableError",
     "TemplateValue",
     "UnboundTemplate",
     "ViewPrediction",
     "ViewReport",
     "backtest",
     "canonical_key",
-    "choose_cap",
     "evaluate",
-    "expected_epoch_error",
-    "mean_sensitivity",
-    "noise_sensitivity",
     "parametrise",
     "parse_csvlog",
     "parse_pg_stat_statements",
@@ -2186,12 +1776,10 @@ __all__ = [
     "placeholder_attributes",
     "predict",
     "recurrence",
-    "release_error",
     "render",
     "resolve",
     "round_binding",
     "seconds",
     "sql_literal",
-    "stream_estimate",
     "template_values",
 ]

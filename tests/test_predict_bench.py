@@ -21,7 +21,8 @@ from bench.predict import datasets as D
 from bench.predict import replay as R
 from bench.predict import run
 from rewriter import Refused, classify
-from rewriter.predict import DAY, PredictConfig, evaluate, split_for
+from rewriter.predict import DAY, PredictConfig, evaluate
+from rewriter.predict_cap import split_for
 
 #: The engine runs answer the window's first STREAM statements of at most ROWS rows (enough
 #: for the structure; IDEBench's GROUP BYs of hundreds of rows make slow releases).

@@ -12,6 +12,7 @@ import asyncio
 import csv
 import datetime as dt
 import io
+import math
 import re
 import subprocess
 import sys
@@ -116,21 +117,27 @@ def test_predict_from_the_proxy_log_then_start_an_epoch_from_it(
     assert all(asked[q] == pytest.approx(v, abs=0.005) for q, v in p.items())
 
     lapras("epoch", "close", "--config", str(config_file), "--table", "adult")
+    # a configuration that leaves S to the prediction (the test's sets stream_length = 50)
+    unset = tmp_path / "unset.toml"
+    unset.write_text(config_text(pg, stream_length=None))
     text = lapras(
         "epoch",
         "start",
         "--config",
-        str(config_file),
+        str(unset),
         "--table",
         "adult",
         "--from-prediction",
         "latest",
     )
     assert f"{len(predicted_sql(out))} predicted statement(s)" in text
-    # E from the log: its 6 distinct statements of one day (two if the run crossed midnight
-    # UTC), times 1.5
-    e = re.search(r"expected fresh answers E = (\d+) \(from the query log\)", text)
-    assert e is not None and 5 <= int(e[1]) <= 9, text
+    # S and E from the prediction's log: its 6 distinct statements of one day (fewer a day if
+    # the run crossed midnight UTC), S = the busiest day x 1.5, E its mean (the P of the
+    # uncapped prediction is not subtracted: no backtest said what it answers)
+    e = re.search(r"S=(\d+), .*expected fresh answers E = (\d+) \(from prediction \d+\)", text,
+                  re.DOTALL)  # fmt: skip
+    assert e is not None and 3 <= int(e[2]) <= 6, text
+    assert math.ceil(1.5 * int(e[2])) <= int(e[1]) <= math.ceil(1.5 * 6), text
     with Proxy(config, seed=12) as proxy, client(proxy) as (conn, notices):
         conn.execute(DASHBOARD[0]).fetchall()
         assert "Matrix Mechanism" in notices[-1]
@@ -213,10 +220,12 @@ def test_predict_from_a_csvlog_written_by_postgresql(
         r"next window; [\d.]+% of the budget; expected MAE [\d.e+-]+ with it, [\d.e+-]+ without"
     )
     assert worth.search(text), text
-    # each later day repeated the whole dashboard: no window repeats less than those before it
-    n = f"{len(DASHBOARD):.1f}"
-    assert f"public.adult: a window asked {n} statement(s) asked before, on average," in text
-    assert "a bad window (the lower quartile) asked 100% of what the windows before it" in text
+    # the decision in words: each later day repeated the whole dashboard, so at the held-out
+    # days a P answered better than everything online; S and E from the log's windows
+    assert re.search(r"P kept: .* it gains \+[\d.]+% over answering online in 4 held-out", text)
+    assert "distinct statements (mean" in text and "S = " in text, text
+    e = re.search(r"E = (\d+) expected", text)
+    assert e is not None, text
     chosen = set(predicted_sql(out))
     assert set(probabilities(out)) <= {*DASHBOARD, ONE_OFF} and chosen, text
     lapras("epoch", "close", "--config", str(config_file), "--table", "adult")
@@ -225,6 +234,9 @@ def test_predict_from_a_csvlog_written_by_postgresql(
         "--from-prediction", "latest",
     )  # fmt: skip
     assert f"{len(chosen)} predicted statement(s)" in text, text
+    # E from the prediction; S as the administrator set it ([privacy] stream_length = 50)
+    assert re.search(rf"expected fresh answers E = {e[1]} \(from prediction \d+\)", text), text
+    assert "S=50," in text, text
     config = make_config(pg)
     with Proxy(config, seed=13) as proxy, client(proxy) as (conn, notices):
         for sql in [*DASHBOARD, ONE_OFF, "SELECT count(*) FROM adult WHERE age = 44"]:
@@ -308,3 +320,32 @@ password = "x"
     p = predicted_sql(out)
     assert "SELECT sex, count(*) FROM adult GROUP BY sex" in p
     assert "seen without bindings" in text
+
+
+def test_predict_says_when_no_prediction_is_kept(config_file: Path, tmp_path: Path) -> None:
+    """An exploratory csvlog: each day asks new age ranges, never one asked before. The
+    backtest on the held-out days finds no P that answers them better than everything
+    online, and the command says so in words; S and E still come from the log's days."""
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    rows = []
+    for day in range(6, 0, -1):
+        for k in range(8):
+            low = 17 + (day * 8 + k) % 60
+            at = now - dt.timedelta(days=day) + dt.timedelta(minutes=k)
+            sql = f"SELECT count(*) FROM adult WHERE age BETWEEN {low} AND {low + day % 3}"
+            rows.append(
+                [at.strftime("%Y-%m-%d %H:%M:%S.000 UTC"), "ana", "adult", "1", "", f"s{day}",
+                 str(k), "SELECT", "", "", "0", "LOG", "00000", f"statement: {sql}"]
+                + [""] * 9
+            )  # fmt: skip
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    log = tmp_path / "explore.csv"
+    log.write_text(out.getvalue())
+    text = lapras(
+        "predict", "--config", str(config_file), "--table", "adult", "--source", "csvlog",
+        "--file", str(log), "--dry-run", "--now", now.isoformat(),
+    )  # fmt: skip
+    assert "predicted set P for adult: 0 statement(s)" in text, text
+    assert "no prediction kept: the backtest says answering online is as good" in text, text
+    assert re.search(r"the log's 6 active window\(s\) of 1 day\(s\) asked \d+ to \d+", text), text

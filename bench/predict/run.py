@@ -100,8 +100,8 @@ from rewriter.predict import (
     Resolved,
     Resolver,
     predict,
-    split_for,
 )
+from rewriter.predict_cap import split_for
 from rewriter.schema import Schema
 
 ROOT = Path(__file__).resolve().parents[2]
