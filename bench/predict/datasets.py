@@ -64,7 +64,7 @@ DATASETS = (*CROSSFILTER, IDEBENCH)
 ROWS = {"flights": 100_000, "movies": 3_200, "weather": 50_000, "idebench": 100_000}
 MAX_BINS = 48
 CELL_LIMIT = 1_000_000
-#: Integer attributes grouped by ``width_bucket`` span at most this many values.
+#: Integer attributes grouped by their bin number (``replay.bucket``) span at most this many values.
 GROUPABLE_VALUES = 10_000
 #: The flights fixture's USPS codes (sql_fixtures/flights/lapras.toml): public.
 STATES = [
@@ -127,7 +127,7 @@ class Attr:
 
     @property
     def groupable(self) -> bool:
-        """Integer bins of one width over few values: ``GROUP BY width_bucket(...)`` (the
+        """Integer bins of one width over few values: ``GROUP BY`` the bin number (the
         rewriter evaluates a grouping expression at every declared value)."""
         return (
             self.kind == "integer"

@@ -11,8 +11,11 @@ rewriter answers for its attribute:
 
 * unit bins (flights' hours): ``SELECT dep_time, count(*) FROM flights WHERE ... GROUP BY
   dep_time``;
-* integer bins of one width over at most 10,000 values: ``SELECT width_bucket(distance, 0, 5000, 25) AS distance_bin,
-  count(*) FROM flights WHERE ... GROUP BY 1``;
+* integer bins of one width over at most 10,000 values: ``SELECT ((distance - 0) / 200 + 1) AS
+  distance_bin, count(*) FROM flights WHERE ... GROUP BY 1`` (the bin's number, 1-based, as
+  ``width_bucket`` numbers them; in integer arithmetic, since PostgreSQL computes
+  ``width_bucket`` in doubles, which put 3000 of ``width_bucket(distance, 0, 5200, 26)`` in
+  the bucket before 3001's, and the rewriter refuses a key that cuts a declared bin);
 * other bins (numeric attributes; the dates, in milliseconds): one ``count(*) FILTER (WHERE c >= a
   AND c < b)`` per bin, in one statement (the rewriter refuses GROUP BY over numeric bins).
 
@@ -26,9 +29,9 @@ filters (a predicate on the visualisation itself). After each interaction, the v
 changes are re-drawn: the created or linked one; for a selection every visualisation it filters
 (transitively); for a filter the visualisation and those it filters. A visualisation is one
 statement: ``SELECT <keys>, <aggregate> FROM flights WHERE <filters> GROUP BY <keys>``, a key
-being ``width_bucket`` of a numeric dimension in its declared bins (each visualisation is drawn
-in the declared bins, whatever width the workflow drew for it) or the categorical column.
-``AVG(X)`` becomes the average of X's bin midpoint (``avg(width_bucket(x, ...) * w + c)``):
+being the bin number of a numeric dimension in its declared bins (as above; each
+visualisation is drawn in the declared bins, whatever width the workflow drew for it) or the
+categorical column. ``AVG(X)`` becomes the average of X's bin midpoint (``avg(bin * w + c)``):
 the rewriter answers AVG only of an expression that takes one value per declared bin. The
 workflows have no times: one interaction every :data:`IDEBENCH_STEP` seconds.
 """
@@ -106,9 +109,10 @@ def _where(parts: Sequence[str]) -> str:
 
 
 def bucket(a: Attr) -> str:
-    """The group key of a uniformly binned integer attribute."""
-    n = a.bins
-    return f"width_bucket({a.column}, {lit(a.edges[0])}, {lit(a.edges[-1])}, {n})"
+    """The group key of a uniformly binned integer attribute: its bin's number from 1, as
+    ``width_bucket`` numbers them, in integer arithmetic (exact on every declared bin)."""
+    assert a.width is not None
+    return f"(({a.column} - {lit(a.edges[0])}) / {lit(a.width)} + 1)"
 
 
 def histogram_sql(ds: Dataset, a: Attr, filters: Sequence[str]) -> str:
