@@ -570,9 +570,14 @@ class DPRouter:
         return self._result(execution, plan, answer, rendered)
 
     def _unit(self, plan: rewriter.Plan) -> str:
-        """The NOTICE's note on the unit bound of the plan's table (:func:`unit_note`)."""
+        """The NOTICE's notes on what the declaration does to the plan's answer: the unit
+        bound of its table (:func:`unit_note`), the clamping of the columns whose values it
+        sums (:func:`rewriter.clamp_note`)."""
         table = self.service.schema.tables.get(plan.table.split(".")[-1])
-        return "" if table is None else unit_note(table)
+        if table is None:
+            return ""
+        notes = (unit_note(table), rewriter.clamp_note(table, plan.batch.domain.names))
+        return "; ".join(x for x in notes if x)
 
     def _requested(self, execution: Execution, plan: rewriter.Plan) -> float | None:
         """The standard error the session asks of ``plan``'s answer (``lapras.max_error``, else

@@ -577,6 +577,14 @@ class EpochService:
                     "declares unit_questions = false)",
                 )
             if not within(handle.domain, batch.domain):
+                clamped = rewriter.clamped_since(handle.domain.names, batch.domain.names)
+                if clamped:
+                    raise OutsideEpochViewError(
+                        f"the active epoch on {table} was started before {', '.join(clamped)} "
+                        "was declared with clamp = true: it holds no values of it to sum",
+                        hint="an administrator starts a new epoch (lapras epoch start), whose "
+                        "pin carries the clamped values",
+                    )
                 raise OutsideEpochViewError(
                     f"the active epoch on {table} answers questions about {', '.join(handle.domain.names)} only",
                     hint="use only those columns, or ask an administrator for an epoch over "

@@ -39,6 +39,8 @@ from collections.abc import Callable, Sequence
 
 from . import compose
 from .answers import aggregate_errors, histogram_intervals, postprocess
+from .clamp import clamped_since
+from .clamp import note as clamp_note
 from .classify import (
     DPStatement,
     Passthrough,
@@ -135,6 +137,8 @@ __all__ = [
     "ZeroRowProbe",
     "aggregate_errors",
     "bind",
+    "clamp_note",
+    "clamped_since",
     "classify",
     "fingerprint",
     "histogram_intervals",

@@ -38,8 +38,9 @@ import numpy.typing as npt
 from dp.domain import Domain
 from dp.pin import Pin, UnitRows
 
+from . import clamp
 from .errors import UndefinedTableError, UnsupportedError
-from .schema import AttributeDecl, DateUnit, Kind, Schema, TableDecl
+from .schema import AttributeDecl, DateUnit, Kind, Schema, TableDecl, ValueAxis
 
 
 def _q(name: str) -> str:
@@ -112,12 +113,11 @@ def _attributes(
     t = schema.tables.get(table)
     if t is None:
         raise UndefinedTableError(f"table {table} is not a declared protected table")
-    if names is None:
-        return t.schema, t.name, tuple(t.attributes.values())
+    names = tuple(t.attributes) if names is None else names
     missing = [n for n in names if n not in t.attributes]
     if missing:
         raise UnsupportedError(f"{', '.join(missing)} is not a declared attribute of {table}")
-    return t.schema, t.name, tuple(t.attributes[n] for n in names)
+    return t.schema, t.name, t.with_value_axes(names)  # the clamped columns' values too
 
 
 def pin_sql(
@@ -132,23 +132,45 @@ def pin_sql(
     once per row of the table instead of once per distinct combination (2x the scan's time on
     10 million rows, ``docs/benchmarks.md``).
 
-    A table with a privacy unit is pinned by :func:`_bounded_sql` (``seed``: a secret)."""
-    sch, name, attrs = _attributes(schema, table, attributes)
+    A table with a privacy unit is pinned by :func:`_bounded_sql` (``seed``: a secret).
+
+    With clamped columns (rewriter.clamp) their cells are their clamped values' bins, and each
+    row also carries ``sum(n * <product of shares>)`` (float8), one per non-empty set of the
+    clamped columns, from which their value axes' masses are split (:func:`clamp.expand`)."""
+    sch, name, every = _attributes(schema, table, attributes)
     decl = schema.tables[table]
+    attrs, sums = _cells_and_sums(decl, every)
     if decl.unit is not None:
-        return _bounded_sql(decl, attrs, seed)
+        return _bounded_sql(decl, attrs, seed, sums)
     cols = ", ".join(_q(a.name) for a in attrs)
-    cells = ", ".join(f"({cell_expr(a)}) AS c{i}" for i, a in enumerate(attrs))
+    cells = ", ".join(f"({_cell(a)}) AS c{i}" for i, a in enumerate(attrs))
     if not attrs:
         return f"SELECT count(*)::int8 FROM {_q(sch)}.{_q(name)}"
     outer = ", ".join(f"coalesce(c{i}, -1)::int4" for i in range(len(attrs)))
     groups = ", ".join(str(i + 1) for i in range(len(attrs)))
     n = _fresh("n", attrs)
     inner = f"SELECT {cols}, count(*) AS {n} FROM {_q(sch)}.{_q(name)} GROUP BY {cols}"
+    shares = "".join(f", {n} * ({f}) AS s{i}" for i, f in enumerate(sums))
+    summed = "".join(f", sum(s{i})::float8" for i in range(len(sums)))
     return (
-        f"SELECT {outer}, sum({n})::int8 FROM (SELECT {cells}, {n} FROM ({inner}) AS g) AS cells "
-        f"GROUP BY {groups}"
+        f"SELECT {outer}, sum({n})::int8{summed} FROM (SELECT {cells}, {n}{shares} FROM ({inner})"
+        f" AS g) AS cells GROUP BY {groups}"
     )
+
+
+def _cells_and_sums(
+    decl: TableDecl, every: Sequence[AttributeDecl]
+) -> tuple[tuple[AttributeDecl, ...], list[str]]:
+    """The attributes whose cells the pin statement computes (the declared ones), and the SQL
+    of the shares it sums for the value axes among ``every`` (rewriter.clamp)."""
+    attrs = tuple(a for a in every if not isinstance(a, ValueAxis))
+    clamped = [decl.attributes[a.source] for a in every if isinstance(a, ValueAxis)]
+    return attrs, clamp.factors(clamped, _q)
+
+
+def _cell(a: AttributeDecl) -> str:
+    """SQL of a row's cell of ``a`` (a clamped column's: its clamped value's bin)."""
+    return clamp.cell_sql(a, _q(a.name)) if a.clamp else cell_expr(a)
 
 
 def _fresh(name: str, attrs: Sequence[AttributeDecl]) -> str:
@@ -158,7 +180,9 @@ def _fresh(name: str, attrs: Sequence[AttributeDecl]) -> str:
     return name
 
 
-def _bounded_sql(decl: TableDecl, attrs: Sequence[AttributeDecl], seed: str) -> str:
+def _bounded_sql(
+    decl: TableDecl, attrs: Sequence[AttributeDecl], seed: str, sums: Sequence[str] = ()
+) -> str:
     """The pin of a table with a privacy unit: each unit's rows bounded on the backend.
 
     Mechanism (``dp.units``): rows whose unit is NULL, or that have no cell in the domain, are
@@ -181,6 +205,10 @@ def _bounded_sql(decl: TableDecl, attrs: Sequence[AttributeDecl], seed: str) -> 
     counted. A unit is then its mapping pairs and the rows they reach: removing it (its
     mapping rows, and the rows only it reaches) removes exactly its own bounded rows from the
     pin, whatever the other units' mapping rows are (docs/privacy.md §1a).
+
+    ``sums``: the shares of clamped columns' values (rewriter.clamp), summed per unit and cell
+    over all of the unit's rows there; the kept rows carry them in proportion (each kept row
+    stands for the unit's average row of the cell: a value inside the bin).
     """
     unit = decl.unit
     if unit is None:
@@ -204,7 +232,10 @@ def _bounded_sql(decl: TableDecl, attrs: Sequence[AttributeDecl], seed: str) -> 
         f"SELECT {cols + ', ' if cols else ''}{unit_expr} AS {u}, count(*) AS {n} FROM {source}"
         f" WHERE {unit_expr} IS NOT NULL GROUP BY {cols + ', ' if cols else ''}{unit_expr}"
     )
-    cells = "".join(f"({cell_expr(a)}) AS c{i}, " for i, a in enumerate(attrs))
+    cells = "".join(f"({_cell(a)}) AS c{i}, " for i, a in enumerate(attrs))
+    shares = "".join(f", {n} * ({f}) AS s{i}" for i, f in enumerate(sums))
+    per_share = "".join(f", sum(s{i}) AS s{i}" for i in range(len(sums)))
+    carried = "".join(f", s{i}" for i in range(len(sums)))
     names = [f"c{i}" for i in range(len(attrs))]
     inside = "".join(f" AND {c} IS NOT NULL" for c in names)
     by_cell = ", ".join([u, *names])
@@ -214,21 +245,23 @@ def _bounded_sql(decl: TableDecl, attrs: Sequence[AttributeDecl], seed: str) -> 
     groups = ", ".join(names)
     kept = f"greatest(0, least(m, {bound.rows} - (sum(m) OVER w - m))) AS kept"
     per_cell = (
-        f"SELECT {by_cell}, sum({n}) AS total, least(sum({n}), {bound.per_cell}) AS m FROM ("
-        f"SELECT {cells}{u}, {n} FROM ({inner}) AS g) AS cells WHERE true{inside}"
-        f" GROUP BY {by_cell}"
+        f"SELECT {by_cell}, sum({n}) AS total, least(sum({n}), {bound.per_cell}) AS m"
+        f"{per_share} FROM (SELECT {cells}{u}, {n}{shares} FROM ({inner}) AS g) AS cells"
+        f" WHERE true{inside} GROUP BY {by_cell}"
     )
     window = f" WINDOW w AS (PARTITION BY {u} ORDER BY {order} ROWS UNBOUNDED PRECEDING)"
     if decl.unit_questions:  # each unit's rows too: one result row per unit and cell
         return (
             f"SELECT (dense_rank() OVER (ORDER BY {u}) - 1)::int4, {out + ', ' if out else ''}"
-            f"total::int8, kept::int8 FROM (SELECT {by_cell}, total, {kept} FROM ({per_cell})"
+            f"total::int8, kept::int8{''.join(f', s{i}::float8' for i in range(len(sums)))}"
+            f" FROM (SELECT {by_cell}, total, {kept}{carried} FROM ({per_cell})"
             f" AS per_cell{window}) AS bounded"
         )
     return (
-        f"SELECT {out + ', ' if out else ''}sum(kept)::int8 FROM ("
-        f"SELECT {groups + ', ' if groups else ''}{kept} FROM ({per_cell}) AS per_cell{window})"
-        f" AS bounded WHERE kept > 0{' GROUP BY ' + groups if groups else ''}"
+        f"SELECT {out + ', ' if out else ''}sum(kept)::int8"
+        f"{''.join(f', sum(kept * s{i} / total)::float8' for i in range(len(sums)))} FROM ("
+        f"SELECT {groups + ', ' if groups else ''}total, {kept}{carried} FROM ({per_cell})"
+        f" AS per_cell{window}) AS bounded WHERE kept > 0{' GROUP BY ' + groups if groups else ''}"
     )
 
 
@@ -238,11 +271,21 @@ def pin_domain(schema: Schema, table: str, attributes: Sequence[str] | None = No
     return Domain.of(*((a.name, a.size) for a in attrs))
 
 
-def pin_from_rows(domain: Domain, rows: Iterable[Sequence[int]]) -> Pin:
-    """The pin from the statement's rows (cells, then the count)."""
-    k = len(domain.attributes)
-    arr = np.asarray([tuple(r) for r in rows], dtype=np.int64).reshape(-1, k + 1)
-    return _pinned(domain, [arr[:, j] for j in range(k)], arr[:, k])
+def _shape(domain: Domain) -> tuple[int, int]:
+    """The statement's cells per row (the declared attributes) and its sums of shares (for
+    the value axes of clamped columns: rewriter.clamp)."""
+    values = clamp.value_count(domain)
+    return len(domain.attributes) - values, (1 << values) - 1
+
+
+def pin_from_rows(domain: Domain, rows: Iterable[Sequence[float]]) -> Pin:
+    """The pin from the statement's rows (cells, then the count, then any sums of shares)."""
+    k, sums = _shape(domain)
+    arr = np.asarray([tuple(r) for r in rows], dtype=np.float64).reshape(-1, k + 1 + sums)
+    cells = [arr[:, j].astype(np.int64) for j in range(k)]
+    if sums:
+        return clamp.expand(domain, cells, arr[:, k], [arr[:, k + 1 + i] for i in range(sums)])
+    return _pinned(domain, cells, arr[:, k].astype(np.int64))
 
 
 def _pinned(domain: Domain, columns: Sequence[npt.ArrayLike], counts: npt.ArrayLike) -> Pin:
@@ -260,10 +303,11 @@ _COPY_HEADER = b"PGCOPY\n\xff\r\n\x00"
 
 def pin_from_copy(domain: Domain, data: bytes | bytearray) -> Pin:
     """The pin from ``COPY (pin_sql) TO STDOUT (FORMAT binary)``: every field is a non-null
-    int4 (an int8 for the counts), so the tuples are fixed-width and parsed in one pass,
-    without copying the stream. A statement with each unit's rows (``k + 3`` fields: unit,
-    cells, all rows, kept rows) gives the pin with its :class:`dp.pin.UnitRows`."""
-    k = len(domain.attributes)
+    int4 (an int8 for the counts, a float8 for a sum of shares of clamped columns), so the
+    tuples are fixed-width and parsed in one pass, without copying the stream. A statement
+    with each unit's rows (``k + 3`` fields: unit, cells, all rows, kept rows; then the sums)
+    gives the pin with its :class:`dp.pin.UnitRows`."""
+    k, sums = _shape(domain)
     view = memoryview(data)
     if bytes(view[: len(_COPY_HEADER)]) != _COPY_HEADER:
         raise ValueError("not a binary COPY stream")
@@ -271,30 +315,46 @@ def pin_from_copy(domain: Domain, data: bytes | bytearray) -> Pin:
     if len(view) < 21 + ext or bytes(view[-2:]) != b"\xff\xff":
         raise ValueError("the binary COPY stream is truncated")
     body = view[19 + ext : len(view) - 2]
-    if len(body) >= 2 and int.from_bytes(body[:2], "big") == k + 3:
+    if len(body) >= 2 and int.from_bytes(body[:2], "big") == k + 3 + sums:
         return _units_from_copy(domain, body)
     fields = [("nf", ">i2")]
     for j in range(k):
         fields += [(f"l{j}", ">i4"), (f"c{j}", ">i4")]
     fields += [("ln", ">i4"), ("n", ">i8")]
+    fields += [f for i in range(sums) for f in ((f"ls{i}", ">i4"), (f"s{i}", ">f8"))]
     rows = np.frombuffer(body, dtype=np.dtype(fields))
-    if rows.size and (np.any(rows["nf"] != k + 1) or np.any(rows["ln"] != 8)):
+    if rows.size and (np.any(rows["nf"] != k + 1 + sums) or np.any(rows["ln"] != 8)):
         raise ValueError("unexpected tuples in the binary COPY stream")
-    return _pinned(domain, [rows[f"c{j}"] for j in range(k)], rows["n"])
+    cells = [rows[f"c{j}"] for j in range(k)]
+    if sums:
+        return clamp.expand(domain, cells, rows["n"], [rows[f"s{i}"] for i in range(sums)])
+    return _pinned(domain, cells, rows["n"])
 
 
 def _units_from_copy(domain: Domain, body: memoryview) -> Pin:
-    """The pin and each unit's rows from the tuples ``(unit, cells, total, kept)``."""
-    k = len(domain.attributes)
+    """The pin and each unit's rows from the tuples ``(unit, cells, total, kept[, sums])``
+    (with sums of shares of clamped columns, the masses are split over the ends of their
+    bins: rewriter.clamp)."""
+    k, shares = _shape(domain)
     fields = [("nf", ">i2"), ("lu", ">i4"), ("u", ">i4")]
     for j in range(k):
         fields += [(f"l{j}", ">i4"), (f"c{j}", ">i4")]
     fields += [("lt", ">i4"), ("total", ">i8"), ("lk", ">i4"), ("kept", ">i8")]
+    fields += [f for i in range(shares) for f in ((f"ls{i}", ">i4"), (f"s{i}", ">f8"))]
     rows = np.frombuffer(body, dtype=np.dtype(fields))
     if rows.size and (
-        np.any(rows["nf"] != k + 3) or np.any(rows["lt"] != 8) or np.any(rows["lk"] != 8)
+        np.any(rows["nf"] != k + 3 + shares) or np.any(rows["lt"] != 8) or np.any(rows["lk"] != 8)
     ):
         raise ValueError("unexpected tuples in the binary COPY stream")
+    if shares:
+        return clamp.units_pin(
+            domain,
+            rows["u"].astype(np.int64),
+            [rows[f"c{j}"].astype(np.int64) for j in range(k)],
+            rows["total"].astype(np.float64),
+            rows["kept"].astype(np.float64),
+            [rows[f"s{i}"].astype(np.float64) for i in range(shares)],
+        )
     cols = [rows[f"c{j}"].astype(np.int64) for j in range(k)]
     kept = rows["kept"].astype(np.float64)
     on = kept > 0

@@ -72,6 +72,7 @@ from .plan import (
 )
 
 __all__ = ["Logical", "Param", "normalise", "union_logical"]
+from . import clamp
 from . import lookups as lookups_
 from .names import cast_type, ident, output_name, unalias
 from .schema import (
@@ -889,25 +890,35 @@ class _Builder:
             self.measures.append(m)
         return self.measures.index(m)
 
-    def _numeric_arg(self, node: exp.Expression, func: str) -> tuple[PostExpr, str]:
-        """The argument of SUM/AVG/variance, as a cell expression, and its type."""
+    def _numeric_arg(
+        self, node: exp.Expression, func: str, before: set[str] | None = None
+    ) -> tuple[PostExpr, str]:
+        """The argument of SUM/AVG/variance, as a cell expression, and its type; a clamped
+        column's value read over its value axis (rewriter.clamp). ``before``: the attributes
+        read before the aggregate was."""
+        before = set(self.attrs) if before is None else before
         e = self.cell(node)
+        values = clamp.summand(self.table, e, func)
+        if values is not None:  # only the values of the clamped columns are read there
+            self.attrs -= _attrs_of(e) - before - _attrs_of(values)
+            self.attrs |= {n for n in _attrs_of(values) if clamp.source_of(n) is not None}
+            e = values
         t = typeof(e)
         if not pgeval.is_number(t):
             raise _unsupported(f"{func.upper()} of a value of type {pgeval.sql_type(t)}", self.table,
                                hint=f"{func.upper()} is answered over numbers: integer columns and numeric expressions of declared columns")  # fmt: skip
-        for name in _attrs_of(e):
-            a = self.table.attributes[name]
+        for name in clamp.values_read(e):
+            a = self.table.attribute(name)
             if a.kind is Kind.NUMERIC:
                 raise _unsupported(f"{func.upper()} over column {name}, declared in bins", self.table,
-                                   hint=f"{name} is declared with bins wider than one value; {func.upper()} needs the values themselves")  # fmt: skip
+                                   hint=f"{name} is declared with bins wider than one value; {func.upper()} needs the values themselves: declare clamp = true for it in lapras.toml (its values clamped to its range)")  # fmt: skip
             if func in ("sum", "avg") and isinstance(e, AttrRef) and not a.unit_bins:
                 raise _unsupported(f"{func.upper()}({name}) over a binned column", self.table,
-                                   hint=f"{name} is declared with bins wider than one value; SUM/AVG need unit bins")  # fmt: skip
+                                   hint=f"{name} is declared with bins wider than one value: SUM/AVG need unit bins, or clamp = true in its declaration (its values clamped to its range)")  # fmt: skip
         return e, t
 
     def _count_of(self, e: PostExpr, filt: Pred | None) -> int:
-        if isinstance(e, AttrRef) and not self.table.attributes[e.name].nullable:
+        if isinstance(e, AttrRef) and not self.table.attribute(e.name).nullable:
             return self.measure(Measure(kind=MeasureKind.COUNT_STAR, filter=filt))
         if isinstance(e, AttrRef):
             return self.measure(Measure(kind=MeasureKind.COUNT, attribute=e.name, filter=filt))
@@ -1014,11 +1025,17 @@ class _Builder:
                 count = self.measure(Measure(kind=MeasureKind.COUNT_STAR, filter=filt))
                 pg = "int8" if func == "sum" else "numeric"
                 return AggRef(func=func, value=count, count=count, scale=int(k), pg_type=pg)
+            before = set(self.attrs)
             ref = self.attr_ref(node.this)
-            if ref is not None and ref[0].kind is not Kind.INTEGER and ref[1] == ref[0].pg_type:
+            if (
+                ref is not None
+                and ref[0].kind is not Kind.INTEGER
+                and ref[1] == ref[0].pg_type
+                and not ref[0].clamp
+            ):
                 raise _unsupported(f"{func.upper()} over a non-integer column", self.table,
-                                   hint="SUM and AVG are answered over integer attributes with unit bins")  # fmt: skip
-            e, t = self._numeric_arg(node.this, func)
+                                   hint=f"SUM and AVG are answered over integer attributes with unit bins, and over columns declared with clamp = true ([tables.{self.table.name}.attributes.{ref[0].name}] in lapras.toml)")  # fmt: skip
+            e, t = self._numeric_arg(node.this, func, before)
             s = self.measure(Measure(kind=MeasureKind.SUM, expr=e, filter=filt))
             c = self._count_of(e, filt)
             integral = t in INTEGER_TYPES
@@ -1860,6 +1877,7 @@ _QUALIFIER: contextvars.ContextVar[str] = contextvars.ContextVar("qualifier", de
 
 
 def _attr_sql(name: str) -> str:
+    name = clamp.source_of(name) or name  # a clamped column's values: the column
     q = _QUALIFIER.get()
     return f"{q}.{name}" if q else name
 

@@ -45,10 +45,15 @@ def _constant(node: exp.Expression) -> bool:
 
 
 def _limit(select: exp.Select, key: str) -> int | None:
+    """A constant ``LIMIT``/``FETCH FIRST n ROWS ONLY`` or ``OFFSET`` (None: none; -1: one
+    that is not a plain number, or ``WITH TIES``/``PERCENT``)."""
     node = select.args.get(key)
     if node is None:
         return None
-    e = node.args.get("expression") or node.this
+    options = node.args.get("limit_options")
+    if options is not None and (options.args.get("percent") or options.args.get("with_ties")):
+        return -1
+    e = node.args.get("expression") or node.args.get("count") or node.this
     if isinstance(e, exp.Literal) and not e.is_string and str(e.this).isdigit():
         return int(str(e.this))
     return -1
@@ -89,62 +94,102 @@ def rewrite(select: exp.Select, protected: Protected) -> exp.Select | None:
 
 
 def _limit_one(select: exp.Select, protected: Protected) -> exp.Select | None:
-    """``SELECT <constants> FROM t [WHERE c] LIMIT 1``: its row when ``c`` selects a row."""
-    if _limit(select, "limit") != 1 or select.args.get("offset") is not None:
+    """``SELECT <constants> FROM t [WHERE c] LIMIT 1`` (or ``FETCH FIRST 1 ROW ONLY``, ``OFFSET
+    0``): its row when ``c`` selects a row."""
+    if _limit(select, "limit") != 1 or _limit(select, "offset") not in (None, 0):
         return None
     if not _reads_rows(select, protected) or not all(_constant(e) for e in select.expressions):
         return None
     out = select.copy()
     out.set("having", exp.Having(this=_count_above_zero(None)))
+    out.set("limit", None)
+    out.set("offset", None)
     return out
 
 
 def _exists(select: exp.Select, protected: Protected) -> exp.Select | None:
-    """``SELECT [NOT] EXISTS (SELECT ... FROM t [a] [WHERE c] [LIMIT n]) [AS x], ...`` without
-    a FROM: ``SELECT count(*) FILTER (WHERE c) > 0 AS x FROM t``, the subqueries' conditions
-    read with their own aliases."""
+    """A statement without a FROM over ``[NOT] EXISTS (SELECT ... FROM t [a] [WHERE c] [LIMIT
+    n])`` tests and constants (``SELECT EXISTS (...) AS x, ...``, ``SELECT CASE WHEN EXISTS
+    (...) THEN 1 ELSE 0 END``, ``SELECT 1 WHERE EXISTS (...)``): each test ``count(*) FILTER
+    (WHERE c) > 0`` over ``FROM t`` (the subqueries' conditions read with their own aliases),
+    its WHERE a HAVING (one row, or none)."""
     if select.args.get("from_") is not None or any(
-        select.args.get(k) for k in ("where", "group", "having", "joins", "with_")
+        select.args.get(k) for k in ("group", "having", "joins", "with_", "distinct")
     ):
         return None
-    items: list[exp.Expression] = []
+    where = select.args.get("where")
+    items = [item.copy() for item in select.expressions]
+    having = where.this.copy() if where is not None else None
+    tests: list[exp.Exists] = []
+    for part in (*items, *([having] if having is not None else [])):
+        if not _constant_but_exists(part):
+            return None
+        tests += [n for n in part.walk(prune=_is_exists) if isinstance(n, exp.Exists)]
+    if not tests:
+        return None
     table: exp.Table | None = None
-    for item in select.expressions:
-        node = item.this if isinstance(item, exp.Alias) else item
-        negated = isinstance(node, exp.Not)
-        inner = node.this if negated else node
-        inner = inner.this if isinstance(inner, exp.Paren) else inner
-        if not isinstance(inner, exp.Exists):
-            if not _constant(item):
-                return None
-            items.append(item.copy())
-            continue
-        sub = inner.this
+    counts: dict[int, exp.Expression] = {}
+    for test in tests:
+        sub = test.this
         if not isinstance(sub, exp.Select) or not _reads_rows(sub, protected):
             return None
-        if _limit(sub, "limit") == 0 or sub.args.get("offset") is not None:
+        if _limit(sub, "limit") in (0, -1) or sub.args.get("offset") is not None:
             return None
         src = sub.args["from_"].this
         if table is None:
             table = src
         elif protected(src) is not protected(table):
             return None
-        where = sub.args.get("where")
-        cond = where.this if where is not None else None
-        if cond is not None:
-            cond = _requalified(cond, src, table)
-        test: exp.Expression = _count_above_zero(cond)
-        if negated:
-            test = exp.Not(this=exp.Paren(this=test))
+        cond = sub.args["where"].this if sub.args.get("where") is not None else None
+        counts[id(test)] = _count_above_zero(
+            None if cond is None else _requalified(cond, src, table)
+        )
+    assert table is not None
+
+    def tested(node: exp.Expression) -> exp.Expression:
+        return exp.Paren(this=counts[id(node)].copy()) if id(node) in counts else node
+
+    outputs = []
+    for item in items:  # copies: the tests found in them are replaced in place
+        inner = item.this if isinstance(item, exp.Alias) else item
         name = (
             item.args["alias"]
             if isinstance(item, exp.Alias)
-            else exp.to_identifier("?column?" if negated else "exists", quoted=True)
+            else exp.to_identifier(_name(inner), quoted=True)
         )
-        items.append(exp.Alias(this=test, alias=name.copy()))
-    if table is None:
-        return None
-    return exp.Select(expressions=items, from_=exp.From(this=table.copy()))
+        outputs.append(exp.Alias(this=inner.transform(tested, copy=False), alias=name))
+    out = exp.Select(expressions=outputs, from_=exp.From(this=table.copy()))
+    if having is not None:
+        out.set("having", exp.Having(this=having.transform(tested, copy=False)))
+    for key in ("order", "limit", "offset"):
+        if select.args.get(key) is not None:
+            out.set(key, select.args[key].copy())
+    return out
+
+
+def _is_exists(node: exp.Expr) -> bool:
+    return isinstance(node, exp.Exists)
+
+
+def _constant_but_exists(node: exp.Expression) -> bool:
+    """Whether ``node`` reads nothing but its ``EXISTS`` tests (constants and operators over
+    them)."""
+    return not any(
+        isinstance(n, exp.Column | exp.Star | exp.AggFunc | exp.Window)
+        or (isinstance(n, exp.Query) and not isinstance(n.parent, exp.Exists))
+        for n in node.walk(prune=_is_exists)
+        if not isinstance(n, exp.Exists)
+    )
+
+
+def _name(node: exp.Expression) -> str:
+    """The column name PostgreSQL gives a select-list item of tests: ``exists`` for an EXISTS
+    (FigureColname names the sublink), else as any item (``case``, ``?column?``)."""
+    from .names import output_name
+
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return "exists" if isinstance(node, exp.Exists) else output_name(node)
 
 
 def _requalified(cond: exp.Expression, src: exp.Table, into: exp.Table) -> exp.Expression:

@@ -70,7 +70,8 @@ def marginal(table: TableDecl, attributes: frozenset[str]) -> ViewDecl:
     """The marginal of ``table`` over exactly ``attributes`` (in the table's declaration
     order): the domain a statement using those columns is reduced over. Its number of cells is
     public (a product of declared domains); above the table's cell limit it is refused."""
-    attrs = tuple(a for name, a in table.attributes.items() if name in attributes)
+    every = (*table.attributes.items(), *table.value_axes.items())  # clamped values too
+    attrs = tuple(a for name, a in every if name in attributes)
     view = ViewDecl(name=marginal_name([a.name for a in attrs]), attributes=attrs)
     if view.size > table.cell_limit:
         raise DomainTooLargeError(
@@ -428,7 +429,7 @@ class _Values:
             cost.spend_values(hit[1], _size(expr), hit[2], key=expr)
             return hit[0]
         names = sorted(_attrs_of(expr), key=lambda n: self.axes[n])
-        attrs = [self.table.attributes[n] for n in names]
+        attrs = [self.table.attribute(n) for n in names]
         per_cell = [_cell_values(a, self.table) for a in attrs]
         total = 1
         for cells in per_cell:
@@ -599,7 +600,7 @@ def _measure_parts(
     if meas.kind is MeasureKind.COUNT_STAR:
         return np.ones([1] * masks.ndim), None, ()
     if meas.kind is MeasureKind.COUNT and meas.attribute is not None:
-        attr = table.attributes[meas.attribute]
+        attr = table.attribute(meas.attribute)
         per = np.ones(attr.size)
         if attr.null_cell is not None:
             per[attr.null_cell] = 0.0

@@ -24,15 +24,17 @@ Reading the file (:func:`load_schema`) is kept apart from parsing it (:func:`par
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import Enum
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -129,6 +131,15 @@ class AttributeDecl:
     bins: tuple[tuple[Bound, Bound], ...] = field(default=(), repr=False)
     values: tuple[str, ...] = field(default=(), repr=False)
     date_unit: DateUnit | None = None
+    #: ``clamp = true``: values clamped into the declared range (:attr:`bounds`) instead of
+    #: being outside the domain, and SUM/AVG answered over them (rewriter.clamp).
+    clamp: bool = False
+
+    @property
+    def bounds(self) -> tuple[Bound, Bound]:
+        """The declared range of an ordered column: its first bin's low end, its last bin's
+        high end (the clamping bounds of a clamped column)."""
+        return self.bins[0][0], self.bins[-1][1]
 
     @property
     def value_cells(self) -> int:
@@ -167,6 +178,23 @@ class AttributeDecl:
         if self.kind is Kind.DATE:
             return dt.date.fromordinal(int(lo))
         return int(lo)
+
+
+#: How the value axis of a clamped column is named: the column's name and this (never an
+#: identifier a statement can write unquoted).
+VALUE_SUFFIX = "#value"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ValueAxis(AttributeDecl):
+    """The values of a clamped column in bins wider than one value (``source``;
+    rewriter.clamp): one cell per end of each of its bins (low, high, in bin order), then
+    NULL's for a nullable column. ``values`` are the ends, of the column's type. A row's
+    clamped value ``v`` in bin ``[a, b]`` is carried as its share ``(b - v) / (b - a)`` at
+    ``a`` and the rest at ``b``: never a column of statements, read only by the argument of
+    a SUM or AVG."""
+
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,6 +265,9 @@ class TableDecl:
     public_rows: int | None = None
     #: With a unit: keep each unit's rows with the pin, for questions about units.
     unit_questions: bool = True
+    #: The value axis of each clamped attribute in bins wider than one value, by its name
+    #: (rewriter.clamp): part of the table's domain, after the declared attributes.
+    value_axes: Mapping[str, ValueAxis] = field(default_factory=dict, repr=False)
 
     @property
     def contribution(self) -> Contribution:
@@ -252,9 +283,21 @@ class TableDecl:
 
     @property
     def domain(self) -> Domain:
-        """The whole table's domain: every declared attribute, in declaration order (an
-        epoch's domain; never materialised)."""
-        return Domain.of(*((a.name, a.size) for a in self.attributes.values()))
+        """The whole table's domain: every declared attribute, in declaration order, then
+        the value axes of clamped ones (an epoch's domain; never materialised)."""
+        every = (*self.attributes.values(), *self.value_axes.values())
+        return Domain.of(*((a.name, a.size) for a in every))
+
+    def attribute(self, name: str) -> AttributeDecl:
+        """A declared attribute, or the value axis of a clamped one (KeyError: neither)."""
+        got = self.attributes.get(name)
+        return got if got is not None else self.value_axes[name]
+
+    def with_value_axes(self, names: Sequence[str]) -> tuple[AttributeDecl, ...]:
+        """The declared attributes ``names``, then the value axes of the clamped ones among
+        them (an epoch restricted to a view holds their values too)."""
+        declared = tuple(self.attributes[n] for n in names)
+        return declared + tuple(v for v in self.value_axes.values() if v.source in names)
 
     def marginal_domain(self, view: ViewDecl) -> Domain:
         """The domain a statement over ``view`` (a marginal of this table) is reduced over
@@ -366,6 +409,24 @@ def _month_start(d: dt.date, months: int) -> dt.date:
 def _attribute(
     source: str, key: str, name: str, pg_type: str, raw: Mapping[str, Any]
 ) -> AttributeDecl:
+    """One ``[tables.T.attributes.X]``; ``clamp = true`` (integer and numeric kinds): values
+    clamped into the declared range, SUM and AVG answered over them (rewriter.clamp)."""
+    clamp = raw.get("clamp", False)
+    if not isinstance(clamp, bool):
+        raise _err(source, f"{key}.clamp", "must be true or false")
+    attr = _declared(source, key, name, pg_type, raw)
+    if not clamp:
+        return attr
+    if pg_type in INTEGER_TYPES and any(e.denominator != 1 for b in attr.bins for e in b):
+        raise _err(source, f"{key}.clamp", "an integer column is clamped at integer edges")
+    if pg_type == "float4":
+        raise _err(source, f"{key}.clamp", "a real column is not clamped: declare double precision")
+    return dataclasses.replace(attr, clamp=True)
+
+
+def _declared(
+    source: str, key: str, name: str, pg_type: str, raw: Mapping[str, Any]
+) -> AttributeDecl:
     kind_raw = _get(source, key, raw, "kind", str)
     try:
         kind = Kind(kind_raw)
@@ -381,7 +442,7 @@ def _attribute(
         if pg_type not in INTEGER_TYPES:
             raise _err(source, key, "kind integer needs an integer column type")
         if "edges" in raw:
-            _check_keys(source, key, raw, common | {"edges"})
+            _check_keys(source, key, raw, common | {"edges", "clamp"})
             edges_raw = _get(source, key, raw, "edges", list)
             edges = [_number(source, f"{key}.edges", e) for e in edges_raw]
             if len(edges) < 2 or any(e.denominator != 1 for e in edges):
@@ -390,7 +451,7 @@ def _attribute(
                 raise _err(source, f"{key}.edges", "must be strictly increasing")
             bins = tuple((a, b - 1) for a, b in itertools.pairwise(edges))
         else:
-            _check_keys(source, key, raw, common | {"min", "max", "bin_width"})
+            _check_keys(source, key, raw, common | {"min", "max", "bin_width", "clamp"})
             lo = _get(source, key, raw, "min", int)
             hi = _get(source, key, raw, "max", int)
             width = raw.get("bin_width", 1)
@@ -456,7 +517,7 @@ def _attribute(
             date_unit=unit,
         )
     # NUMERIC
-    _check_keys(source, key, raw, common | {"edges"})
+    _check_keys(source, key, raw, common | {"edges", "clamp"})
     if pg_type not in FLOAT_TYPES | {"numeric"} | INTEGER_TYPES:
         raise _err(source, key, "kind numeric needs a numeric column type")
     nedges = [_number(source, f"{key}.edges", e) for e in _get(source, key, raw, "edges", list)]
@@ -554,7 +615,36 @@ def _table(source: str, name: str, raw: Mapping[str, Any], cell_limit: int) -> T
         if "public_rows" in raw
         else None,
         unit_questions=questions,
+        value_axes=_value_axes(attrs),
     )
+
+
+def _value_end(v: Fraction, pg_type: str) -> object:
+    """A bin's end as a value of the column's type (as expressions read it)."""
+    if pg_type in INTEGER_TYPES:
+        return int(v)
+    if pg_type in FLOAT_TYPES:
+        return float(v)
+    return Decimal(v.numerator) / Decimal(v.denominator)
+
+
+def _value_axes(attrs: Mapping[str, AttributeDecl]) -> dict[str, ValueAxis]:
+    """The value axis of each clamped attribute in bins wider than one value (one with
+    unit bins is summed exactly without one)."""
+    out: dict[str, ValueAxis] = {}
+    for a in attrs.values():
+        if not a.clamp or a.unit_bins:
+            continue
+        ends = tuple(_value_end(v, a.pg_type) for lo, hi in a.bins for v in (lo, hi))
+        out[a.name + VALUE_SUFFIX] = ValueAxis(
+            name=a.name + VALUE_SUFFIX,
+            kind=Kind.CATEGORICAL,
+            pg_type=a.pg_type,
+            nullable=a.nullable,
+            values=cast(tuple[str, ...], ends),
+            source=a.name,
+        )
+    return out
 
 
 def _max_error(source: str, key: str, raw: Mapping[str, Any]) -> MaxError | None:

@@ -53,6 +53,10 @@ PROBES = [
     "AS rowcount_qry",  # Superset, raw records
     "SELECT COUNT(*) AS rowcount FROM (SELECT age AS age FROM public.adult WHERE education = "
     "'Doctorate' LIMIT 1000) AS rowcount_qry",
+    "SELECT 1 FROM adult WHERE age > 30 FETCH FIRST 1 ROWS ONLY",
+    "SELECT CASE WHEN EXISTS (SELECT 1 FROM adult WHERE age > 80) THEN 1 ELSE 0 END",
+    "SELECT 1 AS found WHERE EXISTS (SELECT 1 FROM adult WHERE age > 80)",
+    "SELECT 1 AS found WHERE EXISTS (SELECT 1 FROM adult WHERE age > 90)",
 ]
 
 

@@ -89,9 +89,13 @@ def bounded(rows: list[gowalla.Row], seed: str, rows_per_unit: int, per_cell: in
 
 
 def counts(pin: Any) -> Counter:
-    """The pin's nonzero entries, cell -> count."""
+    """The pin's nonzero counts over the declared attributes, cell -> count (the value
+    attributes of clamped columns, rewriter.clamp, summed out)."""
+    import numpy as np
+
+    declared = pin.domain.marginal([n for n in pin.domain.names if "#" not in n])
+    x = np.rint(pin.marginal(declared))
     out: Counter = Counter()
-    for *cells, n in zip(*pin.columns, pin.counts, strict=True):
-        if n:
-            out[tuple(int(c) for c in cells)] += int(n)
+    for i in np.flatnonzero(x):
+        out[tuple(int(c) for c in np.unravel_index(i, declared.shape))] = int(x[i])
     return out

@@ -58,3 +58,23 @@ SELECT 1 FROM adult a, adult b LIMIT 1;
 -- expect: sqlstate 42501
 SELECT 1 FROM adult WHERE age > 30 LIMIT 2;
 
+
+-- title: an existence check written with FETCH FIRST 1 ROWS ONLY (the SQL standard's LIMIT)
+-- expect: dp view=(age) queries=1 columns=?column?:23
+SELECT 1 FROM adult WHERE age > 30 FETCH FIRST 1 ROWS ONLY;
+
+-- title: an EXISTS test inside an expression (SQLAlchemy's case((exists(...), 1), else_=0))
+-- expect: dp view=(age) queries=1 columns=case:23
+SELECT CASE WHEN EXISTS (SELECT 1 FROM adult WHERE age > 80) THEN 1 ELSE 0 END;
+
+-- title: a row of constants WHERE EXISTS: one row when rows exist
+-- expect: dp view=(age) queries=1 columns=found:23
+SELECT 1 AS found WHERE EXISTS (SELECT 1 FROM adult WHERE age > 80);
+
+-- title: a row of constants WHERE EXISTS: no row when none does
+-- expect: dp view=() queries=1 columns=found:23
+SELECT 1 AS found WHERE EXISTS (SELECT 1 FROM adult WHERE age > 90);
+
+-- title: EXISTS tests combined with AND and NOT in one expression
+-- expect: dp view=(age) queries=2 columns=both_:16
+SELECT NOT EXISTS (SELECT 1 FROM adult a WHERE a.age = 90) AND EXISTS (SELECT 1 FROM adult WHERE age = 17) AS both_;
