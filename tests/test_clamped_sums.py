@@ -9,23 +9,12 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import psycopg
 import pytest
-from epoch_helpers import Proxy, config_text, reset_ledger, start_epoch
+from epoch_helpers import Proxy, ZeroSampler, config_text, reset_ledger, start_epoch
 
 import sql_fixtures.adult as adult
 from proxy.config import parse_config
-
-
-class ZeroSampler:
-    """No noise at all (tests only)."""
-
-    def gaussian(self, scale: float, size: int) -> Any:
-        return np.zeros(size)
-
-    def laplace(self, scale: float, size: int) -> Any:
-        return np.zeros(size)
 
 
 @pytest.fixture(scope="module")

@@ -12,10 +12,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-import numpy as np
 import psycopg
 import pytest
-from epoch_helpers import Proxy, client, config_text, reset_ledger, start_epoch
+from epoch_helpers import Proxy, ZeroSampler, client, config_text, reset_ledger, start_epoch
 
 from proxy.config import Config, parse_config
 from proxy.ledger import decode
@@ -45,16 +44,6 @@ SHAPES = [
     "INTERSECT SELECT education FROM adult WHERE sex = 'Female' GROUP BY education "
     "HAVING count(*) > 500 ORDER BY 1",
 ]
-
-
-class ZeroSampler:
-    """No noise at all (tests only)."""
-
-    def gaussian(self, scale: float, size: int) -> Any:
-        return np.zeros(size)
-
-    def laplace(self, scale: float, size: int) -> Any:
-        return np.zeros(size)
 
 
 def _config(pg: Any, **privacy: Any) -> Config:

@@ -28,7 +28,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from epoch_helpers import Proxy, config_text, reset_ledger, start_epoch
+from epoch_helpers import Proxy, ZeroSampler, config_text, reset_ledger, start_epoch
 from unit_helpers import protect
 
 import sql_fixtures.adult as adult
@@ -40,20 +40,6 @@ CASES = load_cases()
 #: so large that every stated standard error is negligible (a count's about 0.001 at the
 #: steady pacing's E of the epoch), so that rules on it (a max's tail test) act as noise-off
 EPSILON = 1e9
-
-
-class ZeroSampler:
-    """No noise at all (tests only)."""
-
-    def gaussian(self, scale: float, size: int) -> Any:
-        import numpy as np
-
-        return np.zeros(size)
-
-    def laplace(self, scale: float, size: int) -> Any:
-        import numpy as np
-
-        return np.zeros(size)
 
 
 def _declaration() -> str:

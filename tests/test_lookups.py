@@ -13,24 +13,13 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
-import numpy as np
 import psycopg
 import pytest
-from epoch_helpers import Proxy, config_text, reset_ledger, start_epoch
+from epoch_helpers import Proxy, ZeroSampler, config_text, reset_ledger, start_epoch
 
 from proxy import provision
 from proxy.config import parse_config
 from sql_fixtures.corpus import REGIONS_DECLARATION, REGIONS_TABLE, load_regions
-
-
-class ZeroSampler:
-    """No noise at all (tests only)."""
-
-    def gaussian(self, scale: float, size: int) -> Any:
-        return np.zeros(size)
-
-    def laplace(self, scale: float, size: int) -> Any:
-        return np.zeros(size)
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import psycopg
 import pytest
-from epoch_helpers import Proxy, config_text, reset_ledger, start_epoch
+from epoch_helpers import Proxy, ZeroSampler, config_text, reset_ledger, start_epoch
 
 import rewriter
 from proxy.config import parse_config
@@ -20,16 +19,6 @@ from proxy.config import parse_config
 ADULT = rewriter.load_schema(
     Path(__file__).resolve().parents[1] / "sql_fixtures" / "adult" / "lapras.toml"
 )
-
-
-class ZeroSampler:
-    """No noise at all (tests only)."""
-
-    def gaussian(self, scale: float, size: int) -> Any:
-        return np.zeros(size)
-
-    def laplace(self, scale: float, size: int) -> Any:
-        return np.zeros(size)
 
 
 @pytest.fixture(scope="module")

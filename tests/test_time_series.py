@@ -18,10 +18,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import psycopg
 import pytest
-from epoch_helpers import Proxy, config_text, reset_ledger, start_epoch
+from epoch_helpers import Proxy, ZeroSampler, config_text, reset_ledger, start_epoch
 from psycopg.types.string import TextLoader
 from unit_helpers import protect
 
@@ -85,16 +84,6 @@ CHARTS = {
     ),
 }
 ZONES = ["UTC", "America/New_York"]
-
-
-class ZeroSampler:
-    """No noise at all (tests only)."""
-
-    def gaussian(self, scale: float, size: int) -> np.ndarray:
-        return np.zeros(size)
-
-    def laplace(self, scale: float, size: int) -> np.ndarray:
-        return np.zeros(size)
 
 
 def _declaration(bound: int) -> str:

@@ -18,10 +18,9 @@ import re
 from decimal import Decimal
 from typing import Any
 
-import numpy as np
 import psycopg
 import pytest
-from epoch_helpers import Proxy, client, reset_ledger, start_epoch
+from epoch_helpers import Proxy, ZeroSampler, client, reset_ledger, start_epoch
 from unit_helpers import GOWALLA, protect
 from unit_helpers import config as make_config
 
@@ -95,14 +94,6 @@ EXACT = [
         " least(count(*), 50) AS n FROM checkins GROUP BY user_id) t GROUP BY 1 ORDER BY 1",
     ),
 ]
-
-
-class ZeroSampler:
-    def gaussian(self, scale: float, size: int) -> np.ndarray:
-        return np.zeros(size)
-
-    def laplace(self, scale: float, size: int) -> np.ndarray:
-        return np.zeros(size)
 
 
 @pytest.fixture(autouse=True)

@@ -18,10 +18,9 @@ import re
 from collections import Counter
 from typing import Any
 
-import numpy as np
 import psycopg
 import pytest
-from epoch_helpers import Proxy, client, reset_ledger, start_epoch
+from epoch_helpers import Proxy, ZeroSampler, client, reset_ledger, start_epoch
 from unit_helpers import BOUND, GOWALLA, ROW_LEVEL, close, protect, start
 from unit_helpers import bounded as _bounded
 from unit_helpers import config as make_config
@@ -40,16 +39,6 @@ SEED = "f00dfeedcafebeef0123456789abcdef"
 @pytest.fixture(autouse=True)
 def _protected(pg: Any) -> None:
     protect(pg)
-
-
-class ZeroSampler:
-    """No noise at all: the exact answers of the bounded data (tests only)."""
-
-    def gaussian(self, scale: float, size: int) -> np.ndarray:
-        return np.zeros(size)
-
-    def laplace(self, scale: float, size: int) -> np.ndarray:
-        return np.zeros(size)
 
 
 def _pin(config: Config) -> Any:
