@@ -64,13 +64,10 @@ import numpy.typing as npt
 from dp.domain import Domain
 from dp.pin import Pin, UnitRows
 
+from .binned import DBL_MIN
 from .errors import UnsupportedError
 from .plan import Arith, AttrRef, Case, Cast, Func, PostExpr, nodes, transform
 from .schema import INTEGER_TYPES, VALUE_SUFFIX, AttributeDecl, Kind, TableDecl
-
-#: The smallest normal double (rewriter.binned.DBL_MIN): a double column's cells hold normal
-#: doubles and zero, so a subnormal value is in no cell, clamped or not.
-_DBL_MIN = "2.2250738585072014e-308"
 
 
 def value_name(name: str) -> str:
@@ -257,10 +254,11 @@ def _tests(a: AttributeDecl, v: str) -> list[str]:
 
 
 def _outside(a: AttributeDecl, c: str) -> str:
-    """The cases of a row with no cell: NULL's cell (or none), a subnormal double."""
+    """The cases of a row with no cell: NULL's cell (or none), a subnormal double (a double
+    column's cells hold normal doubles and zero, clamped or not: rewriter.binned)."""
     null = f"WHEN {c} IS NULL THEN {a.null_cell if a.null_cell is not None else 'NULL'} "
     if a.pg_type == "float8":
-        null += f"WHEN {c} <> 0 AND abs({c}) < {_DBL_MIN} THEN NULL "
+        null += f"WHEN {c} <> 0 AND abs({c}) < {DBL_MIN!r} THEN NULL "
     return null
 
 

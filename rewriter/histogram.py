@@ -39,6 +39,7 @@ from dp.domain import Domain
 from dp.pin import Pin, UnitRows
 
 from . import clamp
+from .binned import DBL_MIN
 from .errors import UndefinedTableError, UnsupportedError
 from .schema import AttributeDecl, DateUnit, Kind, Schema, TableDecl, ValueAxis
 
@@ -78,7 +79,7 @@ def cell_expr(attr: AttributeDecl) -> str:
         # a double's bins hold normal doubles and zero: subnormal values are in no cell
         # (rewriter.binned, DBL_MIN)
         tiny = (
-            f"WHEN {c} <> 0 AND abs({c}) < 2.2250738585072014e-308 THEN NULL "
+            f"WHEN {c} <> 0 AND abs({c}) < {DBL_MIN!r} THEN NULL "
             if attr.pg_type == "float8"
             else ""
         )
