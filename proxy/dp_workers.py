@@ -602,8 +602,8 @@ class DPWorkers:
             self._executor(), worker.roundtrip, self.codec, (job.fn, job.args)
         )
         try:
-            timed_out = not await self._within(lane, worker, reply)
-            if timed_out:
+            timed_out = killed = not await self._within(lane, worker, reply)
+            if killed:
                 worker.kill()
             try:
                 cpu, outcome = await reply
@@ -616,7 +616,12 @@ class DPWorkers:
                 outcome, error = None, e
         finally:
             lane.busy.discard(worker)
-        alive = error is None and not (isinstance(outcome, _Failed) and outcome.out_of_memory)
+        # a process killed just after it replied is gone all the same: never reused
+        alive = (
+            not killed
+            and error is None
+            and not (isinstance(outcome, _Failed) and outcome.out_of_memory)
+        )
         if alive and not self._closed:
             lane.idle.append(worker)
         else:

@@ -10,6 +10,7 @@ its limit (a sum over 10**13 numbers, a sleep of a minute, a 4 GB allocation).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,20 @@ async def test_the_quick_lane_hands_long_work_to_the_heavy_lane() -> None:
         assert pool.finished == {Lane.QUICK: 1, Lane.HEAVY: 1}
         # the statement came back referring to this process's own declaration
         assert st.prepared.table is SCHEMA.tables["adult"]
+    finally:
+        pool.close()
+
+
+async def test_a_process_stopped_as_it_replied_is_not_given_more_work() -> None:
+    # a limit no work fits: each process is stopped, often just after it sent its reply
+    pool = DPWorkers(SCHEMA, WorkerLimits(workers=1, timeout=10))
+    try:
+        for _ in range(20):
+            pool.heavy.seconds = 1e-9
+            with contextlib.suppress(StatementTimeout):
+                assert await pool.run(sum, range(10), user="a", units=HEAVY) == 45
+            pool.heavy.seconds = 10
+            assert await pool.run(sum, range(10), user="a", units=HEAVY) == 45
     finally:
         pool.close()
 
