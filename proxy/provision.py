@@ -212,7 +212,7 @@ def grant_privileges(conn: Any, database: str, protected: Iterable[str]) -> None
             conn.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(t, passthrough))
 
 
-#: ``lapras_interval_low(agg)`` / ``lapras_interval_high(agg)`` (docs/sql.md §2.10) are answered
+#: ``lapras_interval_low(agg)`` / ``lapras_interval_high(agg)`` (docs/sql.md §2.11) are answered
 #: by the proxy; the backend has these declarations of them so that it can Parse and Describe
 #: a statement that uses them (a prepared statement's types come from the backend): the
 #: result is of the argument's type (``anyelement``). Run anywhere else, they raise 0A000.

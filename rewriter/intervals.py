@@ -3,7 +3,7 @@
 Post-processing of a DP answer (its noisy values and the standard errors the engine states,
 functions of public noise scales): no privacy cost, no new release. ``lapras_interval_low(agg)``
 and ``lapras_interval_high(agg)`` in a DP statement are the two ends of ``agg``'s interval, of
-the same type as ``agg`` (docs/sql.md §2.10), computed from the same answer as ``agg`` itself:
+the same type as ``agg`` (docs/sql.md §2.11), computed from the same answer as ``agg`` itself:
 
 - ``count``: ``n ± Z se`` (``Z`` = :data:`dp.stats.Z`, 2.118), rounded outwards, never below 0;
 - ``sum``: ``s ± Z se``, never on the wrong side of 0 when its argument's range is;
