@@ -38,7 +38,8 @@ _NAMES: dict[type[exp.Expression], str] = {
     exp.LastValue: "last_value", exp.NthValue: "nth_value", exp.Mode: "mode",
     exp.Grouping: "grouping",
     exp.Date: "date", exp.AtTimeZone: "timezone", exp.Interval: "interval",
-    exp.MakeInterval: "make_interval",
+    exp.MakeInterval: "make_interval", exp.Left: "left", exp.Right: "right",
+    exp.Replace: "replace",
 }  # fmt: skip
 
 

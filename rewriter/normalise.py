@@ -110,7 +110,8 @@ _FUNCS: dict[type[exp.Expression], str] = {
     exp.Floor: "floor", exp.Ceil: "ceil", exp.Round: "round", exp.Abs: "abs", exp.Sign: "sign",
     exp.Trunc: "trunc", exp.Lower: "lower", exp.Upper: "upper", exp.Length: "length",
     exp.Substring: "substr", exp.WidthBucket: "width_bucket", exp.Greatest: "greatest",
-    exp.Least: "least", exp.Trim: "btrim", exp.Concat: "concat",
+    exp.Least: "least", exp.Trim: "btrim", exp.Concat: "concat", exp.Left: "left",
+    exp.Right: "right", exp.Replace: "replace",
 }  # fmt: skip
 
 #: The aggregates answered over a protected table (refusals' hints).

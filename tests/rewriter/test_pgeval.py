@@ -83,7 +83,8 @@ KEYS = [
     "lower(c)", "upper(c)", "length(c)", "substr(c, 2, 3)", "substring(c from 2)",
     "c || '!'", "concat(c, n)", "btrim(c)", "c LIKE 'a%'", "c ILIKE 'a%'", "c LIKE '%\\_%'",
     "c LIKE '_e%'", "c NOT LIKE '%a%'", "c ILIKE '%A%'", "coalesce(c, 'none')", "c = 'beta'",
-    "n::text", "c || n::text",
+    "n::text", "c || n::text", "left(c, 2)", "left(c, -1)", "right(c, 3)", "right(c, -2)",
+    "replace(c, 'a', 'xy')", "replace(c, '', 'z')",
     # dates
     "d + 3", "d - 1", "d - DATE '2020-02-28'", "extract(day FROM d)", "extract(month FROM d)",
     "extract(dow FROM d)", "date_trunc('month', d)::date", "d > DATE '2020-03-01'",
