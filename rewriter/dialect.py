@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
+from sqlglot.helper import seq_get
 from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokenizer_core import TokenType
 
@@ -32,11 +33,32 @@ from sqlglot.tokenizer_core import TokenType
 _KEPT = ("TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "MAKE_TIMESTAMP")
 
 
+#: PostgreSQL 16's built-in aggregates that sqlglot parses as plain calls (``jsonb_agg``,
+#: ``xmlagg``, ``range_agg``...): parsed as sqlglot's anonymous aggregate instead, an aggregate
+#: to every check that looks for one (as a plain call, ``SELECT jsonb_agg(x) FROM t`` was read
+#: as a row-level SELECT), written back as the call it was.
+_AGGREGATES = (
+    "JSONB_AGG", "JSON_AGG_STRICT", "JSONB_AGG_STRICT", "JSON_OBJECT_AGG_STRICT",
+    "JSONB_OBJECT_AGG_STRICT", "JSON_OBJECT_AGG_UNIQUE", "JSONB_OBJECT_AGG_UNIQUE",
+    "JSON_OBJECT_AGG_UNIQUE_STRICT", "JSONB_OBJECT_AGG_UNIQUE_STRICT", "RANGE_AGG",
+    "RANGE_INTERSECT_AGG", "XMLAGG",
+)  # fmt: skip
+
+
+def _aggregate(name: str) -> Any:
+    return lambda args: exp.AnonymousAggFunc(this=name.lower(), expressions=args)
+
+
 class LaprasPostgres(Postgres):
     """sqlglot's PostgreSQL dialect with PostgreSQL's time functions kept as calls."""
 
     class Parser(PostgresParser):
-        FUNCTIONS: ClassVar = {k: v for k, v in PostgresParser.FUNCTIONS.items() if k not in _KEPT}
+        FUNCTIONS: ClassVar = {
+            **{k: v for k, v in PostgresParser.FUNCTIONS.items() if k not in _KEPT},
+            # every() is PostgreSQL's other name for bool_and()
+            "EVERY": lambda args: exp.LogicalAnd(this=seq_get(args, 0)),
+            **{name: _aggregate(name) for name in _AGGREGATES},
+        }
         FUNCTION_PARSERS: ClassVar = {
             k: v for k, v in PostgresParser.FUNCTION_PARSERS.items() if k != "DATE_PART"
         }

@@ -455,7 +455,10 @@ class _Builder:
             return Const(value=None, pg_type=cast or "unknown")
         if isinstance(inner, exp.Boolean):
             return Const(value=bool(inner.this), pg_type="bool")
-        assert isinstance(inner, exp.Literal)
+        if not isinstance(inner, exp.Literal):
+            what = sql_words(inner) if isinstance(inner, exp.Func | exp.Array) else "an expression"
+            raise _unsupported(f"{what} in place of a constant", self.table,
+                               hint="write a constant here (a number or a string)")  # fmt: skip
         text = str(inner.this)
         v: object
         if inner.is_string:
@@ -954,6 +957,13 @@ class _Builder:
         if isinstance(node, exp.PercentileCont | exp.PercentileDisc):
             if within is None:
                 raise _unsupported("a percentile without WITHIN GROUP", self.table)
+            if isinstance(node.this, exp.Array):
+                name = (
+                    "percentile_cont" if isinstance(node, exp.PercentileCont) else "percentile_disc"
+                )
+                raise _unsupported(f"{name}() of an ARRAY of fractions", self.table,
+                                   hint=f"write one {name}(f) WITHIN GROUP (ORDER BY x) per "
+                                   f"fraction f: {name}(0.25) ..., {name}(0.5) ...")  # fmt: skip
             frac = self.literal(node.this)
             if not isinstance(frac.value, int | Decimal) or not 0 <= frac.value <= 1:
                 raise InvalidValueError("percentile value must be a constant between 0 and 1",
@@ -980,7 +990,11 @@ class _Builder:
             if filt is not None:
                 raise _unsupported("FILTER on something other than an aggregate", self.table)
             return None
-        if node.args.get("expressions") and not isinstance(node.this, exp.Distinct):
+        if (
+            node.args.get("expressions")
+            and not isinstance(node.this, exp.Distinct)
+            and not isinstance(node, exp.AnonymousAggFunc)  # refused below, by its name
+        ):
             raise _unsupported(f"aggregate {sql_words(node)} with several arguments", self.table,
                                hint=f"{AGGREGATES} are answered, each of one argument")  # fmt: skip
         if isinstance(node, exp.Count):
@@ -1073,9 +1087,13 @@ class _Builder:
                 f"{word} returns the values of rows of protected table {self.table.name} and is refused",
                 hint="aggregates that summarise (count, sum, avg, min, max, stddev, percentiles) are answered",
             )
-        raise _unsupported(
-            f"aggregate {word}", self.table, hint=f"the aggregates answered are {AGGREGATES}"
-        )
+        hint = f"the aggregates answered are {AGGREGATES}"
+        if isinstance(node, exp.LogicalOr | exp.LogicalAnd):
+            hint = (
+                "write count(*) FILTER (WHERE x) > 0 for bool_or(x), and count(*) FILTER "
+                "(WHERE NOT x) = 0 for bool_and(x) or every(x): comparisons of noisy counts"
+            )
+        raise _unsupported(f"aggregate {word}", self.table, hint=hint)
 
 
 def interval_of(b: _Builder, node: exp.Expression) -> AggRef | None:

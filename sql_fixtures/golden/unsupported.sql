@@ -600,3 +600,35 @@ SELECT count(*) FROM (SELECT * FROM adult TABLESAMPLE BERNOULLI (10) REPEATABLE 
 -- title: TABLESAMPLE inside a CTE with an alias and a filter
 -- expect: sqlstate 0A000
 WITH s AS (SELECT age FROM adult AS a TABLESAMPLE SYSTEM (5)) SELECT count(*) FROM s WHERE age > 30;
+
+-- title: message: percentiles of an ARRAY of fractions
+-- expect: sqlstate 0A000
+-- message: percentile_cont() of an ARRAY of fractions
+-- hint: write one percentile_cont(f) WITHIN GROUP (ORDER BY x) per fraction f
+SELECT percentile_cont(ARRAY[0.25, 0.5, 0.75]) WITHIN GROUP (ORDER BY age) FROM adult;
+
+-- title: message: an expression where a percentile's constant fraction is expected
+-- expect: sqlstate 0A000
+-- message: an expression in place of a constant
+SELECT percentile_disc(age / 100.0) WITHIN GROUP (ORDER BY age) FROM adult;
+
+-- title: message: every() is PostgreSQL's bool_and(), an aggregate (not a row read)
+-- expect: sqlstate 0A000
+-- message: aggregate function bool_and()
+-- hint: count(*) FILTER (WHERE NOT x) = 0
+SELECT every(age > 16) FROM adult;
+
+-- title: message: bool_or() says what is answered instead
+-- expect: sqlstate 0A000
+-- hint: count(*) FILTER (WHERE x) > 0
+SELECT sex, bool_or(age > 85) FROM adult GROUP BY sex;
+
+-- title: message: aggregates sqlglot has no node for return the rows' values
+-- expect: sqlstate 42501
+-- message: function jsonb_agg() returns the values of rows
+SELECT jsonb_agg(age) FROM adult;
+
+-- title: xmlagg likewise
+-- expect: sqlstate 42501
+-- message: function xmlagg() returns the values of rows
+SELECT xmlagg(sex::xml) FROM adult;
