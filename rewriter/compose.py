@@ -697,6 +697,14 @@ class _Run:
             if i == at:
                 continue
             join = joins[i - 1] if i > 0 else (joins[at - 1] if at > 0 else None)
+            if isinstance(item, exp.Table) and not isinstance(item.this, exp.Identifier):
+                raise self.unsupported(
+                    f"a join of protected table {decl.name} with {_item_words(item)}",
+                    hint="join a VALUES list or a table declared public instead; a calendar or "
+                    "a range of numbers is not needed for gaps: the groups of GROUP BY are "
+                    "public, every declared value is returned, also those without rows "
+                    "(docs/sql.md §2.3)",
+                )
             if (
                 join is None
                 or join.args.get("side")
@@ -1833,7 +1841,9 @@ def _from_items(node: exp.Select) -> list[exp.Expression]:
 
 def _item_words(item: exp.Expression) -> str:
     if isinstance(item, exp.Table):
-        return f"table {ident(item.this) if isinstance(item.this, exp.Identifier) else item.name}"
+        if isinstance(item.this, exp.Identifier):
+            return f"table {ident(item.this)}"
+        return f"the set-returning {sql_words(item.this)}"  # FROM generate_series(...)
     return sql_words(item)
 
 

@@ -632,3 +632,9 @@ SELECT jsonb_agg(age) FROM adult;
 -- expect: sqlstate 42501
 -- message: function xmlagg() returns the values of rows
 SELECT xmlagg(sex::xml) FROM adult;
+
+-- title: message: a calendar from generate_series joined to the table names the function
+-- expect: sqlstate 0A000
+-- message: a join of protected table adult with the set-returning function generate_series()
+-- hint: every declared value is returned, also those without rows
+SELECT g, count(a.age) FROM generate_series(17, 20) g LEFT JOIN adult a ON a.age = g GROUP BY g;
