@@ -29,8 +29,14 @@ from sqlglot.helper import seq_get
 from sqlglot.parsers.postgres import PostgresParser
 from sqlglot.tokenizer_core import TokenType
 
-#: Calls kept as written (sqlglot would rewrite them into nodes that lose PostgreSQL's meaning).
-_KEPT = ("TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "MAKE_TIMESTAMP")
+#: Calls kept as written (sqlglot would rewrite them into nodes that lose PostgreSQL's meaning:
+#: ``log10(x)`` becomes ``log(10, x)``, numeric where log10 is double precision; ``div(a, b)`` a
+#: cast of an integer division; ``pow``, ``power`` and ``strpos`` lose the name their column
+#: takes).
+_KEPT = (
+    "TO_CHAR", "TO_DATE", "TO_TIMESTAMP", "MAKE_TIMESTAMP", "LOG10", "DIV", "POW", "POWER",
+    "STRPOS",
+)  # fmt: skip
 
 
 #: PostgreSQL 16's built-in aggregates that sqlglot parses as plain calls (``jsonb_agg``,

@@ -39,8 +39,17 @@ _NAMES: dict[type[exp.Expression], str] = {
     exp.Grouping: "grouping",
     exp.Date: "date", exp.AtTimeZone: "timezone", exp.Interval: "interval",
     exp.MakeInterval: "make_interval", exp.Left: "left", exp.Right: "right",
-    exp.Replace: "replace",
+    exp.Replace: "replace", exp.ConcatWs: "concat_ws", exp.Initcap: "initcap",
+    exp.SplitPart: "split_part", exp.StrPosition: "position", exp.StartsWith: "starts_with",
+    exp.Reverse: "reverse", exp.MD5: "md5", exp.Repeat: "repeat", exp.Ascii: "ascii",
+    exp.Chr: "chr", exp.Sqrt: "sqrt", exp.Cbrt: "cbrt", exp.Exp: "exp", exp.Ln: "ln",
+    exp.Log: "log", exp.Pi: "pi", exp.Degrees: "degrees", exp.Radians: "radians",
+    exp.Sin: "sin", exp.Cos: "cos",
 }  # fmt: skip
+
+
+#: TRIM's position -> the function PostgreSQL's parser calls for it.
+TRIMS = {"BOTH": "btrim", "LEADING": "ltrim", "TRAILING": "rtrim"}
 
 
 def ident(node: exp.Identifier | str | None) -> str:
@@ -77,6 +86,10 @@ def output_name(node: exp.Expression) -> str:
         return ident(inner.this) if isinstance(inner.this, exp.Identifier) else inner.name.lower()
     if isinstance(inner, exp.Window | exp.Filter | exp.WithinGroup):
         return output_name(inner.this)
+    if isinstance(inner, exp.Pad):
+        return "lpad" if inner.args.get("is_left") else "rpad"
+    if isinstance(inner, exp.Trim):  # TRIM(LEADING ...) is ltrim, as PostgreSQL's parser writes it
+        return TRIMS.get(str(inner.args.get("position") or "BOTH").upper(), "btrim")
     name = _NAMES.get(type(inner))
     if name is not None:
         return name
@@ -92,4 +105,4 @@ def unalias(node: exp.Expression) -> exp.Expression:
     return node.this if isinstance(node, exp.Alias) else node
 
 
-__all__ = ["cast_type", "ident", "output_name", "unalias"]
+__all__ = ["TRIMS", "cast_type", "ident", "output_name", "unalias"]

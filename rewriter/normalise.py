@@ -74,7 +74,7 @@ from .plan import (
 __all__ = ["Logical", "Param", "normalise", "union_logical"]
 from . import clamp
 from . import lookups as lookups_
-from .names import cast_type, ident, output_name, unalias
+from .names import TRIMS, cast_type, ident, output_name, unalias
 from .schema import (
     FLOAT_TYPES,
     INTEGER_TYPES,
@@ -111,7 +111,20 @@ _FUNCS: dict[type[exp.Expression], str] = {
     exp.Trunc: "trunc", exp.Lower: "lower", exp.Upper: "upper", exp.Length: "length",
     exp.Substring: "substr", exp.WidthBucket: "width_bucket", exp.Greatest: "greatest",
     exp.Least: "least", exp.Trim: "btrim", exp.Concat: "concat", exp.Left: "left",
-    exp.Right: "right", exp.Replace: "replace",
+    exp.Right: "right", exp.Replace: "replace", exp.ConcatWs: "concat_ws",
+    exp.Initcap: "initcap", exp.SplitPart: "split_part", exp.StrPosition: "position",
+    exp.StartsWith: "starts_with", exp.Reverse: "reverse", exp.MD5: "md5",
+    exp.Repeat: "repeat", exp.Ascii: "ascii", exp.Chr: "chr", exp.Pow: "power",
+    exp.Sqrt: "sqrt", exp.Cbrt: "cbrt", exp.Exp: "exp", exp.Ln: "ln", exp.Log: "log",
+    exp.Pi: "pi", exp.Degrees: "degrees", exp.Radians: "radians", exp.Sin: "sin",
+    exp.Cos: "cos",
+}  # fmt: skip
+
+#: The arguments, in PostgreSQL's order, of nodes whose other arguments are sqlglot's own
+#: (``initcap``'s delimiters, ``position``'s start) or are written in another order.
+_FUNC_ARGS: dict[type[exp.Expression], tuple[str, ...]] = {
+    exp.Initcap: ("this",), exp.StrPosition: ("this", "substr"),
+    exp.Pad: ("this", "expression", "fill_pattern"), exp.Trim: ("this", "expression"),
 }  # fmt: skip
 
 #: The aggregates answered over a protected table (refusals' hints).
@@ -254,13 +267,14 @@ def _position_error(clause: str, n: int) -> UnsupportedError:
 
 
 def _type_error(e: pgeval.TypeMismatch, table: TableDecl) -> UnsupportedError:
+    hint: str | None
     if e.sqlstate == "0A000" and "collation" in e.message:
         hint = "compare text with =, <>, IN or LIKE; ORDER BY orders text by code point"
     elif e.sqlstate in ("42883", "42804", "42846"):
         # PostgreSQL's own hint for a missing operator or function
         hint = "No operator or function matches the given name and argument types. You might need to add explicit type casts."
     else:
-        hint = None
+        hint = e.hint
     err = UnsupportedError(
         e.message + f" (in a statement over protected table {table.name})", hint=hint
     )
@@ -647,11 +661,19 @@ class _Builder:
         ):
             fname = node.name.lower()
             return self.func(fname, [c(e) for e in node.expressions])
+        if isinstance(node, exp.Pad):
+            fname = "lpad" if node.args.get("is_left") else "rpad"
+        if isinstance(node, exp.Trim):
+            fname = TRIMS.get(str(node.args.get("position") or "BOTH").upper())
+            if fname is None or node.args.get("collation") is not None:
+                raise _unsupported("TRIM with these options", self.table,
+                                   hint="write btrim(x, chars), ltrim(x, chars) or rtrim(x, chars)")  # fmt: skip
+        if isinstance(node, exp.StrPosition) and node.args.get("position") is not None:
+            raise _unsupported("position() with a start", self.table, hint="write strpos(s, t)")
+        keys = _FUNC_ARGS.get(type(node))
+        if fname is not None and keys is not None:
+            return self.func(fname, [c(node.args[k]) for k in keys if node.args.get(k) is not None])
         if fname is not None:
-            if isinstance(node, exp.Trim) and (
-                node.args.get("position") or node.args.get("expression")
-            ):
-                raise _unsupported("TRIM with options", self.table, hint="write btrim(x)")
             args = [
                 c(v)
                 for k, v in node.args.items()

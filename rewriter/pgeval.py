@@ -29,6 +29,7 @@ from decimal import ROUND_DOWN, ROUND_HALF_UP, Decimal, InvalidOperation
 from fractions import Fraction
 from functools import lru_cache
 
+from . import pgfuncs
 from .pgtypes import CTX as _CTX
 from .pgtypes import (
     INTS,
@@ -368,12 +369,27 @@ def _float_round(x: float) -> float:
 def _text(v: object) -> str:
     """PostgreSQL's text output of a value."""
     if isinstance(v, bool):
-        return "true" if v else "false"
+        return "t" if v else "f"
     if isinstance(v, float):
         return float_text(v)
     if isinstance(v, dt.date | pgtime.Interval):
         return pgtime.text(v)
     return str(v)
+
+
+def _out(v: object) -> str:
+    """A value's output function (``concat``, ``concat_ws``): a boolean is ``t`` or ``f``
+    (its cast to text, and ``||``, give ``true``)."""
+    if isinstance(v, bool):
+        return "t" if v else "f"
+    return _text(v)
+
+
+def _concat_ws(sep: object, *vs: object) -> str | None:
+    """concat_ws(sep, ...): NULL when the separator is; NULL values are skipped."""
+    if sep is None:
+        return None
+    return str(sep).join(_out(v) for v in vs if v is not None)
 
 
 def float_text(x: float) -> str:
@@ -651,6 +667,14 @@ def _t_text(args: Sequence[str]) -> str:
     return "text"
 
 
+def _t_concat_ws(args: Sequence[str]) -> str:
+    if not args or not is_text(args[0]):
+        raise TypeMismatch(
+            f"function concat_ws({', '.join(sql_type(a) for a in args)}) does not exist"
+        )
+    return "text"
+
+
 FUNCTIONS: dict[str, tuple[Callable[[Sequence[str]], str], Impl, bool]] = {
     "abs": (_t_same_number, abs, True),
     "floor": (_t_float_or_numeric, _floor, True),
@@ -669,7 +693,8 @@ FUNCTIONS: dict[str, tuple[Callable[[Sequence[str]], str], Impl, bool]] = {
     "left": (_t_text, lambda s, n: s[:n], True),
     "right": (_t_text, lambda s, n: s[-n:] if n > 0 else (s[-n:] if n < 0 else ""), True),
     "replace": (_t_text, lambda s, a, b: s.replace(a, b) if a else s, True),
-    "concat": (lambda a: "text", lambda *vs: "".join(_text(v) for v in vs if v is not None), False),
+    "concat": (lambda a: "text", lambda *vs: "".join(_out(v) for v in vs if v is not None), False),
+    "concat_ws": (_t_concat_ws, _concat_ws, False),
     "||": (lambda a: "text", lambda x, y: _text(x) + _text(y), True),
     "greatest": (lambda a: common_type(a, "GREATEST"), _greatest, False),
     "least": (lambda a: common_type(a, "LEAST"), _least, False),
@@ -714,4 +739,5 @@ def call(name: str, args: Sequence[object], types: Sequence[str], result: str) -
 
 from . import pgtime  # noqa: E402  (dates and times)
 
+FUNCTIONS.update(pgfuncs.FUNCTIONS)
 FUNCTIONS.update(pgtime.FUNCTIONS)

@@ -27,10 +27,12 @@ class EvalError(Exception):
 class TypeMismatch(Exception):
     """No operator or function of PostgreSQL's takes these argument types (42883/42804)."""
 
-    def __init__(self, message: str, sqlstate: str = "42883") -> None:
+    def __init__(self, message: str, sqlstate: str = "42883", hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.sqlstate = sqlstate
+        #: what to write instead (a refusal's hint), when PostgreSQL's own does not fit
+        self.hint = hint
 
 
 PG_NAMES = {

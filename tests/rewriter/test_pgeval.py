@@ -81,10 +81,25 @@ KEYS = [
     "n BETWEEN -1 AND 2", "n > 2 OR n IS NULL", "NOT (n > 0)",
     # text
     "lower(c)", "upper(c)", "length(c)", "substr(c, 2, 3)", "substring(c from 2)",
-    "c || '!'", "concat(c, n)", "btrim(c)", "c LIKE 'a%'", "c ILIKE 'a%'", "c LIKE '%\\_%'",
+    "c || '!'", "concat(c, n)", "btrim(c)", "btrim(c, 'Aa')", "ltrim(c, 'dA')", "rtrim(c, 'an')",
+    "ltrim(concat(' ', c, ' '))", "trim(leading 'a' FROM c)", "trim(trailing FROM concat(c, ' '))",
+    "trim(both 'a' FROM c)", "c LIKE 'a%'", "c ILIKE 'a%'", "c LIKE '%\\_%'",
     "c LIKE '_e%'", "c NOT LIKE '%a%'", "c ILIKE '%A%'", "coalesce(c, 'none')", "c = 'beta'",
     "n::text", "c || n::text", "left(c, 2)", "left(c, -1)", "right(c, 3)", "right(c, -2)",
-    "replace(c, 'a', 'xy')", "replace(c, '', 'z')",
+    "replace(c, 'a', 'xy')", "replace(c, '', 'z')", "concat(c, n > 0)",
+    "concat_ws('-', c, n, d)", "concat_ws(c, 'x', NULL, n > 0)", "concat_ws(',', n::float8 / 4)",
+    "initcap(c)", "initcap(concat(c, ' wORD-x', n, 'ab'))", "split_part(c, 'a', 1)",
+    "split_part(c, 'a', 2)", "split_part(c, 'l', -1)", "split_part(c, '', 1)",
+    "split_part(c, 'e', n % 3 - 3)", "split_part(c, '', -2)", "strpos(c, 'a')", "strpos(c, '')",
+    "position('l' IN c)", "starts_with(c, 'a')", "starts_with(c, '')", "lpad(c, 4)",
+    "lpad(c, n, 'xy')", "rpad(c, n + 3, '')", "rpad(c, 7, 'ab')", "reverse(c)", "md5(c)",
+    "repeat(c, n)", "ascii(c)", "chr(n + 72)", "chr(n + 233)",
+    # mathematics: double precision for integers, numeric sqrt at PostgreSQL's scale
+    "power(n, 2)", "pow(n, 3)", "n ^ 2", "2 ^ n", "power(n + 6, 0.5::float8)", "sqrt(n + 6)",
+    "|/ (n + 6)", "sqrt((n + 6)::numeric)", "sqrt((n + 6) / 7.0)", "sqrt(n * n * 1000000007.5)",
+    "sqrt(n * n / 1000000.0)", "cbrt(n)", "cbrt(n::numeric / 3)", "exp(n)", "exp(n::float8 / 4)",
+    "ln(n + 7)", "log(n + 7)", "log10(n + 7)", "div(n, 4)", "div(n * 2.5, 2)", "div(n, -4)",
+    "pi() * n", "degrees(n)", "radians(n)", "sin(n)", "cos(n)",
     # dates
     "d + 3", "d - 1", "d - DATE '2020-02-28'", "extract(day FROM d)", "extract(month FROM d)",
     "extract(dow FROM d)", "date_trunc('month', d)::date", "d > DATE '2020-03-01'",
@@ -96,7 +111,8 @@ KEYS = [
 CONDITIONS = [
     "n + 1 > 2", "lower(c) = 'alpha'", "c LIKE '%a%' AND n % 2 = 0", "abs(n) <= 2",
     "CASE WHEN n > 0 THEN true END", "coalesce(n, 99) > 5", "d - 1 >= DATE '2020-03-01'",
-    "n IS DISTINCT FROM NULL", "extract(day FROM d) IN (1, 29)",
+    "n IS DISTINCT FROM NULL", "extract(day FROM d) IN (1, 29)", "sqrt(n + 6) > 2",
+    "starts_with(c, 'a') OR strpos(c, 'l') > 0", "ln(n + 7) < 1", "n ^ 2 >= 9",
 ]  # fmt: skip
 
 AGGREGATES = [
@@ -107,6 +123,10 @@ AGGREGATES = [
     "percentile_cont(0.25) WITHIN GROUP (ORDER BY n)", "round(avg(n), 3)",
     "avg(n)::numeric(6, 2)", "sum(n) * 1.5", "count(*) / 7", "count(*) * 100.0 / 7",
     "round(stddev(n), 8)", "stddev(n)", "var_pop(n)", "variance(n * 2)", "coalesce(sum(n), 0)",
+    "log(count(*))", "ln(count(*))", "sqrt(variance(n))", "sqrt(count(*))", "sqrt(avg(n + 6))",
+    "power(count(*), 2)", "exp(count(*)::float8 / 100)", "div(sum(n), 4)", "cbrt(sum(n))",
+    "degrees(avg(n))", "sum(round(sqrt(n + 6)::numeric, 3))", "sum(power(n, 2)::int)", "sum(length(repeat(c, 2)))",
+    "lpad(count(*)::text, 5, '0')", "concat_ws('/', count(*), sum(n))",
 ]  # fmt: skip
 
 
@@ -201,6 +221,37 @@ def test_errors_over_the_declared_domain_are_refused(schema: Schema) -> None:
         "SELECT round(n::float8 / 2, 1), count(*) FROM lapras_eval GROUP BY 1", schema
     )
     assert isinstance(st, rewriter.Refused) and st.error.sqlstate == "42883"
+    for expr, sqlstate in [
+        ("sqrt(n)", "2201F"), ("ln(n + 6)", "2201E"), ("log(n)", "2201E"),
+        ("power(n, -1)", "2201F"), ("power(n, 0.5::float8)", "2201F"), ("div(10, n)", "22012"),
+        ("chr(n)", "22023"), ("chr(n + 6)", "54000"), ("split_part(c, 'a', n)", "22023"),
+        ("exp(n * 200)", "22003"), ("exp(n * -200)", "22003"), ("repeat(c, n * 1000000)", "54000"),
+    ]:  # fmt: skip
+        [st] = rewriter.classify(f"SELECT {expr}, count(*) FROM lapras_eval GROUP BY 1", schema)
+        assert isinstance(st, rewriter.Refused), expr
+        assert st.error.sqlstate == sqlstate and "declared domain" in st.error.message, expr
+
+
+@pytest.mark.parametrize(
+    "expr", ["exp(n::numeric)", "ln(n / 2.0)", "power(n, 0.5)", "n ^ 1.5", "log(2, n + 7)"]
+)
+def test_numeric_variants_not_evaluated_are_refused_with_a_cast(expr: str, schema: Schema) -> None:
+    """PostgreSQL computes exp, ln, log and power of a numeric at result scales of its own:
+    refused (0A000), the hint saying to cast to double precision (which PostgreSQL computes
+    as the proxy does)."""
+    [st] = rewriter.classify(f"SELECT {expr}, count(*) FROM lapras_eval GROUP BY 1", schema)
+    assert isinstance(st, rewriter.Refused) and st.error.sqlstate == "0A000", st
+    assert "float8" in (st.error.hint or ""), st.error.hint
+
+
+def test_errors_in_post_processing_give_null(pg: Any, schema: Schema, pin: Pin) -> None:
+    """PostgreSQL raises for ln(0) and sqrt of a negative; over noisy answers the proxy gives
+    NULL (docs/sql.md §2.5), where the exact answer would make PostgreSQL raise."""
+    sql = "SELECT ln(count(*) - count(*)), sqrt(-count(*)), count(*) FROM lapras_eval"
+    ours, _ = _ours(sql, schema, pin)
+    assert ours == [(None, None, len(N_VALUES) * len(C_VALUES) * len(D_VALUES))]
+    with pytest.raises(psycopg.errors.InvalidArgumentForLogarithm):
+        _theirs(pg, sql)
 
 
 def test_numeric_display_scale_of_division_is_postgresql_s() -> None:
@@ -210,3 +261,20 @@ def test_numeric_display_scale_of_division_is_postgresql_s() -> None:
     assert str(numeric_div(Decimal(10), Decimal(3))) == "3.3333333333333333"
     assert str(numeric_div(Decimal("100.0"), Decimal(3))) == "33.3333333333333333"
     assert str(numeric_div(Decimal(1256257), Decimal(32561))) == "38.5816467553207825"
+
+
+def test_column_names_of_the_functions_are_postgresql_s(pg: Any, schema: Schema) -> None:
+    """sqlglot parses several spellings into one node (power and pow, strpos and position,
+    TRIM(LEADING ...) and ltrim): each column keeps the name PostgreSQL gives it."""
+    items = [
+        "trim(leading 'x' FROM c)", "trim(c)", "rtrim(c)", "power(n, 2)", "pow(n, 2)", "n ^ 2",
+        "log10(n + 7)", "log(n + 7)", "strpos(c, 'a')", "position('a' IN c)", "div(n, 2)",
+        "lpad(c, 2)", "rpad(c, 2)", "concat_ws(',', n)", "sqrt(n + 6)", "pi()", "initcap(c)",
+    ]  # fmt: skip
+    sql = f"SELECT {', '.join(items)}, count(*) FROM lapras_eval GROUP BY {', '.join(str(i + 1) for i in range(len(items)))}"
+    [st] = rewriter.classify(sql, schema)
+    assert isinstance(st, rewriter.DPStatement) and st.plan is not None, st
+    with psycopg.connect(pg.aggregator_dsn, autocommit=True) as conn:
+        cur = conn.execute(sql)
+        assert cur.description is not None
+        assert [c.name for c in st.plan.columns] == [d.name for d in cur.description]
