@@ -23,7 +23,7 @@ from sqlglot.errors import ParseError
 
 from dp.errors import InternalError, LaprasError
 
-from . import cost, domaincheck, doors, lookups, pgtime, probes, units
+from . import cost, distinct_on, domaincheck, doors, lookups, pgtime, probes, units
 from .compose import Composed, compose
 from .derived import fold
 from .dialect import POSTGRES
@@ -616,7 +616,8 @@ def _protected(
     if isinstance(tree, exp.Union):
         union = _union(piece, tree, schema)
         return union if union is not None else _composed(piece, tree, schema)
-    both = units.split(tree, schema)  # count(DISTINCT unit) beside other aggregates
+    # count(DISTINCT unit) beside other aggregates; DISTINCT ON: post-processing of the rows
+    both = units.split(tree, schema) or distinct_on.split(tree)
     if both is not None:  # planned from its text, now and again at execution
         text = both.sql(dialect=_DIALECT)
         parsed = sqlglot.parse_one(text, read=_DIALECT)
