@@ -650,7 +650,7 @@ def _measure_weights(
         if t is None:
             t, _, mixed = masks.pred(meas.filter, table)
             if mixed.any():
-                raise _cut(table)
+                raise _cut(table, masks.view, mixed)
             if static is not None and not _has_param(meas.filter):
                 static.filters[j] = t
         w = w * _padded(t, ndim)
@@ -698,14 +698,23 @@ def _order_key(v: object) -> tuple[int, float, str]:
     return (2, float(bool(v)) if isinstance(v, bool) else 0.0, str(v))
 
 
-def _uncut(mask: Mask, table: TableDecl) -> Mask:
+def _uncut(mask: Mask, table: TableDecl, view: ViewDecl) -> Mask:
     """``mask``, unless a condition cuts a declared bin (refused)."""
     if mask[2].any():
-        raise _cut(table)
+        raise _cut(table, view, mask[2])
     return mask
 
 
-def _cut(table: TableDecl) -> UnsupportedError:
+def _cut(table: TableDecl, view: ViewDecl, mixed: npt.NDArray[np.bool_]) -> UnsupportedError:
+    """The refusal of a condition true on part of a declared bin only (``mixed``: the cells
+    where it is, over ``view``'s axes), naming the first such bin (public: the cells come
+    from the condition and the declaration, never from the data)."""
+    mixed = _padded(mixed, len(view.attributes))
+    at = np.argwhere(mixed)[0]
+    axes = [i for i, n in enumerate(mixed.shape) if n > 1]
+    if axes:
+        attrs = [view.attributes[i] for i in axes]
+        return binned.cut_error("a condition", attrs, [int(at[i]) for i in axes], table)
     return UnsupportedError(
         "a condition cuts a declared bin of a column of protected table " + table.name,
         hint="columns declared in bins wider than one value can only be compared at bin edges "
@@ -936,12 +945,12 @@ def _reduce(
     if where is not None:
         t, _, mixed = masks.pred(where, table)
         if mixed.any():
-            raise _cut(table)
+            raise _cut(table, view, mixed)
         selected = np.broadcast_to(t, shape).reshape(-1)
     else:
         selected = np.ones(domain.size, dtype=bool)
     if joined is not None:
-        present = joined.presence(lambda p: _uncut(masks.pred(p, table), table))
+        present = joined.presence(lambda p: _uncut(masks.pred(p, table), table, view))
         selected = selected & np.broadcast_to(present > 0, shape).reshape(-1)
     possible = table.selectable(view)  # a derived relation's cells that may hold a row
     if possible is not None:

@@ -32,6 +32,7 @@ grouping sets with ``count(DISTINCT unit)``, LIMIT inside the inner query.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -48,7 +49,7 @@ from .names import ident, output_name, unalias
 from .normalise import Logical, _attrs_of, _int_literal, normalise
 from .plan import AggRef, Plan
 from .reduce import reduce
-from .schema import AttributeDecl, Kind, Schema, TableDecl, ViewDecl
+from .schema import AttributeDecl, DateUnit, Kind, Schema, TableDecl, ViewDecl
 
 #: The columns of ``D`` that hold the per-unit aggregates (never shown: outputs keep the
 #: statement's own names).
@@ -572,15 +573,21 @@ def _aggregate(
                 nullable=False,
             )
             return agg, "int8"
-        if ref.pg_type not in _INT_TYPES or not all(
+        days = [v for v in values if isinstance(v, dt.date)]
+        if ref.pg_type == "date" and len(days) == len(values):
+            # a first or last day of each unit (a cohort): days as their ordinals
+            ints = tuple(d.toordinal() for d in days)
+        elif ref.pg_type in _INT_TYPES and all(
             isinstance(v, int) and not isinstance(v, bool) for v in values
         ):
+            ints = tuple(int(v) for v in values)  # type: ignore[call-overload]
+        else:
             raise _refuse(
                 f"the per-unit value {what} of type {ref.pg_type}",
                 table,
-                "a per-unit min or max is answered over an integer column",
+                "a per-unit min or max is answered over an integer column or a date declared "
+                "by day",
             )
-        ints = tuple(int(v) for v in values)  # type: ignore[call-overload]
         agg = UnitAggregate(
             kind="min" if ref.func == "min" else "max",
             counted=codes >= 0,
@@ -601,12 +608,15 @@ def _aggregate(
 
 
 def _integer_attribute(name: str, pg_type: str, agg: UnitAggregate) -> AttributeDecl:
+    """The per-unit value as a column of the relation of units: one cell per integer (per
+    day, as ordinals, for a date)."""
     return AttributeDecl(
         name=name,
-        kind=Kind.INTEGER,
+        kind=Kind.DATE if pg_type == "date" else Kind.INTEGER,
         pg_type=pg_type,
         nullable=agg.nullable,
         bins=tuple((Fraction(v), Fraction(v)) for v in range(agg.lo, agg.hi + 1)),
+        date_unit=DateUnit.DAY if pg_type == "date" else None,
     )
 
 

@@ -337,3 +337,225 @@ SELECT DISTINCT ON (date_trunc('month', checkin_date)) date_trunc('month', check
 -- source: analyst
 -- expect: refused 42P10 as PostgreSQL
 SELECT DISTINCT ON (sex) sex, race, count(*) FROM adult GROUP BY sex, race ORDER BY count(*) DESC;
+
+-- id: holdout.compose.cte_two_levels
+-- source: analyst, CTE of a CTE
+WITH a AS (SELECT education, sex, count(*) AS n FROM adult GROUP BY education, sex), b AS (SELECT education, sum(n) AS total, max(n) AS biggest FROM a GROUP BY education) SELECT education, biggest * 1.0 / total AS share FROM b ORDER BY share DESC, education LIMIT 5;
+
+-- id: holdout.compose.pivot_case_outer
+-- source: analyst, pivot from an inner grouped query
+SELECT race, max(CASE WHEN sex = 'Male' THEN n END) AS male, max(CASE WHEN sex = 'Female' THEN n END) AS female FROM (SELECT race, sex, count(*) AS n FROM adult GROUP BY race, sex) t GROUP BY race ORDER BY race;
+
+-- id: holdout.compose.diff_from_avg
+-- source: analyst, each group vs the overall average
+SELECT occupation, avg(hours_per_week) - (SELECT avg(hours_per_week) FROM adult) AS diff FROM adult GROUP BY occupation ORDER BY occupation;
+
+-- id: holdout.compose.cross_join_totals
+-- source: analyst, share via a cross join with the total
+SELECT g.income, g.n * 100.0 / t.total AS pct FROM (SELECT income, count(*) AS n FROM adult GROUP BY income) g CROSS JOIN (SELECT count(*) AS total FROM adult) t ORDER BY g.income;
+
+-- id: holdout.compose.left_join_aggs
+-- source: analyst, left join of two aggregates
+SELECT a.education, a.n, b.rich FROM (SELECT education, count(*) AS n FROM adult GROUP BY education) a LEFT JOIN (SELECT education, count(*) AS rich FROM adult WHERE income = '>50K' GROUP BY education) b ON a.education = b.education ORDER BY a.education;
+
+-- id: holdout.compose.exists_filter_groups
+-- source: analyst, groups kept by HAVING on a ratio
+SELECT workclass, count(*) FROM adult GROUP BY workclass HAVING sum(CASE WHEN income = '>50K' THEN 1 ELSE 0 END) * 4 > count(*) ORDER BY workclass;
+
+-- id: holdout.compose.union_grouped
+-- source: analyst, union of two grouped aggregates
+SELECT 'sex' AS dim, sex AS val, count(*) FROM adult GROUP BY sex UNION ALL SELECT 'income', income, count(*) FROM adult GROUP BY income ORDER BY 1, 2;
+
+-- id: holdout.compose.avg_of_avgs
+-- source: analyst, average of per-group averages
+SELECT avg(h) FROM (SELECT occupation, avg(hours_per_week) AS h FROM adult GROUP BY occupation) t;
+
+-- id: holdout.compose.count_groups_having
+-- source: analyst, how many occupations have over 1000 people
+SELECT count(*) FROM (SELECT occupation FROM adult GROUP BY occupation HAVING count(*) > 1000) t;
+
+-- id: holdout.compose.rank_filter_cte
+-- source: analyst, top education per race via rank
+WITH r AS (SELECT race, education, count(*) AS n, rank() OVER (PARTITION BY race ORDER BY count(*) DESC, education) AS rk FROM adult GROUP BY race, education) SELECT race, education, n FROM r WHERE rk = 1 ORDER BY race;
+
+-- id: holdout.compose.lead_lag
+-- source: analyst, next age's count
+SELECT age, count(*) AS n, lead(count(*)) OVER (ORDER BY age) AS next_n FROM adult WHERE age BETWEEN 20 AND 25 GROUP BY age ORDER BY age;
+
+-- id: holdout.compose.first_value
+-- source: analyst, first_value over groups
+SELECT sex, race, count(*), first_value(race) OVER (PARTITION BY sex ORDER BY count(*) DESC, race) AS top FROM adult GROUP BY sex, race ORDER BY sex, race;
+
+-- id: holdout.compose.scalar_in_select_twice
+-- source: analyst, two scalar subqueries
+SELECT (SELECT avg(age) FROM adult WHERE sex = 'Male') AS men, (SELECT avg(age) FROM adult WHERE sex = 'Female') AS women;
+
+-- id: holdout.compose.in_list_subquery_values
+-- source: analyst, filter through a CTE of constants
+WITH wanted(e) AS (VALUES ('Bachelors'), ('Masters')) SELECT education, avg(age) FROM adult WHERE education IN (SELECT e FROM wanted) GROUP BY education ORDER BY education;
+
+-- id: holdout.units.hist_cte
+-- source: analyst, histogram of per-user active hours
+WITH u AS (SELECT user_id, count(DISTINCT hour) AS hours FROM checkins GROUP BY user_id) SELECT hours, count(*) FROM u GROUP BY hours ORDER BY hours;
+
+-- id: holdout.units.sum_per_user
+-- source: analyst, total of per-user counts
+SELECT sum(n) FROM (SELECT user_id, count(*) AS n FROM checkins GROUP BY user_id) t;
+
+-- id: holdout.units.max_per_user
+-- source: analyst, the largest per-user count (bucketed)
+SELECT max(n) / 100 AS hundreds FROM (SELECT user_id, count(*) AS n FROM checkins GROUP BY user_id) t;
+
+-- id: holdout.units.distinct_where_lat
+-- source: analyst, users in the north
+SELECT count(DISTINCT user_id) AS users FROM checkins WHERE lat >= 0;
+
+-- id: holdout.units.distinct_and_count
+-- source: analyst, users and check-ins per hour band
+SELECT hour / 6 AS band, count(*) AS checkins, count(DISTINCT user_id) AS users FROM checkins GROUP BY 1 ORDER BY 1;
+
+-- id: holdout.units.per_user_min_date
+-- source: analyst, users by first month
+SELECT date_trunc('month', first)::date AS cohort, count(*) FROM (SELECT user_id, min(checkin_date) AS first FROM checkins GROUP BY user_id) t GROUP BY 1 ORDER BY 1;
+
+-- id: holdout.units.having_filter
+-- source: analyst, users with check-ins in the evening only
+SELECT count(*) FROM (SELECT user_id FROM checkins GROUP BY user_id HAVING min(hour) >= 18) t;
+
+-- id: holdout.units.avg_days_active
+-- source: analyst, average active days
+SELECT round(avg(days), 1) FROM (SELECT user_id, count(DISTINCT checkin_date) AS days FROM checkins GROUP BY user_id) t;
+
+-- id: holdout.lookup.values_three_cols
+-- source: analyst, lookup with three columns
+SELECT l.grp, l.ord, count(*) FROM adult a JOIN (VALUES ('Private', 'private', 1), ('Self-emp-inc', 'self', 2), ('Self-emp-not-inc', 'self', 2), ('Federal-gov', 'gov', 3), ('Local-gov', 'gov', 3), ('State-gov', 'gov', 3)) AS l(wc, grp, ord) ON a.workclass = l.wc GROUP BY l.grp, l.ord ORDER BY l.ord;
+
+-- id: holdout.lookup.values_using
+-- source: analyst, USING join to VALUES
+SELECT label, count(*) FROM adult JOIN (VALUES ('Male', 'M'), ('Female', 'F')) AS s(sex, label) USING (sex) GROUP BY label ORDER BY label;
+
+-- id: holdout.lookup.public_table_count
+-- source: Metabase, count by the public table's region with a filter
+SELECT "country_region"."region" AS "region", count(*) AS "count" FROM "public"."adult" INNER JOIN "public"."country_region" AS "country_region" ON "public"."adult"."native_country" = "country_region"."country" WHERE "public"."adult"."age" > 30 GROUP BY "country_region"."region" ORDER BY "count" DESC, "country_region"."region" ASC;
+
+-- id: holdout.lookup.not_exists_values
+-- source: analyst, NOT EXISTS against a VALUES list
+SELECT count(*) FROM adult a WHERE NOT EXISTS (SELECT 1 FROM (VALUES ('United-States'), ('Mexico')) v(c) WHERE v.c = a.native_country);
+
+-- id: holdout.lookup.values_numeric_band
+-- source: analyst, BETWEEN bands from VALUES on hours
+SELECT b.name, avg(a.age) FROM adult a JOIN (VALUES ('part', 1, 34), ('full', 35, 45), ('over', 46, 99)) b(name, lo, hi) ON a.hours_per_week BETWEEN b.lo AND b.hi GROUP BY b.name ORDER BY b.name;
+
+-- id: holdout.tool.metabase_filter_not_in
+-- source: Metabase, not-in filter and null handling
+SELECT "public"."adult"."race" AS "race", count(*) AS "count" FROM "public"."adult" WHERE ("public"."adult"."race" <> 'White' OR "public"."adult"."race" IS NULL) GROUP BY "public"."adult"."race" ORDER BY "public"."adult"."race" ASC;
+
+-- id: holdout.tool.superset_adhoc_sql_metric
+-- source: Superset, ad-hoc SQL metric
+SELECT education AS education, SUM(CASE WHEN income = '>50K' THEN 1 ELSE 0 END) * 1.0 / COUNT(*) AS "share_rich" FROM public.adult GROUP BY education ORDER BY "share_rich" DESC LIMIT 10000;
+
+-- id: holdout.tool.superset_having_metric
+-- source: Superset, HAVING on a metric
+SELECT occupation AS occupation, COUNT(*) AS count FROM public.adult GROUP BY occupation HAVING COUNT(*) > 1000 ORDER BY count DESC LIMIT 10000;
+
+-- id: holdout.tool.tableau_countd_by
+-- source: Tableau, COUNTD by dimension
+SELECT "adult"."sex" AS "sex", COUNT(DISTINCT "adult"."education") AS "ctd:education:ok" FROM "public"."adult" "adult" GROUP BY 1;
+
+-- id: holdout.tool.tableau_avg_int
+-- source: Tableau, AVG of integer with cast
+SELECT AVG(CAST("adult"."age" AS DOUBLE PRECISION)) AS "avg:age:ok" FROM "public"."adult" "adult" HAVING (COUNT(1) > 0);
+
+-- id: holdout.tool.looker_percentile
+-- source: Looker, median measure
+SELECT adult.sex AS "adult.sex", PERCENTILE_CONT(0.5) WITHIN GROUP (ORDER BY adult.age) AS "adult.median_age" FROM public.adult AS adult GROUP BY 1 ORDER BY 2 DESC LIMIT 500;
+
+-- id: holdout.tool.powerbi_distinctcount
+-- source: Power BI, distinct count
+select count(distinct("_"."occupation")) + max(case when "_"."occupation" is null then 1 else 0 end) as "a0" from "public"."adult" as "_";
+
+-- id: holdout.tool.powerbi_topn_agg
+-- source: Power BI, aggregation with rows and limit
+select "rows"."race" as "race", count(1) as "a0" from (select "_"."race" as "race" from "public"."adult" as "_" where ("_"."age" >= 20 and "_"."age" <= 40)) as "rows" group by "race" limit 1000001;
+
+-- id: holdout.tool.sqlalchemy_label
+-- source: SQLAlchemy, func.count with label and group_by
+SELECT adult.marital_status AS adult_marital_status, count(adult.marital_status) AS n FROM adult GROUP BY adult.marital_status ORDER BY n DESC;
+
+-- id: holdout.tool.django_annotate
+-- source: Django, values().annotate()
+SELECT "adult"."relationship", COUNT("adult"."relationship") AS "c", AVG("adult"."hours_per_week") AS "h" FROM "adult" GROUP BY "adult"."relationship" ORDER BY "adult"."relationship" ASC;
+
+-- id: holdout.tool.pandas_read_sql_group
+-- source: pandas read_sql, groupby-style SQL
+SELECT income, sex, COUNT(*) AS size FROM adult GROUP BY income, sex ORDER BY income, sex;
+
+-- id: holdout.analyst.null_aware
+-- source: analyst, nullif division
+SELECT sex, sum(capital_gain)::float / nullif(sum(capital_loss), 0) AS ratio FROM adult GROUP BY sex ORDER BY sex;
+
+-- id: holdout.analyst.bool_group
+-- source: analyst, boolean groups
+SELECT age >= 65 AS retired, income = '>50K' AS rich, count(*) FROM adult GROUP BY 1, 2 ORDER BY 1, 2;
+
+-- id: holdout.analyst.cast_text_group
+-- source: analyst, age as text
+SELECT age::text AS a, count(*) FROM adult WHERE age < 20 GROUP BY 1 ORDER BY 1;
+
+-- id: holdout.analyst.order_by_agg_not_selected
+-- source: analyst, order by an aggregate not selected
+SELECT education FROM adult GROUP BY education ORDER BY avg(age) DESC LIMIT 3;
+
+-- id: holdout.analyst.filter_on_two_aggs
+-- source: analyst, count and sum filtered
+SELECT count(*) FILTER (WHERE sex = 'Female') AS women, sum(hours_per_week) FILTER (WHERE sex = 'Female') AS women_hours FROM adult;
+
+-- id: holdout.analyst.mode
+-- source: analyst, mode per group
+SELECT income, mode() WITHIN GROUP (ORDER BY occupation) FROM adult GROUP BY income ORDER BY income;
+
+-- id: holdout.analyst.grouping_fn
+-- source: analyst, cube with GROUPING()
+SELECT CASE WHEN GROUPING(sex) = 1 THEN 'all' ELSE sex END AS sex, count(*) FROM adult GROUP BY CUBE (sex) ORDER BY 1;
+
+-- id: holdout.analyst.checkins_lat_lon_grid
+-- source: analyst, grid of 30 degree cells
+SELECT floor(lat / 30) * 30 AS lat0, floor(lon / 30) * 30 AS lon0, count(*) FROM checkins GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT 10;
+
+-- id: holdout.analyst.lat_between_edges
+-- source: analyst, inclusive bounds at edges
+-- expect: refused 0A000 BETWEEN 30 AND 39.999999 cuts the declared bin [30, 40) of lat (the message names the bin)
+SELECT count(*) FROM checkins WHERE lat BETWEEN 30 AND 39.999999;
+
+-- id: holdout.analyst.sum_lat_sign
+-- source: analyst, mean absolute latitude (not affine: refused?)
+-- expect: refused 0A000 abs() of a clamped column is not affine in its value (SUM/AVG of the clamped value itself are answered)
+SELECT avg(abs(lat)) FROM checkins;
+
+-- id: holdout.probe.count_star_limit
+-- source: tool, count rows of a limited subquery
+SELECT count(*) FROM (SELECT * FROM adult LIMIT 500) t;
+
+-- id: holdout.probe.select_one_where
+-- source: tool, connection check through the table
+SELECT 1 FROM adult LIMIT 0;
+
+-- id: holdout.cohort.by_month_text
+-- source: analyst, cohort label
+SELECT to_char(first, 'YYYY-MM') AS cohort, count(*) AS users FROM (SELECT user_id, min(checkin_date) AS first FROM checkins GROUP BY user_id) t GROUP BY 1 ORDER BY 1;
+
+-- id: holdout.cohort.last_seen_2010
+-- source: analyst, users last seen in 2010
+SELECT count(*) FROM (SELECT user_id, max(checkin_date) AS last FROM checkins GROUP BY user_id) t WHERE last >= DATE '2010-01-01';
+
+-- id: holdout.cohort.span
+-- source: analyst, days between first and last check-in, bucketed
+SELECT (last - first) / 100 AS span100, count(*) FROM (SELECT user_id, min(checkin_date) AS first, max(checkin_date) AS last FROM checkins GROUP BY user_id) t GROUP BY 1 ORDER BY 1;
+
+-- id: holdout.cohort.first_month_trunc
+-- source: analyst, first month via date_trunc inside
+SELECT m, count(*) FROM (SELECT user_id, min(date_trunc('month', checkin_date)::date) AS m FROM checkins GROUP BY user_id) t GROUP BY m ORDER BY m;
+
+-- id: holdout.cohort.first_quarter_cte
+-- source: analyst, CTE cohort by quarter
+WITH f AS (SELECT user_id, min(checkin_date) AS d FROM checkins GROUP BY user_id) SELECT extract(year FROM d) AS y, extract(quarter FROM d) AS q, count(*) FROM f GROUP BY 1, 2 ORDER BY 1, 2;

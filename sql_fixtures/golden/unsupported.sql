@@ -638,3 +638,9 @@ SELECT xmlagg(sex::xml) FROM adult;
 -- message: a join of protected table adult with the set-returning function generate_series()
 -- hint: every declared value is returned, also those without rows
 SELECT g, count(a.age) FROM generate_series(17, 20) g LEFT JOIN adult a ON a.age = g GROUP BY g;
+
+-- title: message: a condition that cuts a declared bin names the bin and the column
+-- expect: sqlstate 0A000
+-- message: a condition cuts the declared bin 1 to 999 of column capital_gain
+-- hint: compare it at the bin edges
+SELECT count(*) FROM adult WHERE capital_gain > 500;
