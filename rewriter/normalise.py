@@ -205,12 +205,24 @@ def _unsupported(what: str, table: TableDecl, hint: str | None = None) -> Unsupp
 
 
 def _cast_refusal(node: exp.Expression, table: TableDecl) -> UnsupportedError:
+    words = cast_words(node)
+    if re.fullmatch(r"time(\(\d+\))?( with(out)? time zone)?|timetz", words):
+        return _unsupported(f"the type {words} (a time of day)", table,
+                            hint="add an interval to the date instead: d + INTERVAL '12 hours' "
+                            "(a timestamp); extract(hour FROM ts) reads the hour")  # fmt: skip
     return _unsupported(
-        f"a cast to type {cast_words(node)}",
+        f"a cast to type {words}",
         table,
         hint=f"casts to {CAST_TYPES} are evaluated",
     )
 
+
+#: sqlglot's nodes of PostgreSQL's justify_* functions, to their names.
+_JUSTIFY: dict[type[exp.Expression], str] = {
+    exp.JustifyDays: "justify_days",
+    exp.JustifyHours: "justify_hours",
+    exp.JustifyInterval: "justify_interval",
+}
 
 #: What to write instead of a construct the proxy does not evaluate (by sqlglot node key).
 _INSTEAD = {
@@ -695,10 +707,10 @@ class _Builder:
                 f"cannot cast type {pgeval.sql_type(src)} to {pgeval.sql_type(t)}", sqlstate="42846"
             )
         if pgtime.needs_zone(src, t) and not (isinstance(arg, Const) and src == "unknown"):
-            if typmod:
-                raise _unsupported("a cast to timestamp with time zone(p)", self.table,
-                                   hint="cast to timestamp with time zone without a precision")  # fmt: skip
-            return self.func("pg_time_tstz", [arg])
+            zoned = self.func("pg_time_tstz", [arg])
+            if typmod:  # timestamptz(p): the instant rounded to p digits, as PostgreSQL
+                return Cast(arg=zoned, pg_type=t, source=t, typmod=typmod)
+            return zoned
         return Cast(arg=arg, pg_type=t, source=src, typmod=typmod)
 
     def time_call(
@@ -728,6 +740,15 @@ class _Builder:
                 )
                 args.append(c(v) if v is not None else zero)
             return self.func("make_interval", args)
+        if isinstance(node, exp.Overlaps):
+            periods = [node.this, node.expression]
+            if not all(isinstance(t, exp.Tuple) and len(t.expressions) == 2 for t in periods):
+                raise _unsupported("OVERLAPS of something other than two pairs", self.table,
+                                   hint="write (start, end) OVERLAPS (start, end)")  # fmt: skip
+            return self.func("overlaps", [c(e) for t in periods for e in t.expressions])
+        justify = _JUSTIFY.get(type(node))
+        if justify is not None:
+            return self.func(justify, [c(node.this)])
         if isinstance(
             node,
             exp.CurrentDate
@@ -737,8 +758,8 @@ class _Builder:
             | exp.Localtimestamp
             | exp.CurrentDatetime,
         ):
-            raise _unsupported(sql_words(node), self.table,
-                               hint="the current date or time is not evaluated by the proxy: write the date as a constant, e.g. DATE '2010-10-01' - 30")  # fmt: skip
+            raise _unsupported("the clock (now(), current_date, current_timestamp, localtimestamp ...)", self.table,
+                               hint="the current date or time is not evaluated by the proxy (an answer must not change with the day it is asked): write the date as a constant, e.g. DATE '2010-10-31' - 30")  # fmt: skip
         return None
 
     def func(self, name: str, args: list[PostExpr]) -> PostExpr:

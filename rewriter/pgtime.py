@@ -210,21 +210,78 @@ def check_zone(name: str) -> str:
 
 
 _EXPLICIT = re.compile(r"^[A-Za-z_]+(?:/[A-Za-z0-9_+\-]+)+$|^(?:UTC|GMT|Z)$", re.IGNORECASE)
+#: PostgreSQL's DecodeTimezone: a numeric offset in ISO 8601's sign (east of Greenwich).
+_ISO_OFFSET = re.compile(r"^([+-])(\d+)(?::(\d+)(?::(\d+))?)?$")
 
 
-def explicit_zone(name: object) -> str:
-    """A zone named in a statement (``AT TIME ZONE 'Europe/Paris'``, the third argument of
-    ``date_trunc``): IANA area/location names and UTC only. PostgreSQL reads other strings as
-    abbreviations with fixed offsets (``'CET'`` is +01 all year there) or as POSIX offsets
-    counted westward (``'+02'`` is UTC-2), which are easy to misread: refused."""
-    if not isinstance(name, str) or not _EXPLICIT.match(name.strip()):
-        raise Unsupported(
-            f"time zone {name!r} is not evaluated by the proxy: name it as an IANA zone "
-            "such as 'Europe/Paris', or 'UTC'"
-        )
-    if name.strip().upper() in ("UTC", "GMT", "Z"):
+def _fixed(east: int, label: str) -> str:
+    """The name :func:`zone` reads as a fixed offset ``east`` seconds east of Greenwich (the
+    POSIX form, which counts westward: ``<+05:30>-05:30``)."""
+    west = -east
+    a = abs(west)
+    h, rest = divmod(a, 3600)
+    mi, sec = divmod(rest, 60)
+    return f"<{label}>{'-' if west < 0 else '+'}{h:02d}:{mi:02d}:{sec:02d}"
+
+
+def _iso_offset(text_: str) -> str | None:
+    """``'+05:30'``, ``'-3'``, ``'+0530'`` read by DecodeTimezone (hours east), as a zone name;
+    None when ``text_`` is not of that form."""
+    m = _ISO_OFFSET.match(text_)
+    if m is None:
+        return None
+    hr, mi, sec = int(m.group(2)), int(m.group(3) or 0), int(m.group(4) or 0)
+    if m.group(3) is None and len(text_) > 3:  # run together: +0530
+        hr, mi = divmod(hr, 100)
+    if hr > 15 or mi >= 60 or sec >= 60:
+        raise EvalError("22009", f'time zone displacement out of range: "{text_}"')
+    east = (hr * 60 + mi) * 60 + sec
+    return _fixed(-east if m.group(1) == "-" else east, text_)
+
+
+def explicit_zone(name: object, *, iso: bool = False) -> str:
+    """A zone written in a statement, as PostgreSQL reads it (``AT TIME ZONE z``, the third
+    argument of ``date_trunc``: DecodeTimezoneName; ``iso``: the seventh of
+    ``make_timestamptz``, parse_sane_timezone):
+
+    - an IANA name (any case), ``UTC``, ``GMT``, ``Z``;
+    - a numeric offset in POSIX's sign, counted **westward** (``'+05:30'`` is UTC-05:30,
+      ``'UTC+3'`` UTC-03:00, ``'<+03>-03'`` UTC+03:00), as PostgreSQL reads it there;
+      with ``iso``, an offset that starts with its sign is ISO 8601's, eastward (``'+05:30'``
+      is UTC+05:30), and one that starts with a digit is PostgreSQL's error;
+    - an ``interval`` (``AT TIME ZONE INTERVAL '05:30'``): eastward, without months or days.
+
+    Abbreviations (``'CET'``, ``'EST'``) are refused: PostgreSQL reads them as fixed offsets
+    from its abbreviation table (``'CET'`` is +01 all year there, where the IANA zone CET has
+    summer time), which the proxy does not hold."""
+    if isinstance(name, Interval):
+        if name.months or name.days:
+            raise EvalError(
+                "22023",
+                f'interval time zone "{interval_text(name)}" must not include months or days',
+            )
+        return _fixed(int(name.micros / _USEC), interval_text(name))
+    if not isinstance(name, str):
+        raise Unsupported(f"time zone {name!r} is not evaluated by the proxy")
+    key = name.strip()
+    if key.upper() in ("UTC", "GMT", "Z"):
         return "UTC"
-    return check_zone(name.strip())
+    if iso and key[:1].isdigit():
+        raise EvalError("22023", f'invalid input syntax for type numeric time zone: "{key}"')
+    if iso and key[:1] in "+-":
+        fixed = _iso_offset(key)
+        if fixed is not None:
+            return fixed
+    if _EXPLICIT.match(key) or (
+        any(ch.isdigit() for ch in key) and (key.lower() in _zone_names() or _POSIX.match(key))
+    ):
+        return check_zone(key)
+    raise Unsupported(
+        f"time zone {name!r} is not evaluated by the proxy: PostgreSQL reads it as an "
+        "abbreviation with a fixed offset; name an IANA zone such as 'Europe/Paris', 'UTC', "
+        "or an offset ('+05:30' is UTC-05:30 there, as POSIX counts; INTERVAL '05:30' is "
+        "UTC+05:30)"
+    )
 
 
 def localize(naive: dt.datetime, zone_name: str) -> dt.datetime:
@@ -301,7 +358,8 @@ def _parse(text: str, typename: str) -> _Parsed:
     if low in _SPECIAL:
         raise Unsupported(
             f"the special value '{t}' for type {typename} is not evaluated by the proxy: "
-            "write a date, 'YYYY-MM-DD'"
+            "write a date, 'YYYY-MM-DD' (a bound of 'infinity' holds for every date: leave it "
+            "out; 'now' and 'today' read the clock: write the date)"
         )
     m = _DATETIME.match(t)
     if m is None:
@@ -395,7 +453,7 @@ for _names, _iv_unit in (
         _IV_UNITS[_n] = _iv_unit
 
 _IV_TOKEN = re.compile(
-    r"\s*(?:(?P<time>[+-]?\d+:\d{1,2}(?::\d{1,2}(?:\.\d*)?)?)|(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))"
+    r"\s*(?:(?P<time>[+-]?\s*\d+:\d{1,2}(?::\d{1,2}(?:\.\d*)?)?)|(?P<num>[+-]?\s*(?:\d+\.?\d*|\.\d+))"
     r"\s*(?P<unit>[A-Za-z]+)?|(?P<word>[A-Za-z@]+))"
 )
 
@@ -433,14 +491,14 @@ def parse_interval(text: str, unit: str = "") -> Interval:
             raise EvalError("22007", f'invalid input syntax for type interval: "{t}"')
         seen = True
         if m.group("time"):
-            tm = m.group("time")
+            tm = re.sub(r"\s+", "", m.group("time"))
             neg = tm.startswith("-")
             parts = tm.lstrip("+-").split(":")
             secs = float(parts[2]) if len(parts) > 2 else 0.0
             us = (int(parts[0]) * 3600 + int(parts[1]) * 60) * _USEC + round(secs * _USEC)
             micros += -us if neg else us
             continue
-        num = m.group("num")
+        num = re.sub(r"\s+", "", m.group("num"))  # PostgreSQL skips spaces after a sign
         name = (m.group("unit") or qual or "second").lower()
         if name not in _IV_UNITS:
             raise EvalError("22007", f'invalid input syntax for type interval: "{t}"')
@@ -497,20 +555,19 @@ def _offset_text(off: dt.timedelta) -> str:
 
 
 def interval_text(v: Interval) -> str:
-    """interval output with ``IntervalStyle = postgres`` (the default)."""
+    """interval output with ``IntervalStyle = postgres`` (the default; EncodeInterval): each
+    nonzero part with its unit, plural unless it is exactly 1 (``-1 days``), a positive part
+    after a negative one with its ``+``, the time last (``-1 days +04:00:00``)."""
     parts = []
+    before = False  # the last part written was negative
     years, mons = int(v.months / 12), v.months - 12 * int(v.months / 12)
     for n, unit in ((years, "year"), (mons, "mon"), (v.days, "day")):
         if n:
-            parts.append(f"{n} {unit}{'' if abs(n) == 1 else 's'}")
+            parts.append(f"{'+' if before and n > 0 else ''}{n} {unit}{'' if n == 1 else 's'}")
+            before = n < 0
     if v.micros or not parts:
-        neg = v.micros < 0
         body = _time_text(abs(v.micros))
-        if neg:
-            body = "-" + body
-        elif parts and (v.days < 0 or (not v.days and v.months < 0)):
-            body = "+" + body
-        parts.append(body)
+        parts.append(("-" if v.micros < 0 else "+" if before else "") + body)
     return " ".join(parts)
 
 
@@ -1410,6 +1467,7 @@ _FIELD_PATTERNS = {
     "HH12": ("hour12", 2), "HH": ("hour12", 2), "MI": ("minute", 2), "SS": ("second", 2),
     "MS": ("ms", 3), "US": ("us", 6), "FF1": ("ff1", 1), "FF2": ("ff2", 2), "FF3": ("ff3", 3),
     "FF4": ("ff4", 4), "FF5": ("ff5", 5), "FF6": ("ff6", 6), "DDD": ("doy", 3),
+    "TZH": ("tzh", 2), "TZM": ("tzm", 2),
 }  # fmt: skip
 
 
@@ -1452,6 +1510,14 @@ def _parse_template(value: str, fmt: str, what: str) -> dict[str, int]:
             fields["pm"] = 1 if word.startswith("P") else 0
             j += len(up)
             continue
+        if up == "TZH":  # a sign, or a minus the separator before took, then the hours
+            if j < len(v) and v[j] in "+- ":
+                fields["tzsign"] = -1 if v[j] == "-" else 1
+                j += 1
+            elif j > 0 and v[j - 1] == "-":
+                raise Unsupported(f"{what} with a '-' both separator and sign of TZH")
+            else:
+                fields["tzsign"] = 1
         spec = _FIELD_PATTERNS.get(up)
         if spec is None:
             raise Unsupported(
@@ -1519,8 +1585,17 @@ def to_timestamp(x: object, fmt_or_zone: object, session: object = None) -> obje
             fmt_or_zone,
         )
     assert isinstance(x, str) and isinstance(fmt_or_zone, str) and isinstance(session, str)
-    return localize(
-        _from_fields(_parse_template(x, fmt_or_zone, "to_timestamp"), "to_timestamp"), session
+    fields = _parse_template(x, fmt_or_zone, "to_timestamp")
+    wall = _from_fields(fields, "to_timestamp")
+    if "tzsign" not in fields and "tzm" not in fields:
+        return localize(wall, session)
+    # TZH/TZM: the text's own offset (east of Greenwich), as do_to_timestamp
+    hours, mins = fields.get("tzh", 0), fields.get("tzm", 0)
+    if hours > 15 or mins >= 60:
+        raise EvalError("22009", f"time zone displacement out of range: {x!r}")
+    east = fields.get("tzsign", 1) * (hours * 60 + mins) * 60
+    return show(
+        _checked(lambda: (wall - dt.timedelta(seconds=east)).replace(tzinfo=dt.UTC)), session
     )
 
 
@@ -1559,7 +1634,7 @@ def make_timestamptz(*args: object) -> object:
     """``make_timestamptz(y, mo, d, h, mi, s [, zone])``, the session's zone appended."""
     session = args[-1]
     assert isinstance(session, str)
-    in_zone = explicit_zone(args[6]) if len(args) == 8 else session
+    in_zone = explicit_zone(args[6], iso=True) if len(args) == 8 else session
     return show(localize(_make_ts(*args[:6]), in_zone), session)
 
 
@@ -1575,6 +1650,135 @@ def make_interval(years: object, months: object, weeks: object, days: object,
     y, mo, w, d, h, mi = (int(v) for v in ints)  # type: ignore[call-overload]
     us = round(float(secs) * _USEC)  # type: ignore[arg-type]
     return Interval(months=y * 12 + mo, days=w * 7 + d, micros=(h * 3600 + mi * 60) * _USEC + us)
+
+
+def justify_hours(v: object) -> object:
+    """``justify_hours(interval)``: whole days of the time carried into days (interval_justify_hours)."""
+    assert isinstance(v, Interval)
+    whole = int(v.micros / _DAY_US)
+    days, micros = v.days + whole, v.micros - whole * _DAY_US
+    if days > 0 and micros < 0:
+        micros, days = micros + _DAY_US, days - 1
+    elif days < 0 and micros > 0:
+        micros, days = micros - _DAY_US, days + 1
+    return Interval(months=v.months, days=days, micros=micros)
+
+
+def justify_days(v: object) -> object:
+    """``justify_days(interval)``: whole 30-day months of the days carried into months, the
+    signs of months and days made to agree (interval_justify_days)."""
+    assert isinstance(v, Interval)
+    whole = int(v.days / 30)
+    months, days = v.months + whole, v.days - whole * 30
+    if months > 0 and days < 0:
+        days, months = days + 30, months - 1
+    elif months < 0 and days > 0:
+        days, months = days - 30, months + 1
+    return Interval(months=months, days=days, micros=v.micros)
+
+
+def justify_interval(v: object) -> object:
+    """``justify_interval(interval)``: both, the signs of all three parts made to agree
+    (interval_justify_interval)."""
+    assert isinstance(v, Interval)
+    whole_day = int(v.micros / _DAY_US)
+    micros, days = v.micros - whole_day * _DAY_US, v.days + whole_day
+    whole_month = int(days / 30)
+    days, months = days - whole_month * 30, v.months + whole_month
+    if months > 0 and (days < 0 or (days == 0 and micros < 0)):
+        days, months = days + 30, months - 1
+    elif months < 0 and (days > 0 or (days == 0 and micros > 0)):
+        days, months = days - 30, months + 1
+    if days > 0 and micros < 0:
+        micros, days = micros + _DAY_US, days - 1
+    elif days < 0 and micros > 0:
+        micros, days = micros - _DAY_US, days + 1
+    return Interval(months=months, days=days, micros=micros)
+
+
+def age(a: object, b: object, session: str) -> object:
+    """``age(a, b)``: the symbolic difference of two dates or timestamps in years, months and
+    days (timestamp_age / timestamptz_age): field by field on the local calendar, negative
+    fields borrowed from the next larger one, a month borrowed as the length of the earlier
+    value's month. PostgreSQL resolves ``age(timestamp, timestamp)`` when a ``timestamp`` is
+    given and no ``timestamp with time zone`` (a date read as midnight), else
+    ``age(timestamptz, timestamptz)`` (dates and timestamps read in the session's zone)."""
+    values = (a, b)
+    naive = any(isinstance(v, dt.datetime) and v.tzinfo is None for v in values) and not any(
+        isinstance(v, dt.datetime) and v.tzinfo is not None for v in values
+    )
+    typ = TS if naive else TSTZ
+    x, y = (cast(v, "", typ, (), session) for v in values)
+    assert isinstance(x, dt.datetime) and isinstance(y, dt.datetime)
+    flip = x < y
+    if typ == TSTZ:
+        x, y = _wall(show(x, session)), _wall(show(y, session))
+    f = [x.microsecond - y.microsecond, x.second - y.second, x.minute - y.minute,
+         x.hour - y.hour, x.day - y.day, x.month - y.month, x.year - y.year]  # fmt: skip
+    if flip:
+        f = [-v for v in f]
+    for i, size in enumerate((_USEC, 60, 60, 24)):
+        while f[i] < 0:
+            f[i] += size
+            f[i + 1] -= 1
+    first = x if flip else y  # the month borrowed is the earlier value's
+    while f[4] < 0:
+        f[4] += _days_in(first.year, first.month)
+        f[5] -= 1
+    while f[5] < 0:
+        f[5] += 12
+        f[6] -= 1
+    if flip:
+        f = [-v for v in f]
+    us, sec, mi, h, d, mo, yr = f
+    return Interval(months=yr * 12 + mo, days=d, micros=((h * 60 + mi) * 60 + sec) * _USEC + us)
+
+
+def overlaps(s1: object, e1: object, s2: object, e2: object, session: str) -> object:
+    """``(s1, e1) OVERLAPS (s2, e2)`` (overlaps_timestamp; an end may be an interval, the
+    end then ``start + interval``): each period's ends ordered, NULL ends as PostgreSQL
+    treats them. The values are compared as ``timestamp`` when one is a timestamp and none
+    a timestamp with time zone (dates as midnight), else as ``timestamp with time zone``."""
+    values = [s1, e1, s2, e2]
+    naive = any(isinstance(v, dt.datetime) and v.tzinfo is None for v in values) and not any(
+        isinstance(v, dt.datetime) and v.tzinfo is not None for v in values
+    )
+    typ = TS if naive else TSTZ
+    pts: list[dt.datetime | None] = []
+    for k, v in enumerate(values):
+        if isinstance(v, Interval):
+            start = pts[k - 1]
+            v = None if start is None else plus_interval(start, v)
+        elif v is not None:
+            v = cast(v, "", typ, (), session)
+        assert v is None or isinstance(v, dt.datetime)
+        pts.append(v)
+    ts1, te1, ts2, te2 = pts
+    if ts1 is None:
+        if te1 is None:
+            return None
+        ts1, te1 = te1, None
+    elif te1 is not None and ts1 > te1:
+        ts1, te1 = te1, ts1
+    if ts2 is None:
+        if te2 is None:
+            return None
+        ts2, te2 = te2, None
+    elif te2 is not None and ts2 > te2:
+        ts2, te2 = te2, ts2
+    if ts1 > ts2:
+        if te2 is None:
+            return None
+        if ts1 < te2:
+            return True
+        return None if te1 is None else False
+    if ts1 < ts2:
+        if te1 is None:
+            return None
+        if ts2 < te1:
+            return True
+        return None if te2 is None else False
+    return None if te1 is None or te2 is None else True
 
 
 def timezone(z: object, v: object, session: str) -> object:
@@ -1688,11 +1892,59 @@ def _t_date(args: Sequence[str]) -> str:
     return DATE
 
 
+def _t_age(args: Sequence[str]) -> str:
+    written = args[:-1]  # the session's zone appended
+    if len(written) == 1:
+        raise TypeMismatch(
+            "age() of one argument (the age at today's date) reads the clock, which the proxy "
+            "does not evaluate: write both dates, age(DATE '2010-10-31', x)",
+            sqlstate="0A000",
+        )
+    if len(written) != 2 or not all(a in DATETIMES or a == "unknown" for a in written):
+        raise TypeMismatch(
+            f"function age({', '.join(pgtypes.sql_type(a) for a in written)}) does not exist"
+        )
+    return INTERVAL
+
+
+def _t_overlaps(args: Sequence[str]) -> str:
+    written = args[:-1]  # the session's zone appended
+    ok = len(written) == 4 and all(
+        (a in DATETIMES or a == "unknown") if k % 2 == 0 else (a in TYPES or a == "unknown")
+        for k, a in enumerate(written)
+    )
+    if not ok:
+        raise TypeMismatch(
+            f"function overlaps({', '.join(pgtypes.sql_type(a) for a in written)}) does not exist"
+        )
+    return "bool"
+
+
+def _t_interval(name: str) -> Callable[[Sequence[str]], str]:
+    def t(args: Sequence[str]) -> str:
+        if len(args) != 1 or args[0] not in (INTERVAL, "unknown"):
+            raise TypeMismatch(
+                f"function {name}({', '.join(pgtypes.sql_type(a) for a in args)}) does not exist"
+            )
+        return INTERVAL
+
+    return t
+
+
 #: Functions whose last argument is the session's TimeZone, appended by the rewriter (never
 #: written by the analyst): they make a timestamptz from something else, or read a date as
 #: one (PostgreSQL's implicit cast of a date to timestamptz).
 ZONED = frozenset(
-    {"date_trunc", "to_char", "to_timestamp", "make_timestamptz", "timezone", "pg_time_tstz"}
+    {
+        "date_trunc",
+        "to_char",
+        "to_timestamp",
+        "make_timestamptz",
+        "timezone",
+        "pg_time_tstz",
+        "age",
+        "overlaps",
+    }
 )
 #: Functions of this module only the rewriter writes (never resolved from a statement).
 INTERNAL = frozenset({"pg_time_tstz"})
@@ -1720,6 +1972,11 @@ FUNCTIONS: dict[str, tuple[Callable[[Sequence[str]], str], Callable[..., object]
     "date": (_t_date, lambda v: cast(v, "", DATE), True),
     "isfinite": (lambda a: "bool", lambda v: True, True),
     "pg_time_tstz": (lambda a: TSTZ, _tstz, True),
+    "age": (_t_age, age, True),
+    "overlaps": (_t_overlaps, overlaps, False),
+    "justify_days": (_t_interval("justify_days"), justify_days, True),
+    "justify_hours": (_t_interval("justify_hours"), justify_hours, True),
+    "justify_interval": (_t_interval("justify_interval"), justify_interval, True),
 }
 
 
@@ -1759,7 +2016,7 @@ def check_constants(name: str, values: Sequence[object], types: Sequence[str]) -
         if zone_arg is not None and zone_arg < len(values) - 1:
             z = values[zone_arg]
             if z is not NOT_CONSTANT:
-                explicit_zone(z)
+                explicit_zone(z, iso=name == "make_timestamptz")
     except EvalError as e:
         raise TypeMismatch(e.message, sqlstate=e.sqlstate) from None
 

@@ -92,6 +92,19 @@ KEYS = [
     "CASE WHEN h < 12 THEN d ELSE d + INTERVAL '12 hours' END", "coalesce(d, DATE '2000-01-01')",
     "greatest(d, DATE '2010-01-01')", "d > '2010-03-01T00:00:00Z'",
     "to_char(d, 'YYYY-MM-DD') = '2009-12-31'", "to_date(to_char(d, 'YYYY-MM-DD'), 'YYYY-MM-DD')",
+    # age(), justify_*, interval input with a spaced sign, zones as offsets and intervals
+    "age(d, DATE '2009-12-31')::text", "age(DATE '2010-01-31', d)::text",
+    f"age({TS2}, TIMESTAMP '2010-01-30 13:45:10.5')::text", f"age(TIMESTAMP '2009-11-30 23:00', {TS})::text",
+    "extract(month FROM age(DATE '2010-04-06', d))", f"age(d, {TS2})::text",
+    "justify_days((d - DATE '2009-12-25') * INTERVAL '1 day')::text",
+    "justify_hours(h * INTERVAL '7 hours' - INTERVAL '2 days')::text",
+    "justify_interval(INTERVAL '1 mon' - h * INTERVAL '5 hours')::text",
+    "justify_interval((d - DATE '2010-01-01') * INTERVAL '-1 day' + h * INTERVAL '3 hours')::text",
+    "justify_days(INTERVAL '-1 mon' + (d - DATE '2010-01-01') * INTERVAL '1 day')::text",
+    "(d + INTERVAL '1 month - 1 day')::date", "d + INTERVAL '1 day - 01:30'", "d + INTERVAL '- 2 days'",
+    "d::timestamp AT TIME ZONE '+05:30'", f"{TS} AT TIME ZONE 'UTC+3'", f"{TS} AT TIME ZONE '-3'",
+    "d::timestamp AT TIME ZONE INTERVAL '05:30'", f"{TS} AT TIME ZONE INTERVAL '-03:00'",
+    f"{TS} AT TIME ZONE '<+03>-03'", f"{TS} AT TIME ZONE 'EST5EDT'",
     *(f"date_trunc('{u}', {TS2})" for u in UNITS),
     *(f"extract({f} FROM d)" for f in FIELDS if f not in ("hour", "minute", "second", "milliseconds", "microseconds")),
     *(f"extract({f} FROM {TS2})" for f in FIELDS),
@@ -123,6 +136,16 @@ ZONE_KEYS = [
     "CASE WHEN h < 12 THEN d::timestamp ELSE d::timestamptz END",
     f"{TSTZ} > '2009-11-01 01:30'", "d < TIMESTAMPTZ '2009-11-01 12:00:00+05'",
     "to_timestamp(to_char(d, 'YYYY-MM-DD') || ' 13:30', 'YYYY-MM-DD HH24:MI')",
+    "age(d, DATE '2009-11-01')::text", f"age({TSTZ}, TIMESTAMPTZ '2010-03-14 01:00:00+00')::text",
+    f"age({TS}, d::timestamptz - INTERVAL '1 month')::text",
+    f"{TSTZ} AT TIME ZONE '+05:30'", f"{TSTZ} AT TIME ZONE INTERVAL '-02:30'",
+    f"date_trunc('day', {TSTZ}, '+05:30')", "make_timestamptz(2010, 3, 14, h, 30, 0, '+05:30')",
+    "make_timestamptz(2010, 3, 14, h, 30, 0, '-0330')", "make_timestamptz(2010, 3, 14, h, 0, 0, 'UTC+3')",
+    f"CAST({TSTZ} + INTERVAL '0.4 seconds' * h AS timestamptz(0))", "d::timestamptz(2)",
+    "to_timestamp(to_char(d, 'YYYY-MM-DD') || ' 10:00 -03', 'YYYY-MM-DD HH24:MI TZH')",
+    "to_timestamp(to_char(d, 'YYYY-MM-DD') || ' 10:00 +05:30', 'YYYY-MM-DD HH24:MI TZH:TZM')",
+    "(d, d + 1) OVERLAPS (DATE '2010-01-01', NULL::date)",
+    f"({TSTZ}, INTERVAL '6 hours') OVERLAPS ('2009-11-01 05:00:00+00', INTERVAL '1 hour')",
 ]  # fmt: skip
 
 CONDITIONS = [
@@ -132,6 +155,10 @@ CONDITIONS = [
     f"{TS} >= TIMESTAMP '2009-12-31 22:00:00' AND {TS} < '2010-01-01 02:00'",
     "extract(dow FROM d) IN (0, 6)", "date_trunc('month', d) = '2010-02-01'",
     "d::timestamptz >= TIMESTAMPTZ '2009-11-01 04:00:00Z'", "d >= DATE '2010-03-01' - 30",
+    "(d::timestamp, INTERVAL '1 day') OVERLAPS (TIMESTAMP '2010-01-01 12:00', TIMESTAMP '2010-01-05')",
+    "(d, d + 2) OVERLAPS (DATE '2010-01-01', DATE '2009-12-25')",
+    f"({TS}, NULL::timestamp) OVERLAPS (TIMESTAMP '2010-01-01', TIMESTAMP '2010-01-02')",
+    "d BETWEEN SYMMETRIC '2010-03-31' AND '2010-03-01'",
 ]  # fmt: skip
 
 
