@@ -248,7 +248,7 @@ def distinct(y: npt.ArrayLike, s: npt.ArrayLike, *, z_level: float = 1.0 - CONFI
     """``count(DISTINCT x)``: the number of cells with a row.
 
     An exact cell (``s_i = 0``) counts when it holds a row. Of the ``K`` noisy cells, the
-    estimate counts ``K - 2 #{y_i < 0}`` (see the module doc), within ``[1, K]`` (noise never
+    estimate counts ``K - 2 #{y_i < 0} - #{y_i = 0}`` (see the module doc), within ``[1, K]`` (noise never
     tells a group without rows; 0 when every cell is exact and empty). The interval: from the larger
     of the cells above ``z_B`` standard errors (``z_B``: the Laplace point of
     ``z_level / (2 K)``, Bonferroni) and the estimate less ``2 sqrt(K ln(2 / z_level) / 2)``
@@ -259,10 +259,14 @@ def distinct(y: npt.ArrayLike, s: npt.ArrayLike, *, z_level: float = 1.0 - CONFI
     noisy = ~exact
     k = int(np.count_nonzero(noisy))
     negative = int(np.count_nonzero(noisy & (ya < 0.0)))
+    # a noisy count of exactly 0 (noise that drew 0; probability 0 under continuous noise, so
+    # the estimator's distribution is unchanged) is half below zero: with no noise at all the
+    # estimate is the number of cells with a row
+    zero = int(np.count_nonzero(noisy & (ya == 0.0)))
     if k == 0 and sure == 0:
         return Counted(value=0, low=0, high=0)
     # at least one: noise never tells a group without rows (unless every cell is exact)
-    value = min(max(sure + k - 2 * negative, 1), sure + k)
+    value = min(max(sure + k - 2 * negative - zero, 1), sure + k)
     if k == 0:
         return Counted(value=value, low=value, high=value)
     alpha = z_level / 2.0

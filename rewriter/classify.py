@@ -23,7 +23,7 @@ from sqlglot.errors import ParseError
 
 from dp.errors import InternalError, LaprasError
 
-from . import cost, distinct_on, domaincheck, doors, lookups, pgtime, probes, units
+from . import cost, distinct_on, domaincheck, doors, lookups, pgtime, probes, sugar, units
 from .compose import Composed, compose
 from .derived import fold
 from .dialect import POSTGRES
@@ -383,6 +383,7 @@ def _classify_tree(
     for t, decl in refs:
         if t.args.get("sample") is not None:
             raise _sampled(decl.name)
+    sugar.expand(tree)  # ANY (ARRAY[...]), row comparisons: written out
     return _protected(piece, tree, refs, schema, census)
 
 

@@ -58,6 +58,10 @@ def _aggregate(name: str) -> Any:
 class LaprasPostgres(Postgres):
     """sqlglot's PostgreSQL dialect with PostgreSQL's time functions kept as calls."""
 
+    #: A call's name as written (``var_samp``, ``substr``, ``ceiling``: sqlglot reads them as
+    #: ``variance``, ``substring``, ``ceil``), for the column PostgreSQL names after it.
+    ORIGINAL_NAME_META_KEY = "pg_name"
+
     class Parser(PostgresParser):
         FUNCTIONS: ClassVar = {
             **{k: v for k, v in PostgresParser.FUNCTIONS.items() if k not in _KEPT},

@@ -86,6 +86,9 @@ def output_name(node: exp.Expression) -> str:
         return ident(inner.this) if isinstance(inner.this, exp.Identifier) else inner.name.lower()
     if isinstance(inner, exp.Window | exp.Filter | exp.WithinGroup):
         return output_name(inner.this)
+    written = inner.meta.get("pg_name") if isinstance(inner, exp.Func) else None
+    if isinstance(written, str) and written.isidentifier():
+        return written.lower()  # the name as written (rewriter.dialect)
     if isinstance(inner, exp.Pad):
         return "lpad" if inner.args.get("is_left") else "rpad"
     if isinstance(inner, exp.Trim):  # TRIM(LEADING ...) is ltrim, as PostgreSQL's parser writes it

@@ -12,7 +12,7 @@ row falls in is returned by the proxy (its count 0, its sums and averages NULL o
 groups are public, docs/sql.md §2.3) where PostgreSQL omits it; and rows whose order the
 statement leaves open (ties of ORDER BY) may come in another order.
 
-439 of the 453 cases are answered exactly, one is refused as PostgreSQL refuses it, and the
+477 of the 491 cases are answered exactly, one is refused as PostgreSQL refuses it, and the
 thirteen refused by design are listed with the reason in docs/sql.md §4.
 """
 

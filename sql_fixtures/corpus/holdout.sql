@@ -559,3 +559,155 @@ SELECT m, count(*) FROM (SELECT user_id, min(date_trunc('month', checkin_date)::
 -- id: holdout.cohort.first_quarter_cte
 -- source: analyst, CTE cohort by quarter
 WITH f AS (SELECT user_id, min(checkin_date) AS d FROM checkins GROUP BY user_id) SELECT extract(year FROM d) AS y, extract(quarter FROM d) AS q, count(*) FROM f GROUP BY 1, 2 ORDER BY 1, 2;
+
+-- id: holdout.forms.table_col_alias
+-- source: analyst
+SELECT count(*) FROM adult AS a WHERE a.age > 60;
+
+-- id: holdout.forms.only
+-- source: tool
+SELECT count(*) AS "Count" FROM ONLY public.adult;
+
+-- id: holdout.forms.any_array
+-- source: asyncpg style with constants
+SELECT count(*) FROM adult WHERE age = ANY (ARRAY[30, 40, 50]);
+
+-- id: holdout.forms.any_array_text
+-- source: asyncpg style with constants
+SELECT sex, count(*) FROM adult WHERE education = ANY ('{Bachelors,Masters}'::text[]) GROUP BY sex ORDER BY sex;
+
+-- id: holdout.forms.all_array
+-- source: analyst
+SELECT count(*) FROM adult WHERE age <> ALL (ARRAY[30, 40]);
+
+-- id: holdout.forms.count_one
+-- source: tool
+SELECT count(1), count(0) FROM adult;
+
+-- id: holdout.forms.count_or_null
+-- source: analyst idiom
+SELECT count(age > 60 OR NULL) AS seniors FROM adult;
+
+-- id: holdout.forms.avg_bool_int
+-- source: analyst
+SELECT avg((income = '>50K')::int) AS share FROM adult;
+
+-- id: holdout.forms.row_in
+-- source: analyst
+SELECT count(*) FROM adult WHERE (age, sex) IN ((30, 'Male'), (40, 'Female'));
+
+-- id: holdout.forms.not_between
+-- source: analyst
+SELECT count(*) FROM adult WHERE age NOT BETWEEN 30 AND 40;
+
+-- id: holdout.forms.like_any
+-- source: analyst
+SELECT count(*) FROM adult WHERE education LIKE ANY (ARRAY['B%', 'M%']);
+
+-- id: holdout.forms.where_true
+-- source: tool
+SELECT count(*) FROM adult WHERE true;
+
+-- id: holdout.forms.having_no_group
+-- source: analyst
+SELECT count(*) FROM adult HAVING count(*) > 0;
+
+-- id: holdout.forms.group_dup
+-- source: tool
+SELECT sex, count(*) FROM adult GROUP BY sex, sex ORDER BY sex;
+
+-- id: holdout.forms.group_alias_expr
+-- source: analyst
+SELECT upper(sex) AS s, count(*) FROM adult GROUP BY s ORDER BY s;
+
+-- id: holdout.forms.group_const
+-- source: tool
+SELECT 1 AS one, count(*) FROM adult GROUP BY 1;
+
+-- id: holdout.forms.decade
+-- source: analyst
+SELECT age / 10 * 10 AS decade, count(*) FROM adult GROUP BY decade ORDER BY decade;
+
+-- id: holdout.forms.share_within
+-- source: analyst
+SELECT sex, race, count(*) * 100.0 / sum(count(*)) OVER (PARTITION BY sex) AS pct FROM adult GROUP BY sex, race ORDER BY sex, race;
+
+-- id: holdout.forms.percent_rank
+-- source: analyst
+SELECT occupation, percent_rank() OVER (ORDER BY count(*)) AS pr FROM adult GROUP BY occupation ORDER BY occupation;
+
+-- id: holdout.forms.multi_filter
+-- source: analyst
+SELECT count(*) FILTER (WHERE age BETWEEN 20 AND 29) AS "20s", count(*) FILTER (WHERE age BETWEEN 30 AND 39) AS "30s", count(*) FILTER (WHERE age >= 40) AS "40+" FROM adult;
+
+-- id: holdout.forms.values_cast_cte
+-- source: analyst
+WITH m(code, label) AS (VALUES ('Male'::text, 'men'::text), ('Female', 'women')) SELECT m.label, count(*) FROM adult JOIN m ON adult.sex = m.code GROUP BY m.label ORDER BY 1;
+
+-- id: holdout.forms.case_simple_group
+-- source: analyst
+SELECT CASE race WHEN 'White' THEN 'white' WHEN 'Black' THEN 'black' ELSE 'other' END AS r, count(*) FROM adult GROUP BY 1 ORDER BY 1;
+
+-- id: holdout.forms.nulls_last
+-- source: analyst
+SELECT workclass, avg(hours_per_week) FROM adult GROUP BY workclass ORDER BY 2 DESC NULLS LAST, 1;
+
+-- id: holdout.forms.in_select_distinct
+-- source: analyst
+SELECT count(*) FROM adult WHERE occupation IN (SELECT DISTINCT occupation FROM adult WHERE occupation LIKE 'P%');
+
+-- id: holdout.forms.sum_distinct
+-- source: analyst
+SELECT count(DISTINCT age), count(DISTINCT sex) FROM adult WHERE age > 80;
+
+-- id: holdout.forms.min_max_text
+-- source: analyst
+SELECT min(education), max(education) FROM adult;
+
+-- id: holdout.forms.stddev_pop_group
+-- source: analyst
+SELECT sex, round(stddev_pop(hours_per_week)::numeric, 3) FROM adult GROUP BY sex ORDER BY sex;
+
+-- id: holdout.forms.var_samp
+-- source: analyst
+SELECT var_samp(age) FROM adult WHERE race = 'Other';
+
+-- id: holdout.forms.limit_all
+-- source: tool
+SELECT sex, count(*) FROM adult GROUP BY sex ORDER BY sex LIMIT ALL;
+
+-- id: holdout.forms.limit_null
+-- source: tool
+SELECT sex, count(*) FROM adult GROUP BY sex ORDER BY sex LIMIT NULL OFFSET 1;
+
+-- id: holdout.forms.subquery_alias_cols
+-- source: analyst
+SELECT s, n FROM (SELECT sex, count(*) FROM adult GROUP BY sex) AS t(s, n) ORDER BY s;
+
+-- id: holdout.forms.exists_correlated_public
+-- source: analyst
+SELECT count(*) FROM adult a WHERE EXISTS (SELECT 1 FROM public.country_region r WHERE r.country = a.native_country AND r.region = 'Asia');
+
+-- id: holdout.forms.cast_numeric_avg
+-- source: analyst
+SELECT CAST(AVG(age) AS NUMERIC(5,1)) AS a FROM adult;
+
+-- id: holdout.forms.concat_group
+-- source: analyst
+SELECT concat(sex, '-', income) AS k, count(*) FROM adult GROUP BY 1 ORDER BY 1;
+
+-- id: holdout.forms.is_true
+-- source: analyst
+SELECT (age > 50) IS TRUE AS old, count(*) FROM adult GROUP BY 1 ORDER BY 1;
+
+-- id: holdout.forms.order_by_expr_not_selected
+-- source: analyst
+SELECT sex FROM adult GROUP BY sex ORDER BY count(*) DESC;
+
+-- id: holdout.forms.union_distinct_counts
+-- source: analyst
+SELECT count(*) FROM adult WHERE sex = 'Male' UNION SELECT count(*) FROM adult WHERE sex = 'Male';
+
+-- id: holdout.forms.intersect
+-- source: analyst
+SELECT education FROM adult GROUP BY education HAVING count(*) > 1000 INTERSECT SELECT education FROM adult GROUP BY education HAVING avg(age) > 38;

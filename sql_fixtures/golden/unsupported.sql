@@ -498,11 +498,11 @@ SELECT count(*)::json FROM adult;
 -- hint: write LIKE or ILIKE patterns
 SELECT count(*) FROM adult WHERE sex ~ 'M';
 
--- title: message: ANY of an array
+-- title: message: ANY of a two-dimensional array (a list of constants is answered)
 -- expect: sqlstate 0A000
 -- message: ANY is not supported
 -- hint: write IN (v1, v2, ...)
-SELECT count(*) FROM adult WHERE age = ANY (ARRAY[20, 30]);
+SELECT count(*) FROM adult WHERE age = ANY ('{{20},{30}}'::int[]);
 
 -- title: message: COLLATE
 -- expect: sqlstate 0A000
