@@ -623,7 +623,10 @@ def _protected(
         text = both.sql(dialect=_DIALECT)
         parsed = sqlglot.parse_one(text, read=_DIALECT)
         return replace(compose(piece.text, parsed, schema, single_part), query=text)
-    st = _single(piece, tree, refs, schema, census)
+    try:
+        st = _single(piece, tree, refs, schema, census)
+    except units.ParameterInUnits:  # planned when executed, with the values bound
+        return _composed(piece, tree, schema)
     if st is not None:
         return st
     if isinstance(tree, exp.Query) and census.aggregate:

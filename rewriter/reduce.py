@@ -113,7 +113,15 @@ def coerce(attr: AttributeDecl, value: object) -> object:
         raise InvalidValueError(f"a value of this type cannot be compared with column {attr.name}")
     if attr.kind is Kind.DATE:
         if isinstance(value, dt.datetime):
-            raise InvalidValueError(f"compare date column {attr.name} with dates, not timestamps")
+            # PostgreSQL compares the date as its midnight (in the session's TimeZone for a
+            # timestamp with time zone): a day and the fraction of it the time adds
+            if value.tzinfo is not None:
+                local = value.astimezone(pgtime.zone(pgtime.SESSION_ZONE.get()))
+                value = local.replace(tzinfo=None)
+            since = value - dt.datetime.combine(value.date(), dt.time())
+            return Fraction(value.toordinal()) + Fraction(
+                since // dt.timedelta(microseconds=1), 86_400_000_000
+            )
         if isinstance(value, dt.date):
             return Fraction(value.toordinal())
         if isinstance(value, str):

@@ -95,6 +95,11 @@ class UnitsTable(TableDecl):
         return np.broadcast_to(mask.reshape(full), shape)
 
 
+class ParameterInUnits(UnsupportedError):
+    """A question about units with ``$n`` parameters in its per-unit part: it is planned when
+    executed, with the values bound (rewriter.compose), as a composed statement is."""
+
+
 def _refuse(what: str, table: TableDecl, hint: str) -> UnsupportedError:
     return UnsupportedError(f"{what} (a question about the units of {table.name})", hint=hint)
 
@@ -430,10 +435,10 @@ def _question(
         stmt.set("group", exp.Group(expressions=[g.copy() for g in groups]))
     logical = normalise(stmt, table, stmt.args["from_"].this)
     if logical.param_types:
-        raise _refuse(
-            "a parameter inside the per-unit subquery",
-            table,
-            "write the value itself there (parameters are taken in the outer query)",
+        raise ParameterInUnits(
+            f"a parameter inside the per-unit subquery (a question about the units of "
+            f"{table.name})",
+            hint="write the value itself there (parameters are taken in the outer query)",
         )
     plan = reduce(logical)
     if logical.grouping_sets or plan.grouped:  # a cell in several groups: never here
