@@ -531,6 +531,22 @@ class _Run:
                     e.detail = f"In the part of this statement: {_short(key)}"
                 raise
             if got is None:
+                public = sorted(
+                    {
+                        t.name.lower()
+                        for t in node.find_all(exp.Table)
+                        if t.name.lower() in self.schema.public
+                    }
+                )
+                if public:
+                    # its rows are bound when the statement runs, not when it is planned
+                    raise self.unsupported(
+                        f"a join with public table {public[0]} inside a part (a CTE, a "
+                        "subquery, a UNION branch) of a composed statement",
+                        hint="ask that join as a statement of its own (HAVING and windows over "
+                        "its groups, such as sum(count(*)) OVER (), are answered in it), or "
+                        "write the lookup as a VALUES list or a CTE of VALUES",
+                    )
                 return None
             plan, columns = got
             if plan is None:  # a zero-row probe: its columns, no row

@@ -177,6 +177,8 @@ class _Extraction:
         self.found: list[Found] = []
         #: The statement's CTEs, by name.
         self.bodies: dict[str, exp.Expression] = {}
+        #: Its CTEs that may be a SELECT of a public table (:meth:`public_select`), by name.
+        self.selects: dict[str, exp.Expression] = {}
 
     def relation(
         self, node: exp.Expression
@@ -187,18 +189,23 @@ class _Extraction:
             list[tuple[exp.Expression, ...]] | None,
             bool,
             PublicTableDecl | None,
+            exp.Expression | None,
         ]
         | None
     ):
-        """(alias, names, rows, distinct, declared table) when ``node`` (an item of a FROM
-        list) is a public relation; None otherwise."""
+        """(alias, names, rows, distinct, declared table, filter) when ``node`` (an item of a
+        FROM list) is a public relation; None otherwise. ``filter`` is the ``WHERE`` of a
+        ``SELECT`` of a declared public table's columns (a derived table or a CTE), written
+        over the relation's alias: the rows the relation keeps."""
         alias, columns = _alias(node)
         if isinstance(node, exp.Values | exp.Subquery):
             got = _constant_rows(node)
             if got is None:
+                if isinstance(node, exp.Subquery) and alias:
+                    return self.public_select(node.this, alias, columns)
                 return None
             names, rows, distinct = got
-            return alias, columns or names, rows, distinct, None
+            return alias, columns or names, rows, distinct, None, None
         if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
             return None
         name = _id(node.this)
@@ -206,22 +213,92 @@ class _Extraction:
         if db is None and name in self.ctes:
             names, rows, distinct = self.ctes[name]
             self.used.add(name)
-            return alias or name, columns or names, rows, distinct, None
+            return alias or name, columns or names, rows, distinct, None, None
+        if db is None and name in self.selects:
+            got_select = self.public_select(self.selects[name], alias or name, columns)
+            if got_select is not None:
+                self.used.add(name)
+            return got_select
         decl = self.schema.public.get(name)
         if (
             decl is not None
             and (db is None or _id(db) == decl.schema)
             and not node.args.get("catalog")
         ):
-            return alias or name, columns or tuple(c for c, _ in decl.columns), None, False, decl
+            names = columns or tuple(c for c, _ in decl.columns)
+            return alias or name, names, None, False, decl, None
         return None
+
+    def public_select(
+        self, body: exp.Expression, alias: str, columns: tuple[str, ...]
+    ) -> tuple[str, tuple[str, ...], None, bool, PublicTableDecl, exp.Expression | None] | None:
+        """A ``SELECT`` of columns of a declared public table with an optional ``WHERE`` (``WITH
+        eu AS (SELECT country FROM country_region WHERE region = 'Europe')``) as that table
+        under ``alias``: its columns renamed as the SELECT names them (the others hidden), and
+        its ``WHERE`` as the filter of its rows; None for any other body."""
+        if not isinstance(body, exp.Select) or any(
+            body.args.get(k)
+            for k in ("joins", "group", "having", "order", "limit", "offset", "with_", "distinct")
+        ):
+            return None
+        from_ = body.args.get("from_")
+        if from_ is None or not isinstance(from_.this, exp.Table):
+            return None
+        inner = self.relation(from_.this)
+        if inner is None or inner[4] is None or inner[5] is not None:
+            return None
+        inner_alias, table_names, _, _, decl, _ = inner
+        if decl is None:  # pragma: no cover - checked above
+            return None
+        outputs: dict[str, str] = {}  # column of the table -> its name in the SELECT
+        for item in body.expressions:
+            if isinstance(item, exp.Star):
+                outputs.update({c: c for c in table_names if c not in outputs})
+                continue
+            col = item.this if isinstance(item, exp.Alias) else item
+            if not isinstance(col, exp.Column) or col.table not in ("", inner_alias):
+                return None
+            source = _id(col.this)
+            if source not in table_names or source in outputs:
+                return None
+            outputs[source] = (
+                _id(item.args["alias"].this) if isinstance(item, exp.Alias) else source
+            )
+        shown = list(outputs.values())
+        if columns:
+            if len(columns) > len(shown):
+                return None
+            renamed = dict(zip(shown, columns, strict=False))
+            outputs = {c: renamed.get(o, o) for c, o in outputs.items()}
+            shown = list(outputs.values())
+        if len(set(shown)) != len(shown):
+            return None
+        names = tuple(outputs.get(c, f"{AXIS_PREFIX}hidden {c}") for c in table_names)
+        where = body.args.get("where")
+        filter_: exp.Expression | None = None
+        if where is not None:
+            filter_ = where.this.copy()
+            if any(isinstance(n, exp.Query | exp.Star) for n in filter_.walk()):
+                return None
+            for col in list(filter_.find_all(exp.Column)):
+                source = _id(col.this)
+                if col.table not in ("", inner_alias) or source not in table_names:
+                    return None
+                col.replace(exp.column(names[table_names.index(source)], table=alias, quoted=True))
+        return alias, names, None, False, decl, filter_
 
     def add(self, item: exp.Expression, join: str, on: exp.Expression | None,
             using: tuple[str, ...]) -> bool:  # fmt: skip
         rel = self.relation(item)
         if rel is None:
             return False
-        alias, names, rows, distinct, decl = rel
+        alias, names, rows, distinct, decl, filter_ = rel
+        if filter_ is not None:
+            on = (
+                filter_
+                if on is None
+                else cast(exp.Expression, exp.and_(exp.paren(on.copy()), filter_))
+            )
         self.found.append(
             Found(
                 alias=alias,
@@ -241,6 +318,9 @@ class _Extraction:
         table or CTE it reads."""
         if depth > 16:
             return
+        inner_with = _with(select) if depth else None
+        if inner_with is not None:  # a derived table's own CTEs (dbt's test wrappers)
+            self.register(inner_with)
         self._joins(select)
         self._semi(select)
         from_ = select.args.get("from_")
@@ -253,6 +333,30 @@ class _Extraction:
             for cte in with_.expressions:
                 if _alias(cte)[0] == name and isinstance(cte.this, exp.Select):
                     self.strip(cte.this, depth + 1)
+        if inner_with is not None:
+            self.prune(select)
+
+    def register(self, with_: exp.With) -> None:
+        """The CTEs of ``with_``: constant ones as relations, the others' bodies by name."""
+        if with_.args.get("recursive"):
+            return
+        for cte in with_.expressions:
+            got = _constant_rows(cte.this)
+            name, columns = _alias(cte)
+            self.bodies[name] = cte.this
+            if got is not None and name:
+                self.ctes[name] = (columns or got[0], got[1], got[2])
+            elif name and not columns:
+                self.selects[name] = cte.this
+
+    def prune(self, select: exp.Select) -> None:
+        """``select`` without the CTEs taken out as public relations."""
+        with_ = _with(select)
+        if with_ is None or not self.used:
+            return
+        rest = [c for c in with_.expressions if _alias(c)[0] not in self.used]
+        select.set("with_", exp.With(expressions=rest) if rest else None)
+        select.set("with", None)
 
     def _joins(self, select: exp.Select) -> None:
         joins = list(select.args.get("joins") or [])
@@ -369,6 +473,23 @@ class _Extraction:
         elif isinstance(node, exp.In) and isinstance(node.args.get("query"), exp.Subquery):
             sub = node.args["query"].this
             member = node.this
+        elif (
+            isinstance(node, exp.In)
+            and len(node.expressions) == 1
+            and isinstance(node.expressions[0], exp.Values)
+            and not isinstance(node.this, exp.Tuple)
+        ):
+            # x IN (VALUES (a), (b)): a semi-join to the list's one column
+            alias = f"{AXIS_PREFIX}in {len(self.found)}"
+            values = node.expressions[0].copy()
+            values.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+            got = _constant_rows(values)
+            if got is None or len(got[0]) != 1:
+                return False
+            self.add(values, "notin" if negated else "semi", None, ())
+            column = exp.column(got[0][0], table=alias, quoted=True)
+            self.found[-1] = dataclasses.replace(self.found[-1], member=(node.this.copy(), column))
+            return True
         else:
             return False
         if not isinstance(sub, exp.Select):
@@ -412,13 +533,8 @@ def extract(
     ex = _Extraction(schema, protected)
     copy = select.copy()
     with_ = _with(copy)
-    if with_ is not None and not with_.args.get("recursive"):
-        for cte in with_.expressions:
-            got = _constant_rows(cte.this)
-            name, columns = _alias(cte)
-            ex.bodies[name] = cte.this
-            if got is not None and name:
-                ex.ctes[name] = (columns or got[0], got[1], got[2])
+    if with_ is not None:
+        ex.register(with_)
     ex.strip(copy)
     if not ex.found:
         return None
@@ -428,10 +544,7 @@ def extract(
             "two public relations of one statement with the same name",
             hint="give each VALUES list and public table its own alias",
         )
-    if with_ is not None and ex.used:
-        rest = [c for c in with_.expressions if _alias(c)[0] not in ex.used]
-        copy.set("with_", exp.With(expressions=rest) if rest else None)
-        copy.set("with", None)
+    ex.prune(copy)
     return copy, tuple(ex.found)
 
 

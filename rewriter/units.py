@@ -234,9 +234,19 @@ def rewrite(select: exp.Select, schema: Schema) -> tuple[exp.Select, UnitsTable]
     ):  # SELECT DISTINCT unit, g ... : GROUP BY unit, g
         keys = [unalias(e) for e in inner.expressions]
         by_unit = True
-    distinct_unit = any(
-        _counts_unit(a, table, aliases) for a in _aggregates([*inner.expressions, _having(inner)])
-    )
+    calls = _aggregates([*inner.expressions, _having(inner)])
+    for a in calls:
+        if isinstance(a, exp.Filter) and _counts_unit(a.this, table, aliases):
+            unit = table.unit.column
+            raise _refuse(
+                f"count(DISTINCT {unit}) FILTER (WHERE ...)",
+                table,
+                f"put the condition in the WHERE of a statement of its own, or count each "
+                f"unit's matching rows in a subquery: SELECT count(*) FILTER (WHERE n > 0) "
+                f"FROM (SELECT {unit}, count(*) FILTER (WHERE ...) AS n FROM {table.name} "
+                f"GROUP BY {unit}) t",
+            )
+    distinct_unit = any(_counts_unit(a, table, aliases) for a in calls)
     if not by_unit and not distinct_unit:
         return None
     if table.unit.table is not None:

@@ -77,6 +77,29 @@ STATEMENTS = [
     # EXISTS against the public table
     "SELECT count(*) FROM adult a WHERE EXISTS (SELECT 1 FROM country_region cr WHERE "
     "cr.country = a.native_country AND cr.region = 'Asia')",
+    # a CTE selecting the public table's rows (its WHERE filters them), renamed columns
+    "WITH eu AS (SELECT country AS c, region FROM public.country_region WHERE region = 'Europe' "
+    "OR country = 'Canada') SELECT eu.region, a.native_country, count(*) FROM adult a "
+    "JOIN eu ON eu.c = a.native_country GROUP BY 1, 2 ORDER BY 3 DESC, 2",
+    # the same as a LEFT JOIN of a derived table, a column list renaming it
+    "SELECT coalesce(x.r, 'none') AS r, count(*) FROM adult a LEFT JOIN (SELECT cr.country, "
+    "cr.region FROM country_region cr WHERE cr.region <> 'Asia') AS x(k, r) ON x.k = "
+    "a.native_country GROUP BY 1 ORDER BY 1",
+    # IN and NOT IN of a CTE of the public table's rows
+    "WITH asia AS (SELECT * FROM country_region WHERE region = 'Asia') SELECT sex, count(*) "
+    "FROM adult WHERE native_country IN (SELECT country FROM asia) GROUP BY sex ORDER BY sex",
+    "WITH asia AS (SELECT * FROM country_region WHERE region = 'Asia') SELECT count(*) "
+    "FROM adult WHERE native_country NOT IN (SELECT country FROM asia)",
+    # IN and NOT IN of a bare VALUES list
+    "SELECT education, count(*) FROM adult WHERE education IN (VALUES ('Bachelors'), "
+    "('Masters'), ('Masters')) AND age > 30 GROUP BY education ORDER BY education",
+    "SELECT count(*) FROM adult WHERE race NOT IN (VALUES ('White'), ('Black'))",
+    # a derived table's own CTEs: the public table's rows, a CTE of VALUES (dbt's wrappers)
+    "SELECT count(*) FROM (WITH eu AS (SELECT country FROM country_region WHERE region = "
+    "'Europe') SELECT a.age FROM adult a JOIN eu ON eu.country = a.native_country) t",
+    "select count(*) as failures, count(*) != 0 as should_warn from (with lk(c) as (values "
+    "('Mexico'), ('Cuba')) select native_country from adult a where native_country not in "
+    "(select c from lk)) dbt_internal_test",
 ]
 
 

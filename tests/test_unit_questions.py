@@ -209,6 +209,11 @@ REFUSED = [
         "LIMIT",
     ),
     ("SELECT max(user_id) FROM checkins", "0A000", "privacy unit of protected table checkins"),
+    (
+        "SELECT hour / 6, count(DISTINCT user_id) FILTER (WHERE lat >= 0) FROM checkins GROUP BY 1",
+        "0A000",
+        "count(DISTINCT user_id) FILTER (WHERE ...)",
+    ),
 ]
 
 

@@ -95,3 +95,39 @@ def test_a_left_join_keeps_each_row_once() -> None:
     matrix = st.plan.batch.dense()
     assert st.plan.group_keys == (("LA",), (None,))
     assert (matrix.sum(axis=0) == 1.0).all()
+
+
+def test_a_public_table_inside_a_composed_part_is_refused_by_name() -> None:
+    """A declared table's rows are bound when the statement runs; a part of a composed
+    statement is planned before: refused naming the table and what is answered instead."""
+    sql = (
+        "WITH r AS (SELECT cr.region, count(*) AS n FROM adult a JOIN country_region cr "
+        "ON cr.country = a.native_country GROUP BY cr.region) "
+        "SELECT region, n * 100.0 / sum(n) OVER () FROM r"
+    )
+    [st] = rewriter.classify(sql, SCHEMA)
+    assert isinstance(st, rewriter.Refused)
+    assert st.error.sqlstate == "0A000"
+    assert "a join with public table country_region inside a part" in str(st.error)
+    assert "VALUES" in (st.error.hint or "")
+
+
+def test_a_select_of_the_public_table_is_the_table_filtered() -> None:
+    """A CTE selecting a public table's rows (renamed, filtered) is that table joined with its
+    WHERE added to the condition: the same statement as the join written out."""
+    cte = (
+        "WITH eu AS (SELECT country AS c, region FROM country_region WHERE region = 'EU') "
+        "SELECT eu.region, count(*) FROM adult a JOIN eu ON eu.c = a.native_country GROUP BY 1"
+    )
+    plain = (
+        "SELECT cr.region, count(*) FROM adult a JOIN country_region cr "
+        "ON cr.country = a.native_country AND cr.region = 'EU' GROUP BY 1"
+    )
+    rows = {"public.country_region": (("Mexico", "LA"), ("Italy", "EU"), ("Spain", "EU"))}
+    plans = []
+    for sql in (cte, plain):
+        [st] = rewriter.classify(sql, SCHEMA)
+        assert isinstance(st, rewriter.DPStatement)
+        plans.append(rewriter.bind(st, [], public=rows))
+    assert plans[0].group_keys == plans[1].group_keys == (("EU",),)
+    assert (plans[0].batch.dense() == plans[1].batch.dense()).all()
