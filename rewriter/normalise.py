@@ -415,7 +415,34 @@ class _Builder:
             cast = cast or c2
         return inner, cast, neg
 
+    def infinity(self, node: exp.Expression) -> int | None:
+        """+1 or -1 when ``node`` is ``'infinity'`` or ``'-infinity'``, untyped or cast to a
+        date or timestamp type; else None."""
+        inner, cast, neg = self.signed(node)
+        if not (isinstance(inner, exp.Literal) and inner.is_string) or neg:
+            return None
+        if cast is not None and cast not in pgtime.DATETIMES:
+            return None
+        return {"infinity": 1, "+infinity": 1, "-infinity": -1}.get(str(inner.this).strip().lower())
+
+    def vs_infinity(self, op: str, x: PostExpr, node: exp.Expression) -> PostExpr:
+        """``x op 'infinity'`` (``'-infinity'``) for a date or timestamp ``x``: PostgreSQL's
+        infinite values are above (below) every finite one, so the comparison holds, or not,
+        for every value of ``x``, and is NULL where ``x`` is: ``x = x``, or ``x <> x``. The
+        infinite value itself is not evaluated elsewhere (0A000)."""
+        sign = self.infinity(node)
+        if typeof(x) not in pgtime.DATETIMES or sign is None:
+            return self.compare(op, x, self.literal(node))
+        below = op in ("<", "<=", "<>") if sign > 0 else op in (">", ">=", "<>")
+        return Compare(op="=" if below else "<>", left=x, right=x)
+
     def value(self, node: exp.Expression, attr: AttributeDecl | None) -> Value:
+        if (
+            self.infinity(node) is not None
+            and attr is not None
+            and attr.pg_type in pgtime.DATETIMES
+        ):
+            raise _NotAValue()  # compared as an expression (vs_infinity)
         inner, cast, neg = self.signed(node)
         if isinstance(inner, exp.Parameter | exp.Placeholder):
             idx = self.param_index(inner)
@@ -516,6 +543,8 @@ class _Builder:
                     ),
                     pg_type=cast,
                 )
+            except pgtime.Unsupported as e:  # input PostgreSQL reads and the proxy does not
+                raise UnsupportedError(e.message) from None
             except pgeval.EvalError as e:
                 raise InvalidValueError(e.message) from None
         return c
@@ -555,6 +584,10 @@ class _Builder:
             return Const(value=iv, pg_type="interval")
         op = _OPS.get(type(node))
         if op is not None:
+            if self.infinity(node.expression) is not None:
+                return self.vs_infinity(op, c(node.this), node.expression)
+            if self.infinity(node.this) is not None:
+                return self.vs_infinity(_FLIP[op], c(node.expression), node.this)
             return self.compare(op, c(node.this), c(node.expression))
         if isinstance(node, exp.NullSafeEQ | exp.NullSafeNEQ):
             left, right = self._pair(c(node.this), c(node.expression), "IS DISTINCT FROM")
@@ -596,10 +629,16 @@ class _Builder:
             return Logic(op="not", args=(out,)) if node.args.get("negate") else out
         if isinstance(node, exp.Between):
             x = c(node.this)
-            lo, hi = c(node.args["low"]), c(node.args["high"])
-            a = Logic(op="and", args=(self.compare(">=", x, lo), self.compare("<=", x, hi)))
+            lo_n, hi_n = node.args["low"], node.args["high"]
+
+            def bound(op: str, n: exp.Expression) -> PostExpr:
+                if self.infinity(n) is not None:
+                    return self.vs_infinity(op, x, n)
+                return self.compare(op, x, c(n))
+
+            a = Logic(op="and", args=(bound(">=", lo_n), bound("<=", hi_n)))
             if node.args.get("symmetric"):
-                b = Logic(op="and", args=(self.compare(">=", x, hi), self.compare("<=", x, lo)))
+                b = Logic(op="and", args=(bound(">=", hi_n), bound("<=", lo_n)))
                 return Logic(op="or", args=(a, b))
             return a
         if isinstance(node, exp.In):

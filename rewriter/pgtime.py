@@ -358,8 +358,9 @@ def _parse(text: str, typename: str) -> _Parsed:
     if low in _SPECIAL:
         raise Unsupported(
             f"the special value '{t}' for type {typename} is not evaluated by the proxy: "
-            "write a date, 'YYYY-MM-DD' (a bound of 'infinity' holds for every date: leave it "
-            "out; 'now' and 'today' read the clock: write the date)"
+            "write a date, 'YYYY-MM-DD' ('infinity' and '-infinity' are evaluated only "
+            "compared with a date or timestamp, x < 'infinity'; 'now' and 'today' read the "
+            "clock: write the date)"
         )
     m = _DATETIME.match(t)
     if m is None:

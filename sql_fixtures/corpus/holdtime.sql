@@ -224,8 +224,16 @@ SELECT count(*) FROM checkins WHERE checkin_date > 'epoch';
 
 -- id: holdtime.cmp.infinity
 -- source: analyst, open-ended bound
--- expect: refused 0A000 'infinity' is not evaluated: leave the open bound out
 SELECT count(*) FROM checkins WHERE checkin_date < 'infinity' AND checkin_date > '-infinity'::date;
+
+-- id: holdtime.cmp.infinity_between
+-- source: analyst, an open lower bound in BETWEEN, typed
+SELECT extract(year FROM checkin_date) AS y, count(*) FROM checkins WHERE checkin_date BETWEEN DATE '-infinity' AND '2009-12-31' GROUP BY 1;
+
+-- id: holdtime.cmp.infinity_select
+-- source: analyst, the special value itself as a result
+-- expect: refused 0A000 'infinity' is evaluated only compared with a date or timestamp, not as a value
+SELECT 'infinity'::date AS until, count(*) FROM checkins GROUP BY 1;
 
 -- id: holdtime.between_symmetric
 -- source: analyst, BETWEEN SYMMETRIC with bounds reversed

@@ -101,6 +101,7 @@ KEYS = [
     "justify_interval(INTERVAL '1 mon' - h * INTERVAL '5 hours')::text",
     "justify_interval((d - DATE '2010-01-01') * INTERVAL '-1 day' + h * INTERVAL '3 hours')::text",
     "justify_days(INTERVAL '-1 mon' + (d - DATE '2010-01-01') * INTERVAL '1 day')::text",
+    "d < 'infinity'", "CASE WHEN d = '-infinity' THEN 1 WHEN d > '-infinity' THEN 2 END",
     "(d + INTERVAL '1 month - 1 day')::date", "d + INTERVAL '1 day - 01:30'", "d + INTERVAL '- 2 days'",
     "d::timestamp AT TIME ZONE '+05:30'", f"{TS} AT TIME ZONE 'UTC+3'", f"{TS} AT TIME ZONE '-3'",
     "d::timestamp AT TIME ZONE INTERVAL '05:30'", f"{TS} AT TIME ZONE INTERVAL '-03:00'",
@@ -159,6 +160,9 @@ CONDITIONS = [
     "(d, d + 2) OVERLAPS (DATE '2010-01-01', DATE '2009-12-25')",
     f"({TS}, NULL::timestamp) OVERLAPS (TIMESTAMP '2010-01-01', TIMESTAMP '2010-01-02')",
     "d BETWEEN SYMMETRIC '2010-03-31' AND '2010-03-01'",
+    "d < 'infinity' AND d > '-infinity'::date", "NOT (d >= 'infinity')",
+    f"{TS} BETWEEN '-infinity' AND TIMESTAMP '2010-01-01 05:00'", f"{TSTZ} <> TIMESTAMPTZ 'infinity'",
+    "'-infinity' < d::timestamp AND d <= DATE '2010-01-01'",
 ]  # fmt: skip
 
 
