@@ -258,11 +258,12 @@ def distinct(y: npt.ArrayLike, s: npt.ArrayLike, *, z_level: float = 1.0 - CONFI
     sure = int(np.count_nonzero(exact & (ya >= 0.5)))
     noisy = ~exact
     k = int(np.count_nonzero(noisy))
-    negative = int(np.count_nonzero(noisy & (ya < 0.0)))
-    # a noisy count of exactly 0 (noise that drew 0; probability 0 under continuous noise, so
-    # the estimator's distribution is unchanged) is half below zero: with no noise at all the
-    # estimate is the number of cells with a row
-    zero = int(np.count_nonzero(noisy & (ya == 0.0)))
+    negative = int(np.count_nonzero(noisy & (ya < -_EPS)))
+    # a noisy count of 0 (to rounding: exact answers combined from several releases carry
+    # 1e-12 errors; probability ~0 under continuous noise, so the estimator's distribution is
+    # unchanged) is half below zero: with no noise at all the estimate is the number of cells
+    # with a row
+    zero = int(np.count_nonzero(noisy & (np.abs(ya) <= _EPS)))
     if k == 0 and sure == 0:
         return Counted(value=0, low=0, high=0)
     # at least one: noise never tells a group without rows (unless every cell is exact)

@@ -614,6 +614,8 @@ def _protected(
     schema: Schema,
     census: _Census,
 ) -> Statement:
+    if sugar.over_parameter(tree):  # x = ANY($1): planned when executed, the array bound
+        return _composed(piece, tree, schema)
     if isinstance(tree, exp.Union):
         union = _union(piece, tree, schema)
         return union if union is not None else _composed(piece, tree, schema)

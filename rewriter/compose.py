@@ -60,7 +60,7 @@ from sqlglot import exp
 
 from dp.errors import InternalError, LaprasError
 
-from . import pgeval, pgtime
+from . import pgeval, pgtime, sugar
 from .answers import postprocess
 from .dialect import POSTGRES
 from .errors import (
@@ -92,7 +92,7 @@ from .plan import (
     windows_of,
 )
 from .plan import _sort as sort_rows
-from .schema import TYPE_OIDS, Schema, TableDecl
+from .schema import ARRAY_OIDS, TYPE_OIDS, Schema, TableDecl
 
 if TYPE_CHECKING:
     from .wrappers import Wrapper
@@ -273,6 +273,7 @@ def steps(
                 f"requires {len(statement.param_types)}"
             )
         tree = _bound(tree, params, param_oids)
+        sugar.expand(tree)  # ANY over a bound array: written out
         with pgtime.session_zone(statement.time_zone):
             _drive(
                 _Run(schema, {}, single, dry=True).statement(tree.copy()),
@@ -333,6 +334,12 @@ def _bound(tree: exp.Expr, params: Sequence[object], oids: Sequence[int]) -> exp
         v = params[k]
         if isinstance(v, bytes):
             v = v.decode("utf-8", errors="replace")
+        element = ARRAY_OIDS.get(oid)
+        if element is not None and isinstance(v, list):  # x = ANY($1): rewriter.sugar reads it
+            if not v:
+                to = exp.DataType.build(pgeval.sql_type(element) + "[]", dialect=POSTGRES)
+                return exp.Cast(this=exp.Literal.string("{}"), to=to)
+            return exp.Array(expressions=[_literal(e, element) for e in v])
         t = _TYPES.get(oid)
         if t is None:
             return exp.Literal.string(str(v)) if v is not None else exp.Null()

@@ -94,3 +94,50 @@ def numeric_div(a: Decimal, b: Decimal) -> Decimal:
 def unsigned_zero(d: Decimal) -> Decimal:
     """PostgreSQL's numeric has no negative zero."""
     return d.copy_abs() if d.is_zero() else d
+
+
+def array_elements(text: str) -> list[str | None] | None:
+    """The elements of PostgreSQL's one-dimensional array input ``{a,"b c",NULL}`` (None for
+    an element written NULL); None for what this does not read (nested arrays, bounds)."""
+    s = text.strip()
+    if len(s) < 2 or s[0] != "{" or s[-1] != "}":
+        return None
+    body = s[1:-1]
+    if not body.strip():
+        return []
+    out: list[str | None] = []
+    i, n = 0, len(body)
+    while True:
+        while i < n and body[i].isspace():
+            i += 1
+        if i < n and body[i] == "{":
+            return None
+        if i < n and body[i] == '"':
+            i += 1
+            chars: list[str] = []
+            while i < n and body[i] != '"':
+                if body[i] == "\\" and i + 1 < n:
+                    i += 1
+                chars.append(body[i])
+                i += 1
+            if i >= n:
+                return None
+            i += 1
+            out.append("".join(chars))
+            while i < n and body[i].isspace():
+                i += 1
+        else:
+            start = i
+            while i < n and body[i] != ",":
+                if body[i] in '{}"\\':
+                    return None
+                i += 1
+            word = body[start:i].strip()
+            if not word:
+                return None
+            out.append(None if word.upper() == "NULL" else word)
+        if i >= n:
+            return out
+        if body[i] != ",":
+            return None
+        i += 1

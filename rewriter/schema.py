@@ -66,6 +66,13 @@ TYPE_OIDS: Mapping[str, int] = {
     "timestamp": 1114,
     "timestamptz": 1184,
 }
+
+#: Array types read as parameters (``x = ANY($1)``): each one's OID and its element type.
+ARRAY_OIDS: Mapping[int, str] = {
+    1000: "bool", 1005: "int2", 1007: "int4", 1016: "int8", 1009: "text", 1015: "varchar",
+    1014: "bpchar", 1021: "float4", 1022: "float8", 1231: "numeric", 1182: "date",
+    1115: "timestamp", 1185: "timestamptz",
+}  # fmt: skip
 TYPE_ALIASES: Mapping[str, str] = {
     "boolean": "bool",
     "bool": "bool",

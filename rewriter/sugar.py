@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from .pgtypes import array_elements
+
 #: The operators an ANY/ALL may follow.
 _QUANTIFIED = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.Like, exp.ILike)
 
@@ -66,6 +68,20 @@ def _expanded(node: exp.Expression) -> exp.Expression:
     return node
 
 
+def over_parameter(tree: exp.Expr) -> bool:
+    """Whether ``tree`` has an ANY/ALL over a ``$n`` parameter (``x = ANY($1)``): it is
+    written out when the statement is executed, with the array bound (rewriter.compose)."""
+    for node in tree.find_all(*_QUANTIFIED):
+        quantified = _quantifier(node.expression)
+        if quantified is not None:
+            array = quantified[1]
+            while isinstance(array, exp.Paren | exp.Cast):
+                array = array.this
+            if isinstance(array, exp.Placeholder | exp.Parameter):
+                return True
+    return False
+
+
 def _quantifier(node: exp.Expression) -> tuple[bool, exp.Expression] | None:
     """(whether ALL, the array) of ``ANY (array)`` / ``ALL (array)``; None otherwise."""
     if isinstance(node, exp.Any | exp.All):
@@ -83,6 +99,16 @@ def _items(node: exp.Expression) -> list[exp.Expression] | None:
     """The elements of an array of constants: ``ARRAY[...]`` or a ``'{...}'::T[]`` literal."""
     while isinstance(node, exp.Paren):
         node = node.this
+    if (
+        isinstance(node, exp.Cast)
+        and isinstance(node.this, exp.Array)
+        and isinstance(node.to, exp.DataType)
+        and node.to.is_type(exp.DType.ARRAY)
+        and len(node.to.expressions) == 1
+    ):  # ARRAY[...]::T[]: each element cast to T
+        inner = _items(node.this)
+        element = node.to.expressions[0]
+        return None if inner is None else [exp.Cast(this=e, to=element.copy()) for e in inner]
     if isinstance(node, exp.Array):
         if any(isinstance(e, exp.Array) for e in node.expressions):
             return None
@@ -95,7 +121,7 @@ def _items(node: exp.Expression) -> list[exp.Expression] | None:
         and node.to.is_type(exp.DType.ARRAY)
         and len(node.to.expressions) == 1
     ):
-        texts = _array_literal(str(node.this.this))
+        texts = array_elements(str(node.this.this))
         if texts is None:
             return None
         element = node.to.expressions[0]
@@ -104,53 +130,6 @@ def _items(node: exp.Expression) -> list[exp.Expression] | None:
             for t in texts
         ]
     return None
-
-
-def _array_literal(text: str) -> list[str | None] | None:
-    """The elements of PostgreSQL's one-dimensional array input ``{a,"b c",NULL}`` (None for
-    an element written NULL); None for what this does not read (nested arrays, bounds)."""
-    s = text.strip()
-    if len(s) < 2 or s[0] != "{" or s[-1] != "}":
-        return None
-    body = s[1:-1]
-    if not body.strip():
-        return []
-    out: list[str | None] = []
-    i, n = 0, len(body)
-    while True:
-        while i < n and body[i].isspace():
-            i += 1
-        if i < n and body[i] == "{":
-            return None
-        if i < n and body[i] == '"':
-            i += 1
-            chars: list[str] = []
-            while i < n and body[i] != '"':
-                if body[i] == "\\" and i + 1 < n:
-                    i += 1
-                chars.append(body[i])
-                i += 1
-            if i >= n:
-                return None
-            i += 1
-            out.append("".join(chars))
-            while i < n and body[i].isspace():
-                i += 1
-        else:
-            start = i
-            while i < n and body[i] != ",":
-                if body[i] in '{}"\\':
-                    return None
-                i += 1
-            word = body[start:i].strip()
-            if not word:
-                return None
-            out.append(None if word.upper() == "NULL" else word)
-        if i >= n:
-            return out
-        if body[i] != ",":
-            return None
-        i += 1
 
 
 def _pairs(

@@ -62,6 +62,21 @@ CASES = [
     ),
     ("SELECT count(*) FROM adult WHERE capital_gain >= $1", [1000]),
     ("SELECT sum(capital_gain) FROM adult WHERE age < $1", [30]),
+    ("SELECT count(*) FROM adult WHERE age = ANY($1)", [[30, 40, 50]]),
+    (
+        "SELECT sex, count(*) FROM adult WHERE education = ANY($1) GROUP BY sex ORDER BY sex",
+        [["Bachelors", "Masters", None]],
+    ),
+    ("SELECT count(*) FROM adult WHERE age <> ALL($1::int[])", [[30, 40]]),
+    ("SELECT count(*) FROM adult WHERE age = ANY($1)", [[]]),
+    (
+        "SELECT count(*) FROM checkins WHERE checkin_date = ANY($1)",
+        [[dt.date(2010, 1, 1), dt.date(2010, 7, 4)]],
+    ),
+    (
+        "SELECT hour, count(*) FROM checkins WHERE hour = ANY($1) AND checkin_date >= $2 GROUP BY 1 ORDER BY 1",
+        [[1, 2, 3], dt.date(2010, 3, 1)],
+    ),
 ]
 
 

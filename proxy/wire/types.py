@@ -19,6 +19,9 @@ import math
 import struct
 from decimal import Decimal
 
+from rewriter.pgtypes import array_elements
+from rewriter.schema import ARRAY_OIDS, TYPE_OIDS
+
 BOOL = 16
 BYTEA = 17
 NAME = 19
@@ -38,6 +41,10 @@ TIMESTAMPTZ = 1184
 NUMERIC = 1700
 
 STRING_TYPES = frozenset({TEXT, VARCHAR, BPCHAR, NAME, UNKNOWN})
+
+#: One-dimensional arrays decoded as parameters (asyncpg's and psycopg's lists, ``x =
+#: ANY($1)``): each array type's OID and its element's.
+ARRAY_ELEMENTS = {oid: TYPE_OIDS[name] for oid, name in ARRAY_OIDS.items()}
 
 # typlen of each type, for RowDescription fields built without an upstream Describe.
 TYPE_SIZE = {
@@ -280,6 +287,12 @@ def encode(oid: int, value: object, fmt: int) -> bytes | None:
 def decode_text(oid: int, data: bytes) -> object:
     """Parse the text form of a value of type ``oid`` (what ``typinput`` accepts, simplified)."""
     s = data.decode("utf-8")
+    element = ARRAY_ELEMENTS.get(oid)
+    if element is not None:
+        items = array_elements(s)
+        if items is None:
+            raise UnsupportedType("only one-dimensional arrays are read as parameters")
+        return [None if i is None else decode_text(element, i.encode()) for i in items]
     if oid in (INT2, INT4, INT8, OID):
         return int(s.strip())
     if oid in (FLOAT4, FLOAT8):
@@ -347,7 +360,37 @@ def decode_binary(oid: int, data: bytes) -> object:
         return data.decode("utf-8")
     if oid == BYTEA:
         return bytes(data)
+    if oid in ARRAY_ELEMENTS:
+        return _array_from_binary(data)
     raise UnsupportedType(f"no binary decoder for type {oid}")
+
+
+def _array_from_binary(data: bytes) -> list[object]:
+    """A one-dimensional array's elements (``array_recv``: dimensions, a NULL flag, the
+    element type, each dimension's length and lower bound, then each element's length, -1
+    for NULL, and bytes)."""
+    try:
+        ndim, _, element = struct.unpack_from("!iiI", data, 0)
+        if ndim == 0:
+            return []
+        if ndim != 1:
+            raise UnsupportedType("only one-dimensional arrays are read as parameters")
+        (n,) = struct.unpack_from("!i", data, 12)
+        pos = 20
+        out: list[object] = []
+        for _ in range(n):
+            (size,) = struct.unpack_from("!i", data, pos)
+            pos += 4
+            if size < 0:
+                out.append(None)
+                continue
+            out.append(decode_binary(element, data[pos : pos + size]))
+            pos += size
+    except struct.error as e:
+        raise UnsupportedType(f"invalid binary array: {e}") from None
+    if pos != len(data):
+        raise UnsupportedType("invalid binary array length")
+    return out
 
 
 def _numeric_from_binary(data: bytes) -> Decimal:
