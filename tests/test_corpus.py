@@ -12,9 +12,8 @@ row falls in is returned by the proxy (its count 0, its sums and averages NULL o
 groups are public, docs/sql.md §2.3) where PostgreSQL omits it; and rows whose order the
 statement leaves open (ties of ORDER BY) may come in another order.
 
-544 of the 563 cases are answered exactly, one is refused as PostgreSQL refuses it, the
-seventeen refused by design are listed with the reason in docs/sql.md §4, and one
-(holdout.forms.sum_distinct) is exact alone but not after other cases (docs/sql.md §4).
+545 of the 563 cases are answered exactly, one is refused as PostgreSQL refuses it, and the
+seventeen refused by design are listed with the reason in docs/sql.md §4.
 """
 
 from __future__ import annotations
